@@ -1,0 +1,39 @@
+"""tickwheel: a distributed, time-based job scheduler. What is importable from here is the public
+surface; everything else may change between releases."""
+
+from tickwheel.client.client import AsyncClient, Client
+from tickwheel.client.models import AttemptInfo, BatchItemResult, ExecutionInfo, ExecutionPage
+from tickwheel.domain.errors import (
+    BadRequest,
+    Conflict,
+    Forbidden,
+    InvalidInput,
+    NotFound,
+    PayloadTooLarge,
+    StaleFencingToken,
+    TickwheelError,
+    Unauthorized,
+)
+from tickwheel.domain.submission import SubmitRequest
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "AsyncClient",
+    "AttemptInfo",
+    "BadRequest",
+    "BatchItemResult",
+    "Client",
+    "Conflict",
+    "ExecutionInfo",
+    "ExecutionPage",
+    "Forbidden",
+    "InvalidInput",
+    "NotFound",
+    "PayloadTooLarge",
+    "StaleFencingToken",
+    "SubmitRequest",
+    "TickwheelError",
+    "Unauthorized",
+    "__version__",
+]

@@ -1,0 +1,1 @@
+"""The HTTP edge: parse, authenticate, call the in-process transport, render."""

@@ -1,0 +1,56 @@
+"""API keys: ``tw_<key id>_<secret>``, stored as a SHA-256 hash (the secret is 32 random bytes,
+so a fast hash is safe; nothing here is a password). The key's tenant scopes every query."""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+from dataclasses import dataclass
+from datetime import datetime
+
+from tickwheel.domain.errors import Forbidden, Unauthorized
+from tickwheel.domain.models import ApiKey, Scope
+from tickwheel.store.protocol import Store
+
+PREFIX = "tw_"
+
+
+@dataclass(frozen=True)
+class Principal:
+    tenant: str
+    scope: Scope
+    key_id: str | None
+
+    def require(self, needed: Scope) -> None:
+        if not self.scope.allows(needed):
+            raise Forbidden(
+                f"this API key has scope {self.scope!s}; the action needs {needed!s}",
+                {"scope": str(self.scope), "needed": str(needed)},
+            )
+
+
+def hash_key(secret_key: str) -> str:
+    return hashlib.sha256(secret_key.encode()).hexdigest()
+
+
+async def create_key(
+    store: Store, tenant: str, scope: Scope, name: str, now: datetime
+) -> tuple[ApiKey, str]:
+    """Returns the stored key and the secret text, which exists nowhere else afterwards."""
+    key_id = secrets.token_hex(6)
+    secret_key = f"{PREFIX}{key_id}_{secrets.token_urlsafe(32)}"
+    key = ApiKey(key_id=key_id, tenant=tenant, scope=scope, name=name, created_at=now)
+    await store.api_key_insert(key, hash_key(secret_key))
+    return key, secret_key
+
+
+async def authenticate(store: Store, authorization: str | None) -> Principal:
+    if not authorization:
+        raise Unauthorized("missing API key: send 'Authorization: Bearer <key>'")
+    scheme, _, token = authorization.partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        raise Unauthorized("the Authorization header must be 'Bearer <key>'")
+    key = await store.api_key_by_hash(hash_key(token.strip()))
+    if key is None:
+        raise Unauthorized("the API key is unknown or revoked")
+    return Principal(tenant=key.tenant, scope=key.scope, key_id=key.key_id)

@@ -1,0 +1,40 @@
+"""Request-scoped dependencies: who is calling, and a transport bound to their tenant."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from fastapi import Request
+
+from tickwheel.api.auth import Principal, authenticate
+from tickwheel.client.transports.inprocess import InProcessTransport
+from tickwheel.domain.clock import Clock
+from tickwheel.domain.models import Scope
+from tickwheel.domain.submission import SubmitLimits
+from tickwheel.store.protocol import Store
+
+
+@dataclass
+class AppState:
+    store: Store
+    clock: Clock
+    limits: SubmitLimits
+    auth_disabled: bool
+    default_tenant: str
+
+
+def app_state(request: Request) -> AppState:
+    state: AppState = request.app.state.tickwheel
+    return state
+
+
+async def principal(request: Request) -> Principal:
+    state = app_state(request)
+    if state.auth_disabled:
+        return Principal(tenant=state.default_tenant, scope=Scope.ADMIN, key_id=None)
+    return await authenticate(state.store, request.headers.get("authorization"))
+
+
+def transport_for(request: Request, who: Principal) -> InProcessTransport:
+    state = app_state(request)
+    return InProcessTransport(state.store, who.tenant, state.clock, state.limits)

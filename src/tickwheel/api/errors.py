@@ -1,0 +1,90 @@
+"""The one place where errors become HTTP statuses and the JSON error body
+``{"error": {"code", "message", "details"}}``. Clients never see a stack trace."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from tickwheel.domain.errors import (
+    BadRequest,
+    Conflict,
+    Forbidden,
+    InvalidInput,
+    NotFound,
+    PayloadTooLarge,
+    TickwheelError,
+    Unauthorized,
+)
+
+log = logging.getLogger("tickwheel.api")
+
+STATUS: list[tuple[type[TickwheelError], int]] = [
+    (InvalidInput, 422),
+    (BadRequest, 400),
+    (NotFound, 404),
+    (Conflict, 409),
+    (Unauthorized, 401),
+    (Forbidden, 403),
+    (PayloadTooLarge, 413),
+]
+
+
+def status_of(exc: TickwheelError) -> int:
+    for cls, status in STATUS:
+        if isinstance(exc, cls):
+            return status
+    return 500
+
+
+def error_response(status: int, code: str, message: str, details: Any = None) -> JSONResponse:
+    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+    return JSONResponse(
+        {"error": {"code": code, "message": message, "details": details}},
+        status_code=status,
+        headers=headers,
+    )
+
+
+def _path(loc: tuple[Any, ...]) -> str:
+    parts = [str(p) for p in loc if p not in ("body", "query", "path", "header")]
+    return ".".join(parts) or "body"
+
+
+def install(app: FastAPI) -> None:
+    @app.exception_handler(TickwheelError)
+    async def domain_error(_: Request, exc: TickwheelError) -> JSONResponse:
+        return error_response(status_of(exc), exc.code, exc.message, exc.details)
+
+    @app.exception_handler(RequestValidationError)
+    async def validation_error(_: Request, exc: RequestValidationError) -> JSONResponse:
+        details = []
+        for err in exc.errors():
+            message = str(err.get("msg", "invalid"))
+            if err.get("type") == "json_invalid":
+                return error_response(400, "bad_request", "the request body is not valid JSON")
+            if err.get("type") == "missing":
+                message = "is required"
+            elif err.get("type") == "extra_forbidden":
+                message = "is not a known field"
+            details.append({"path": _path(tuple(err.get("loc", ()))), "message": message})
+        summary = "; ".join(f"{d['path']}: {d['message']}" for d in details)
+        return error_response(422, "invalid_input", f"the request is invalid ({summary})", details)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+        codes = {404: "not_found", 405: "method_not_allowed"}
+        message = str(exc.detail) if exc.detail else "error"
+        if exc.status_code == 404 and message == "Not Found":
+            message = "no such route"
+        return error_response(exc.status_code, codes.get(exc.status_code, "error"), message)
+
+    @app.exception_handler(Exception)
+    async def unexpected(request: Request, exc: Exception) -> JSONResponse:
+        log.exception("unhandled error on %s %s", request.method, request.url.path)
+        return error_response(500, "internal", "internal error; the server log has the details")

@@ -1,0 +1,108 @@
+"""Executions: submit (one or a batch), read, list, cancel, replay."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Header, Query, Request, Response
+from pydantic import AwareDatetime
+
+from tickwheel.api.auth import Principal
+from tickwheel.api.deps import principal, transport_for
+from tickwheel.api.schemas import BatchBody, SubmitBody
+from tickwheel.client.client import definition_uri
+from tickwheel.domain.errors import InvalidInput
+from tickwheel.domain.models import ExecutionFilter, Scope
+from tickwheel.domain.states import ExecutionStatus
+
+router = APIRouter(prefix="/v1/executions", tags=["executions"])
+Who = Annotated[Principal, Depends(principal)]
+
+
+@router.post("", status_code=201)
+async def submit(
+    body: SubmitBody,
+    request: Request,
+    response: Response,
+    who: Who,
+    idempotency_key: Annotated[str | None, Header(alias="Idempotency-Key")] = None,
+) -> dict[str, Any]:
+    """201 with a new execution; 200 with the original when the same key comes with the same
+    body; 409 when the key was used for a different body."""
+    who.require(Scope.SUBMIT)
+    wire, created = await transport_for(request, who).submit(body.to_request(idempotency_key))
+    response.status_code = 201 if created else 200
+    return wire
+
+
+@router.post("/batch")
+async def submit_batch(body: BatchBody, request: Request, who: Who) -> dict[str, Any]:
+    """Up to 1,000 executions in one transaction, each with its own result."""
+    who.require(Scope.SUBMIT)
+    requests = [item.to_request(item.idempotencyKey) for item in body.items]
+    return {"items": await transport_for(request, who).submit_many(requests)}
+
+
+@router.get("")
+async def list_executions(
+    request: Request,
+    who: Who,
+    status: Annotated[list[str], Query()] = [],  # noqa: B006 - FastAPI reads, never mutates
+    definition: str | None = None,
+    idempotency_key: Annotated[str | None, Query(alias="idempotencyKey")] = None,
+    execute_from: Annotated[AwareDatetime | None, Query(alias="executeFrom")] = None,
+    execute_to: Annotated[AwareDatetime | None, Query(alias="executeTo")] = None,
+    cursor: str | None = None,
+    limit: Annotated[int, Query(ge=1, le=500)] = 50,
+) -> dict[str, Any]:
+    """Newest first. ``status`` may repeat or be comma-separated; ``nextCursor`` pages on."""
+    flt = ExecutionFilter(
+        statuses=_statuses(status),
+        definition_uri=definition_uri(definition) if definition else None,
+        idempotency_key=idempotency_key,
+        execute_from=execute_from,
+        execute_to=execute_to,
+    )
+    return await transport_for(request, who).list(flt, cursor, limit)
+
+
+def _statuses(raw: list[str]) -> tuple[ExecutionStatus, ...]:
+    names = [part.strip().upper() for value in raw for part in value.split(",") if part.strip()]
+    known = {s.value for s in ExecutionStatus}
+    bad = [n for n in names if n not in known]
+    if bad:
+        raise InvalidInput(
+            f"unknown status {', '.join(bad)}; use one of {', '.join(sorted(known))}",
+        )
+    return tuple(ExecutionStatus(n) for n in dict.fromkeys(names))
+
+
+@router.get("/{execution_id}")
+async def get_execution(execution_id: uuid.UUID, request: Request, who: Who) -> dict[str, Any]:
+    return await transport_for(request, who).get(execution_id)
+
+
+@router.get("/{execution_id}/attempts")
+async def get_attempts(execution_id: uuid.UUID, request: Request, who: Who) -> dict[str, Any]:
+    return {"items": await transport_for(request, who).attempts(execution_id)}
+
+
+@router.get("/{execution_id}/history")
+async def get_history(execution_id: uuid.UUID, request: Request, who: Who) -> dict[str, Any]:
+    """Cancels and replays, oldest first (attempts have their own route)."""
+    return {"items": await transport_for(request, who).history(execution_id)}
+
+
+@router.delete("/{execution_id}")
+async def cancel(execution_id: uuid.UUID, request: Request, who: Who) -> dict[str, Any]:
+    """Cancels a SCHEDULED, READY or RETRY_WAIT execution; 409 says why when it cannot."""
+    who.require(Scope.SUBMIT)
+    return await transport_for(request, who).cancel(execution_id)
+
+
+@router.post("/{execution_id}/replay")
+async def replay(execution_id: uuid.UUID, request: Request, who: Who) -> dict[str, Any]:
+    """Brings a FAILED execution (a dead letter) back to READY with a fresh attempt budget."""
+    who.require(Scope.SUBMIT)
+    return await transport_for(request, who).replay(execution_id)

@@ -1,0 +1,268 @@
+"""The Python SDK: ``AsyncClient`` holds the logic, ``Client`` is a thin blocking facade over it.
+
+Both take a transport: HTTP for applications talking to a tickwheel API, in-process for code that
+runs inside the server (the Cron Service, the workflow orchestrator) and for tests."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import uuid
+from collections.abc import Coroutine, Iterable
+from concurrent.futures import Future
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any, TypeVar
+
+from tickwheel.client.models import (
+    AttemptInfo,
+    BatchItemResult,
+    DefinitionApplied,
+    ExecutionInfo,
+    ExecutionPage,
+)
+from tickwheel.client.transport import Transport
+from tickwheel.client.transports.http import HttpTransport
+from tickwheel.domain.clock import Clock, SystemClock
+from tickwheel.domain.definitions import format_from_filename
+from tickwheel.domain.models import ExecutionFilter
+from tickwheel.domain.states import ExecutionStatus
+from tickwheel.domain.submission import DEFINITION_URI_PREFIX, SubmitRequest
+
+T = TypeVar("T")
+ExecutionRef = uuid.UUID | str
+
+
+def definition_uri(definition: str) -> str:
+    """Accepts ``registry://jobs/<name>`` or the bare name."""
+    return definition if "://" in definition else DEFINITION_URI_PREFIX + definition
+
+
+def _id(ref: ExecutionRef) -> uuid.UUID:
+    return ref if isinstance(ref, uuid.UUID) else uuid.UUID(ref)
+
+
+class AsyncClient:
+    def __init__(
+        self,
+        url: str = "http://127.0.0.1:8000",
+        api_key: str | None = None,
+        *,
+        transport: Transport | None = None,
+        clock: Clock | None = None,
+        timeout: float = 10.0,
+    ) -> None:
+        self.transport: Transport = transport or HttpTransport(url, api_key, timeout=timeout)
+        self.clock = clock or SystemClock()
+
+    async def __aenter__(self) -> AsyncClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        await self.transport.close()
+
+    # -- definitions ----------------------------------------------------------------------------
+
+    async def apply_definition(self, source: str | Path | bytes, fmt: str | None = None) -> DefinitionApplied:
+        """Registers a Job Definition File: a path, or its content with ``fmt`` (yaml/json/xml)."""
+        if isinstance(source, Path) or (isinstance(source, str) and fmt is None):
+            path = Path(source)
+            body, fmt = path.read_bytes(), fmt or format_from_filename(path.name)
+        else:
+            body = source.encode() if isinstance(source, str) else source
+        if fmt is None:
+            raise ValueError("say which format the definition content is in: yaml, json or xml")
+        wire, created = await self.transport.definition_apply(body, fmt)
+        return DefinitionApplied(wire, created)
+
+    async def definitions(self) -> list[dict[str, Any]]:
+        return await self.transport.definition_list()
+
+    async def definition_versions(self, name: str) -> list[dict[str, Any]]:
+        return await self.transport.definition_versions(name)
+
+    # -- executions -----------------------------------------------------------------------------
+
+    async def submit(
+        self,
+        definition: str,
+        inputs: dict[str, Any] | None = None,
+        execute_at: datetime | None = None,
+        idempotency_key: str | None = None,
+        *,
+        version: int | None = None,
+        priority: int = 0,
+    ) -> ExecutionInfo:
+        request = SubmitRequest(
+            definition_uri=definition_uri(definition),
+            inputs=inputs or {},
+            definition_version=version,
+            execute_at=execute_at,
+            priority=priority,
+            idempotency_key=idempotency_key,
+        )
+        wire, _created = await self.transport.submit(request)
+        return ExecutionInfo.from_wire(wire)
+
+    async def submit_after(
+        self,
+        delay: timedelta | float,
+        definition: str,
+        inputs: dict[str, Any] | None = None,
+        idempotency_key: str | None = None,
+        *,
+        version: int | None = None,
+        priority: int = 0,
+    ) -> ExecutionInfo:
+        """A delayed run is only a convenience: ``executeAt = now + delay`` on the client."""
+        seconds = delay.total_seconds() if isinstance(delay, timedelta) else float(delay)
+        if seconds < 0:
+            raise ValueError("delay must not be negative")
+        at = self.clock.now() + timedelta(seconds=seconds)
+        return await self.submit(
+            definition, inputs, at, idempotency_key, version=version, priority=priority
+        )
+
+    async def submit_many(self, requests: Iterable[SubmitRequest]) -> list[BatchItemResult]:
+        items = [
+            SubmitRequest(**{**r.__dict__, "definition_uri": definition_uri(r.definition_uri)})
+            for r in requests
+        ]
+        return [BatchItemResult.from_wire(w) for w in await self.transport.submit_many(items)]
+
+    async def get(self, execution_id: ExecutionRef) -> ExecutionInfo:
+        return ExecutionInfo.from_wire(await self.transport.get(_id(execution_id)))
+
+    async def list(
+        self,
+        *,
+        status: Iterable[ExecutionStatus | str] = (),
+        definition: str | None = None,
+        idempotency_key: str | None = None,
+        execute_from: datetime | None = None,
+        execute_to: datetime | None = None,
+        cursor: str | None = None,
+        limit: int = 50,
+    ) -> ExecutionPage:
+        flt = ExecutionFilter(
+            statuses=tuple(ExecutionStatus(s) for s in status),
+            definition_uri=definition_uri(definition) if definition else None,
+            idempotency_key=idempotency_key,
+            execute_from=execute_from,
+            execute_to=execute_to,
+        )
+        wire = await self.transport.list(flt, cursor, limit)
+        return ExecutionPage(
+            [ExecutionInfo.from_wire(w) for w in wire["items"]], wire.get("nextCursor")
+        )
+
+    async def attempts(self, execution_id: ExecutionRef) -> list[AttemptInfo]:
+        return [AttemptInfo.from_wire(w) for w in await self.transport.attempts(_id(execution_id))]
+
+    async def history(self, execution_id: ExecutionRef) -> list[dict[str, Any]]:
+        return await self.transport.history(_id(execution_id))
+
+    async def cancel(self, execution_id: ExecutionRef) -> ExecutionInfo:
+        return ExecutionInfo.from_wire(await self.transport.cancel(_id(execution_id)))
+
+    async def replay(self, execution_id: ExecutionRef) -> ExecutionInfo:
+        return ExecutionInfo.from_wire(await self.transport.replay(_id(execution_id)))
+
+    async def wait(
+        self, execution_id: ExecutionRef, timeout: float = 60.0, *, poll: float = 0.2
+    ) -> ExecutionInfo:
+        """Polls until the execution finishes (SUCCEEDED, FAILED or CANCELLED); raises
+        ``TimeoutError`` with the last status seen when ``timeout`` seconds pass first."""
+        deadline = self.clock.now() + timedelta(seconds=timeout)
+        interval = poll
+        while True:
+            info = await self.get(execution_id)
+            if info.finished:
+                return info
+            if self.clock.now() >= deadline:
+                raise TimeoutError(
+                    f"execution {info.execution_id} is still {info.status} after {timeout} s"
+                )
+            await self.clock.sleep(interval)
+            interval = min(interval * 1.5, 2.0)
+
+
+class Client:
+    """Blocking facade: runs an ``AsyncClient`` on a private event loop thread, so it works in
+    scripts and inside frameworks that already run a loop of their own."""
+
+    def __init__(
+        self,
+        url: str = "http://127.0.0.1:8000",
+        api_key: str | None = None,
+        *,
+        timeout: float = 10.0,
+    ) -> None:
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
+        self._thread.start()
+        self._async = self._run(_make_async(url, api_key, timeout))
+
+    def _run(self, coro: Coroutine[Any, Any, T]) -> T:
+        future: Future[T] = asyncio.run_coroutine_threadsafe(coro, self._loop)
+        return future.result()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self._loop.is_running():
+            self._run(self._async.close())
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join()
+            self._loop.close()
+
+    def apply_definition(self, source: str | Path | bytes, fmt: str | None = None) -> DefinitionApplied:
+        return self._run(self._async.apply_definition(source, fmt))
+
+    def definitions(self) -> list[dict[str, Any]]:
+        return self._run(self._async.definitions())
+
+    def definition_versions(self, name: str) -> list[dict[str, Any]]:
+        return self._run(self._async.definition_versions(name))
+
+    def submit(self, definition: str, inputs: dict[str, Any] | None = None, execute_at: datetime | None = None, idempotency_key: str | None = None, **kw: Any) -> ExecutionInfo:  # noqa: E501
+        return self._run(self._async.submit(definition, inputs, execute_at, idempotency_key, **kw))
+
+    def submit_after(self, delay: timedelta | float, definition: str, inputs: dict[str, Any] | None = None, idempotency_key: str | None = None, **kw: Any) -> ExecutionInfo:  # noqa: E501
+        return self._run(self._async.submit_after(delay, definition, inputs, idempotency_key, **kw))
+
+    def submit_many(self, requests: Iterable[SubmitRequest]) -> list[BatchItemResult]:
+        return self._run(self._async.submit_many(list(requests)))
+
+    def get(self, execution_id: ExecutionRef) -> ExecutionInfo:
+        return self._run(self._async.get(execution_id))
+
+    def list(self, **filters: Any) -> ExecutionPage:
+        return self._run(self._async.list(**filters))
+
+    def attempts(self, execution_id: ExecutionRef) -> list[AttemptInfo]:
+        return self._run(self._async.attempts(execution_id))
+
+    def history(self, execution_id: ExecutionRef) -> list[dict[str, Any]]:
+        return self._run(self._async.history(execution_id))
+
+    def cancel(self, execution_id: ExecutionRef) -> ExecutionInfo:
+        return self._run(self._async.cancel(execution_id))
+
+    def replay(self, execution_id: ExecutionRef) -> ExecutionInfo:
+        return self._run(self._async.replay(execution_id))
+
+    def wait(self, execution_id: ExecutionRef, timeout: float = 60.0) -> ExecutionInfo:
+        return self._run(self._async.wait(execution_id, timeout))
+
+
+async def _make_async(url: str, api_key: str | None, timeout: float) -> AsyncClient:
+    """Made on the loop thread, so the HTTP connection pool belongs to that loop."""
+    return AsyncClient(url, api_key, timeout=timeout)

@@ -1,0 +1,46 @@
+"""The one interface of both transports. It speaks the API's wire format (JSON-able dicts), so
+the in-process transport is the API without HTTP and the HTTP transport is a thin mapping."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any, Protocol
+
+from tickwheel.domain.models import ExecutionFilter
+from tickwheel.domain.submission import SubmitRequest
+
+Wire = dict[str, Any]
+
+
+class Transport(Protocol):
+    async def close(self) -> None: ...
+
+    async def definition_apply(self, body: bytes, fmt: str) -> tuple[Wire, bool]:
+        """Registers a definition file's content; True when it was new."""
+        ...
+
+    async def definition_list(self) -> list[Wire]: ...
+
+    async def definition_versions(self, name: str) -> list[Wire]: ...
+
+    async def definition_get(self, name: str, version: int) -> Wire: ...
+
+    async def submit(self, request: SubmitRequest) -> tuple[Wire, bool]:
+        """The execution and whether this call created it (False: same key, same request)."""
+        ...
+
+    async def submit_many(self, requests: list[SubmitRequest]) -> list[Wire]:
+        """Per-item results ``{"status": 201|200|409|422, "execution"?: ..., "error"?: ...}``."""
+        ...
+
+    async def get(self, execution_id: uuid.UUID) -> Wire: ...
+
+    async def list(self, flt: ExecutionFilter, cursor: str | None, limit: int) -> Wire: ...
+
+    async def attempts(self, execution_id: uuid.UUID) -> list[Wire]: ...
+
+    async def history(self, execution_id: uuid.UUID) -> list[Wire]: ...
+
+    async def cancel(self, execution_id: uuid.UUID) -> Wire: ...
+
+    async def replay(self, execution_id: uuid.UUID) -> Wire: ...

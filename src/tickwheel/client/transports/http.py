@@ -1,0 +1,180 @@
+"""The HTTP transport. A network error or a timeout leaves the outcome unknown, not failed, so
+requests are retried; submissions always carry an idempotency key, which makes a retried submit
+return the execution the first try may already have created."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from typing import Any
+
+import httpx
+
+from tickwheel.client.transport import Wire
+from tickwheel.domain.errors import (
+    BadRequest,
+    Conflict,
+    FieldError,
+    Forbidden,
+    InvalidInput,
+    NotFound,
+    PayloadTooLarge,
+    TickwheelError,
+    Unauthorized,
+)
+from tickwheel.domain.models import ExecutionFilter
+from tickwheel.domain.submission import SubmitRequest
+
+_CONTENT_TYPES = {"yaml": "application/yaml", "json": "application/json", "xml": "application/xml"}
+_RETRY_STATUSES = {502, 503, 504}
+
+
+class ServerError(TickwheelError):
+    code = "server_error"
+
+
+def request_body(request: SubmitRequest) -> dict[str, Any]:
+    body: dict[str, Any] = {"definitionUri": request.definition_uri, "inputs": request.inputs}
+    if request.definition_version is not None:
+        body["definitionVersion"] = request.definition_version
+    if request.execute_at is not None:
+        body["executeAt"] = request.execute_at.isoformat()
+    if request.priority:
+        body["priority"] = request.priority
+    return body
+
+
+class HttpTransport:
+    def __init__(
+        self,
+        base_url: str,
+        api_key: str | None,
+        *,
+        timeout: float = 10.0,
+        retries: int = 3,
+        backoff: float = 0.2,
+        http: httpx.AsyncClient | None = None,
+    ) -> None:
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self._http = http or httpx.AsyncClient(base_url=base_url, timeout=timeout)
+        self._http.headers.update(headers)
+        self._retries = retries
+        self._backoff = backoff
+
+    async def close(self) -> None:
+        await self._http.aclose()
+
+    async def _call(self, method: str, path: str, **kwargs: Any) -> tuple[int, Any]:
+        for attempt in range(self._retries + 1):
+            try:
+                response = await self._http.request(method, path, **kwargs)
+            except httpx.TransportError:
+                if attempt == self._retries:
+                    raise
+            else:
+                if response.status_code not in _RETRY_STATUSES or attempt == self._retries:
+                    return response.status_code, _decode(response)
+            await asyncio.sleep(self._backoff * 2**attempt)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def _ok(self, method: str, path: str, **kwargs: Any) -> tuple[int, Any]:
+        status, body = await self._call(method, path, **kwargs)
+        if status >= 400:
+            raise error_from_response(status, body)
+        return status, body
+
+    async def definition_apply(self, body: bytes, fmt: str) -> tuple[Wire, bool]:
+        headers = {"Content-Type": _CONTENT_TYPES[fmt]}
+        status, data = await self._ok("PUT", "/v1/definitions", content=body, headers=headers)
+        return data, status == 201
+
+    async def definition_list(self) -> list[Wire]:
+        return list((await self._ok("GET", "/v1/definitions"))[1]["items"])
+
+    async def definition_versions(self, name: str) -> list[Wire]:
+        return list((await self._ok("GET", f"/v1/definitions/{name}"))[1]["items"])
+
+    async def definition_get(self, name: str, version: int) -> Wire:
+        return dict((await self._ok("GET", f"/v1/definitions/{name}/versions/{version}"))[1])
+
+    async def submit(self, request: SubmitRequest) -> tuple[Wire, bool]:
+        key = request.idempotency_key or f"sdk-{uuid.uuid4()}"
+        status, data = await self._ok(
+            "POST", "/v1/executions", json=request_body(request), headers={"Idempotency-Key": key}
+        )
+        return data, status == 201
+
+    async def submit_many(self, requests: list[SubmitRequest]) -> list[Wire]:
+        items = [
+            {**request_body(r), "idempotencyKey": r.idempotency_key or f"sdk-{uuid.uuid4()}"}
+            for r in requests
+        ]
+        return list((await self._ok("POST", "/v1/executions/batch", json={"items": items}))[1]["items"])
+
+    async def get(self, execution_id: uuid.UUID) -> Wire:
+        return dict((await self._ok("GET", f"/v1/executions/{execution_id}"))[1])
+
+    async def list(self, flt: ExecutionFilter, cursor: str | None, limit: int) -> Wire:
+        params: list[tuple[str, str]] = [("limit", str(limit))]
+        params += [("status", str(s)) for s in flt.statuses]
+        for name, value in (
+            ("definition", flt.definition_uri),
+            ("idempotencyKey", flt.idempotency_key),
+            ("executeFrom", flt.execute_from.isoformat() if flt.execute_from else None),
+            ("executeTo", flt.execute_to.isoformat() if flt.execute_to else None),
+            ("cursor", cursor),
+        ):
+            if value is not None:
+                params.append((name, value))
+        return dict((await self._ok("GET", "/v1/executions", params=params))[1])
+
+    async def attempts(self, execution_id: uuid.UUID) -> list[Wire]:
+        path = f"/v1/executions/{execution_id}/attempts"
+        return list((await self._ok("GET", path))[1]["items"])
+
+    async def history(self, execution_id: uuid.UUID) -> list[Wire]:
+        path = f"/v1/executions/{execution_id}/history"
+        return list((await self._ok("GET", path))[1]["items"])
+
+    async def cancel(self, execution_id: uuid.UUID) -> Wire:
+        return dict((await self._ok("DELETE", f"/v1/executions/{execution_id}"))[1])
+
+    async def replay(self, execution_id: uuid.UUID) -> Wire:
+        return dict((await self._ok("POST", f"/v1/executions/{execution_id}/replay"))[1])
+
+
+def _decode(response: httpx.Response) -> Any:
+    if not response.content:
+        return None
+    try:
+        return response.json()
+    except json.JSONDecodeError:
+        return {"error": {"code": "server_error", "message": response.text[:500]}}
+
+
+_BY_STATUS: dict[int, type[TickwheelError]] = {
+    400: BadRequest,
+    401: Unauthorized,
+    403: Forbidden,
+    404: NotFound,
+    409: Conflict,
+    413: PayloadTooLarge,
+}
+
+
+def error_from_response(status: int, body: Any) -> TickwheelError:
+    """Turns the API's error JSON back into the exception the in-process transport would raise."""
+    error = body.get("error", {}) if isinstance(body, dict) else {}
+    message = str(error.get("message") or f"HTTP {status}")
+    details = error.get("details")
+    if status == 422:
+        fields = [
+            FieldError(str(d.get("path", "")), str(d.get("message", "")))
+            for d in details or []
+            if isinstance(d, dict)
+        ]
+        return InvalidInput(message, fields)
+    cls = _BY_STATUS.get(status, ServerError)
+    exc = cls(message, details)
+    return exc

@@ -1,0 +1,219 @@
+"""The in-process transport: the Execution API's rules applied straight to a Store. The API
+routes, the all-in-one server and services such as the Cron Service all go through it, so
+every path into the store obeys the same validation and idempotency rules."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+
+from tickwheel.client.transport import Wire
+from tickwheel.client.wire import (
+    attempt_to_wire,
+    decode_cursor,
+    definition_to_wire,
+    encode_cursor,
+    event_to_wire,
+    execution_to_wire,
+)
+from tickwheel.domain.clock import Clock, SystemClock
+from tickwheel.domain.definitions import Definition, content_hash, diff_definitions, parse_definition
+from tickwheel.domain.errors import (
+    Conflict,
+    FieldError,
+    InvalidInput,
+    NotFound,
+    TickwheelError,
+)
+from tickwheel.domain.models import Execution, ExecutionFilter
+from tickwheel.domain.states import cancel_refusal, replay_refusal
+from tickwheel.domain.submission import (
+    NewExecution,
+    SubmitLimits,
+    SubmitRequest,
+    check_request_shape,
+    definition_name,
+    prepare_execution,
+)
+from tickwheel.store.protocol import Store, StoredDefinition
+
+MAX_PAGE = 500
+
+
+class InProcessTransport:
+    def __init__(
+        self,
+        store: Store,
+        tenant: str,
+        clock: Clock | None = None,
+        limits: SubmitLimits | None = None,
+    ) -> None:
+        self.store = store
+        self.tenant = tenant
+        self.clock = clock or SystemClock()
+        self.limits = limits or SubmitLimits()
+
+    async def close(self) -> None:
+        """The store belongs to whoever opened it; nothing to release here."""
+
+    # -- definitions ----------------------------------------------------------------------------
+
+    async def definition_apply(self, body: bytes, fmt: str) -> tuple[Wire, bool]:
+        stored, created = await self.apply_definition(parse_definition(body, fmt))
+        return definition_to_wire(stored), created
+
+    async def apply_definition(self, definition: Definition) -> tuple[StoredDefinition, bool]:
+        """Stores a definition once; identical content again is a no-op, other content under
+        the same version a conflict naming the fields that differ."""
+        candidate = StoredDefinition(definition, content_hash(definition), self.clock.now())
+        if await self.store.definition_insert(candidate):
+            return candidate, True
+        existing = await self.store.definition_get(definition.name, definition.version)
+        assert existing is not None, "insert refused but no row holds (name, version)"
+        if existing.content_hash == candidate.content_hash:
+            return existing, False
+        fields = diff_definitions(existing.definition, definition)
+        raise Conflict(
+            f"definition {definition.name} version {definition.version} already exists with "
+            f"different content (fields that differ: {', '.join(fields)}); definitions are "
+            "immutable: register the change as a new version",
+            {"name": definition.name, "version": definition.version, "differingFields": fields},
+        )
+
+    async def definition_list(self) -> list[Wire]:
+        return [definition_to_wire(d) for d in await self.store.definition_list()]
+
+    async def definition_versions(self, name: str) -> list[Wire]:
+        versions = await self.store.definition_versions(name)
+        if not versions:
+            raise NotFound(f"no definition named {name!r}")
+        return [definition_to_wire(d) for d in versions]
+
+    async def definition_get(self, name: str, version: int) -> Wire:
+        stored = await self.store.definition_get(name, version)
+        if stored is None:
+            raise NotFound(f"definition {name!r} has no version {version}")
+        return definition_to_wire(stored)
+
+    # -- executions -----------------------------------------------------------------------------
+
+    async def submit(self, request: SubmitRequest) -> tuple[Wire, bool]:
+        item = await self._prepare(request, {})
+        [outcome] = await self.store.execution_insert_many([item])
+        return execution_to_wire(self._same_or_conflict(item, outcome.execution)), outcome.created
+
+    async def submit_many(self, requests: Sequence[SubmitRequest]) -> list[Wire]:
+        """One transaction for every valid item; invalid items get their own error result and
+        do not stop the others."""
+        results: list[Wire | None] = [None] * len(requests)
+        valid: list[tuple[int, NewExecution]] = []
+        cache: dict[tuple[str, int | None], Definition] = {}
+        for index, request in enumerate(requests):
+            try:
+                valid.append((index, await self._prepare(request, cache)))
+            except TickwheelError as exc:
+                results[index] = _item_error(422, exc)
+        outcomes = await self.store.execution_insert_many([item for _, item in valid])
+        for (index, item), outcome in zip(valid, outcomes, strict=True):
+            try:
+                execution = self._same_or_conflict(item, outcome.execution)
+            except Conflict as exc:
+                results[index] = _item_error(409, exc)
+                continue
+            status = 201 if outcome.created else 200
+            results[index] = {"status": status, "execution": execution_to_wire(execution)}
+        return [r for r in results if r is not None]
+
+    async def _prepare(
+        self, request: SubmitRequest, cache: dict[tuple[str, int | None], Definition]
+    ) -> NewExecution:
+        now = self.clock.now()
+        check_request_shape(request, now, self.limits)
+        name = definition_name(request.definition_uri)
+        assert name is not None  # checked above
+        cache_key = (name, request.definition_version)
+        if cache_key not in cache:
+            stored = await self.store.definition_get(name, request.definition_version)
+            if stored is None:
+                which = (
+                    f"version {request.definition_version} of {request.definition_uri}"
+                    if request.definition_version
+                    else request.definition_uri
+                )
+                raise InvalidInput(
+                    f"no definition is registered as {which}",
+                    [FieldError("definitionUri", "no such definition (register it first)")],
+                )
+            cache[cache_key] = stored.definition
+        return prepare_execution(request, cache[cache_key], self.tenant, now)
+
+    @staticmethod
+    def _same_or_conflict(item: NewExecution, existing: Execution) -> Execution:
+        if existing.execution_id == item.execution_id:
+            return existing
+        if existing.request_fingerprint == item.request_fingerprint:
+            return existing
+        raise Conflict(
+            f"Idempotency-Key {item.idempotency_key!r} was already used for a different request "
+            f"(execution {existing.execution_id}); use a new key for a new request",
+            {"idempotencyKey": item.idempotency_key, "executionId": str(existing.execution_id)},
+        )
+
+    async def _get(self, execution_id: uuid.UUID) -> Execution:
+        execution = await self.store.execution_get(self.tenant, execution_id)
+        if execution is None:
+            raise NotFound(f"no execution {execution_id}")
+        return execution
+
+    async def get(self, execution_id: uuid.UUID) -> Wire:
+        return execution_to_wire(await self._get(execution_id))
+
+    async def list(self, flt: ExecutionFilter, cursor: str | None, limit: int) -> Wire:
+        limit = max(1, min(limit, MAX_PAGE))
+        before = decode_cursor(cursor) if cursor else None
+        # One row more than asked tells whether another page exists without a count query.
+        rows = await self.store.execution_list(self.tenant, flt, before, limit + 1)
+        page = rows[:limit]
+        more = len(rows) > limit
+        return {
+            "items": [execution_to_wire(e) for e in page],
+            "nextCursor": encode_cursor(page[-1].execution_id) if more and page else None,
+        }
+
+    async def attempts(self, execution_id: uuid.UUID) -> list[Wire]:
+        await self._get(execution_id)
+        return [attempt_to_wire(a) for a in await self.store.attempt_list(self.tenant, execution_id)]
+
+    async def history(self, execution_id: uuid.UUID) -> list[Wire]:
+        await self._get(execution_id)
+        events = await self.store.execution_event_list(self.tenant, execution_id)
+        return [event_to_wire(ev) for ev in events]
+
+    async def cancel(self, execution_id: uuid.UUID) -> Wire:
+        cancelled = await self.store.execution_cancel(self.tenant, execution_id, self.clock.now())
+        if cancelled is not None:
+            return execution_to_wire(cancelled)
+        # The guard did not match: say whether it does not exist or why it cannot be cancelled.
+        current = await self._get(execution_id)
+        raise Conflict(cancel_refusal(current.status), {"status": str(current.status)})
+
+    async def replay(self, execution_id: uuid.UUID) -> Wire:
+        current = await self._get(execution_id)
+        stored = await self.store.definition_get(
+            current.definition_uri.rsplit("/", 1)[-1], current.definition_version
+        )
+        budget = stored.definition.retry.max_attempts if stored else current.max_attempts
+        replayed = await self.store.execution_replay(
+            self.tenant, execution_id, budget, self.clock.now()
+        )
+        if replayed is not None:
+            return execution_to_wire(replayed)
+        current = await self._get(execution_id)
+        raise Conflict(replay_refusal(current.status), {"status": str(current.status)})
+
+
+def _item_error(status: int, exc: TickwheelError) -> Wire:
+    return {
+        "status": status,
+        "error": {"code": exc.code, "message": exc.message, "details": exc.details},
+    }

@@ -1,0 +1,79 @@
+"""The JSON shapes of the API (camelCase), shared by the server that renders them and the
+HTTP transport that reads them back, so the two cannot drift apart."""
+
+from __future__ import annotations
+
+import base64
+import uuid
+from datetime import datetime
+from typing import Any
+
+from tickwheel.domain.definitions import definition_to_document
+from tickwheel.domain.errors import BadRequest
+from tickwheel.domain.models import Attempt, Execution, ExecutionEvent
+from tickwheel.store.protocol import StoredDefinition
+
+
+def iso(value: datetime | None) -> str | None:
+    return value.isoformat().replace("+00:00", "Z") if value is not None else None
+
+
+def execution_to_wire(e: Execution) -> dict[str, Any]:
+    return {
+        "executionId": str(e.execution_id),
+        "status": str(e.status),
+        "definitionUri": e.definition_uri,
+        "definitionVersion": e.definition_version,
+        "inputs": e.inputs,
+        "executeAt": iso(e.execute_at),
+        "priority": e.priority,
+        "idempotencyKey": e.idempotency_key,
+        "attemptCount": e.attempt_count,
+        "maxAttempts": e.max_attempts,
+        "nextAttemptAt": iso(e.next_attempt_at),
+        "output": e.output,
+        "outputReference": e.output_reference,
+        "error": e.error,
+        "createdAt": iso(e.created_at),
+        "updatedAt": iso(e.updated_at),
+        "startedAt": iso(e.started_at),
+        "finishedAt": iso(e.finished_at),
+    }
+
+
+def attempt_to_wire(a: Attempt) -> dict[str, Any]:
+    return {
+        "attemptNumber": a.attempt_number,
+        "status": str(a.status),
+        "workerId": a.worker_id,
+        "fencingToken": a.fencing_token,
+        "startedAt": iso(a.started_at),
+        "finishedAt": iso(a.finished_at),
+        "error": a.error,
+    }
+
+
+def event_to_wire(ev: ExecutionEvent) -> dict[str, Any]:
+    return {"kind": str(ev.kind), "at": iso(ev.at), "detail": ev.detail}
+
+
+def definition_to_wire(stored: StoredDefinition) -> dict[str, Any]:
+    d = stored.definition
+    return {
+        "uri": d.uri,
+        **definition_to_document(d),
+        "contentHash": stored.content_hash,
+        "createdAt": iso(stored.created_at),
+    }
+
+
+def encode_cursor(execution_id: uuid.UUID) -> str:
+    return base64.urlsafe_b64encode(execution_id.bytes).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str) -> uuid.UUID:
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+        return uuid.UUID(bytes=raw)
+    except ValueError as exc:
+        raise BadRequest("the cursor is not one this API returned; start again without it") from exc

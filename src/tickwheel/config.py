@@ -1,0 +1,33 @@
+"""Settings from ``TICKWHEEL_*`` environment variables; CLI flags override them."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from tickwheel.domain.submission import SubmitLimits
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="TICKWHEEL_", extra="ignore")
+
+    database_url: str = Field("sqlite:///tickwheel.db", description="sqlite:///path or postgresql://...")
+    host: str = "127.0.0.1"
+    port: int = Field(8000, ge=1, le=65535)
+    log_level: str = "info"
+    max_body_bytes: int = Field(1024 * 1024, gt=0, description="larger request bodies get 413")
+    max_past_seconds: float = Field(7 * 86400, ge=0, description="oldest executeAt accepted")
+    max_future_seconds: float = Field(400 * 86400, gt=0, description="furthest executeAt accepted")
+    admin_key_file: str = Field("tickwheel.admin-key", description="where the first admin key goes")
+    insecure_no_auth: bool = False
+    definitions_dir: str | None = None
+    tenant: str = Field("default", description="tenant of the first admin key")
+    db_pool_size: int = Field(10, gt=0)
+
+    def submit_limits(self) -> SubmitLimits:
+        return SubmitLimits(
+            max_past=timedelta(seconds=self.max_past_seconds),
+            max_future=timedelta(seconds=self.max_future_seconds),
+        )

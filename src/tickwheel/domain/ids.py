@@ -1,0 +1,32 @@
+"""Time-ordered identifiers. UUIDv7 keeps new rows at the right edge of the primary key index and
+makes ``execution_id`` a usable keyset-pagination cursor (newest first)."""
+
+from __future__ import annotations
+
+import os
+import threading
+import uuid
+from datetime import datetime
+
+_lock = threading.Lock()
+_last_ms = 0
+_last_rand = 0
+
+
+def uuid7(at: datetime) -> uuid.UUID:
+    """A UUIDv7 (RFC 9562) for ``at``. Within one millisecond the 74 random bits are incremented
+    rather than redrawn, so ids made by one process are strictly increasing."""
+    global _last_ms, _last_rand
+    ms = int(at.timestamp() * 1000)
+    with _lock:
+        if ms <= _last_ms:
+            ms = _last_ms
+            rand = _last_rand + 1
+        else:
+            rand = int.from_bytes(os.urandom(10), "big") >> 6
+        _last_ms, _last_rand = ms, rand & ((1 << 74) - 1)
+        rand = _last_rand
+    rand_a = rand >> 62
+    rand_b = rand & ((1 << 62) - 1)
+    value = (ms & ((1 << 48) - 1)) << 80 | 0x7 << 76 | rand_a << 64 | 0b10 << 62 | rand_b
+    return uuid.UUID(int=value)

@@ -1,0 +1,110 @@
+"""The stored things, as plain frozen dataclasses shared by every layer."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+from typing import Any, Generic, TypeVar
+
+from tickwheel.domain.states import AttemptStatus, ExecutionStatus
+
+
+@dataclass(frozen=True)
+class Execution:
+    execution_id: uuid.UUID
+    tenant: str
+    definition_uri: str
+    definition_version: int
+    inputs: dict[str, Any]
+    execute_at: datetime
+    status: ExecutionStatus
+    priority: int
+    attempt_count: int
+    max_attempts: int
+    shard_id: int
+    bucket_start: datetime
+    created_at: datetime
+    updated_at: datetime
+    idempotency_key: str | None = None
+    request_fingerprint: str | None = None
+    next_attempt_at: datetime | None = None
+    ready_at: datetime | None = None
+    lease_owner: str | None = None
+    lease_expires_at: datetime | None = None
+    fencing_token: int | None = None
+    output: Any = None
+    output_reference: str | None = None
+    error: dict[str, Any] | None = None
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+
+
+@dataclass(frozen=True)
+class Attempt:
+    execution_id: uuid.UUID
+    attempt_number: int
+    worker_id: str
+    fencing_token: int
+    status: AttemptStatus
+    started_at: datetime
+    finished_at: datetime | None = None
+    error: dict[str, Any] | None = None
+
+
+class ExecutionEventKind(StrEnum):
+    """What the history of an execution records besides its attempts (past tense, as events)."""
+
+    CANCELLED = "cancelled"
+    REPLAYED = "replayed"
+
+
+@dataclass(frozen=True)
+class ExecutionEvent:
+    execution_id: uuid.UUID
+    kind: ExecutionEventKind
+    at: datetime
+    detail: dict[str, Any] = field(default_factory=dict)
+
+
+class Scope(StrEnum):
+    """What an API key may do. Each scope includes the ones below it."""
+
+    READ = "read"
+    SUBMIT = "submit"
+    ADMIN = "admin"
+
+    def allows(self, needed: Scope) -> bool:
+        order = [Scope.READ, Scope.SUBMIT, Scope.ADMIN]
+        return order.index(self) >= order.index(needed)
+
+
+@dataclass(frozen=True)
+class ApiKey:
+    key_id: str
+    tenant: str
+    scope: Scope
+    name: str
+    created_at: datetime
+    revoked_at: datetime | None = None
+
+
+@dataclass(frozen=True)
+class ExecutionFilter:
+    """Filters of the execution list; all optional, combined with AND."""
+
+    statuses: tuple[ExecutionStatus, ...] = ()
+    definition_uri: str | None = None
+    idempotency_key: str | None = None
+    execute_from: datetime | None = None
+    execute_to: datetime | None = None
+
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Page(Generic[T]):
+    items: list[T]
+    next_cursor: str | None

@@ -1,0 +1,20 @@
+"""Shard and bucket of an execution, both fixed at insert (DESIGN.md)."""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+from datetime import datetime
+
+SHARD_COUNT = 1024
+
+
+def shard_id(execution_id: uuid.UUID) -> int:
+    """A stable hash, not the id's low bits: UUIDv7's leading bits are time, so hashing spreads a
+    burst of submissions evenly over the shards."""
+    digest = hashlib.blake2b(execution_id.bytes, digest_size=8).digest()
+    return int.from_bytes(digest, "big") % SHARD_COUNT
+
+
+def bucket_start(execute_at: datetime) -> datetime:
+    return execute_at.replace(second=0, microsecond=0)

@@ -1,0 +1,139 @@
+"""Turning a submit request into a new Execution: pure rules, shared by every transport.
+
+The fingerprint is what decides "same request" for an idempotency key. It is taken over the
+request *as the client sent it* (an absent ``executeAt`` stays absent rather than becoming
+"now"), so a client that retries an identical request after a timeout is recognised."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import uuid
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from tickwheel.domain.definitions import Definition, validate_values
+from tickwheel.domain.errors import ErrorList
+from tickwheel.domain.ids import uuid7
+from tickwheel.domain.sharding import bucket_start, shard_id
+from tickwheel.domain.states import ExecutionStatus
+
+DEFINITION_URI_PREFIX = "registry://jobs/"
+_URI = re.compile(r"^registry://jobs/([a-z0-9][a-z0-9_.-]{0,127})$")
+IDEMPOTENCY_KEY_MAX = 255
+PRIORITY_MIN, PRIORITY_MAX = -100, 100
+
+
+@dataclass(frozen=True)
+class SubmitRequest:
+    definition_uri: str
+    inputs: dict[str, Any] = field(default_factory=dict)
+    definition_version: int | None = None
+    execute_at: datetime | None = None
+    priority: int = 0
+    idempotency_key: str | None = None
+
+
+@dataclass(frozen=True)
+class SubmitLimits:
+    """How far from now ``executeAt`` may be: far past is almost always a client bug (wrong
+    timezone, seconds vs milliseconds), far future an unbounded backlog."""
+
+    max_past: timedelta = timedelta(days=7)
+    max_future: timedelta = timedelta(days=400)
+
+
+@dataclass(frozen=True)
+class NewExecution:
+    """A validated execution ready to insert."""
+
+    execution_id: uuid.UUID
+    tenant: str
+    definition_uri: str
+    definition_version: int
+    inputs: dict[str, Any]
+    execute_at: datetime
+    bucket_start: datetime
+    shard_id: int
+    status: ExecutionStatus
+    priority: int
+    max_attempts: int
+    idempotency_key: str | None
+    request_fingerprint: str
+    created_at: datetime
+
+
+def definition_name(uri: str) -> str | None:
+    match = _URI.match(uri)
+    return match.group(1) if match else None
+
+
+def check_request_shape(request: SubmitRequest, now: datetime, limits: SubmitLimits) -> None:
+    """Checks that need no definition, so a bad request fails before touching the store."""
+    errors = ErrorList()
+    if definition_name(request.definition_uri) is None:
+        errors.add("definitionUri", "must look like registry://jobs/<name>")
+    if request.definition_version is not None and request.definition_version < 1:
+        errors.add("definitionVersion", "must be a positive integer")
+    if not PRIORITY_MIN <= request.priority <= PRIORITY_MAX:
+        errors.add("priority", f"must be between {PRIORITY_MIN} and {PRIORITY_MAX}")
+    key = request.idempotency_key
+    if key is not None and not (0 < len(key) <= IDEMPOTENCY_KEY_MAX and key.isprintable()):
+        errors.add("Idempotency-Key", f"must be 1 to {IDEMPOTENCY_KEY_MAX} printable characters")
+    at = request.execute_at
+    if at is not None:
+        if at.tzinfo is None:
+            errors.add("executeAt", "must carry a UTC offset (RFC 3339), e.g. 2026-01-01T09:00:00Z")
+        elif at < now - limits.max_past:
+            errors.add("executeAt", f"is more than {limits.max_past} in the past")
+        elif at > now + limits.max_future:
+            errors.add("executeAt", f"is more than {limits.max_future} in the future")
+    errors.raise_if_any("the execution request is invalid")
+
+
+def fingerprint(request: SubmitRequest) -> str:
+    body = {
+        "definitionUri": request.definition_uri,
+        "definitionVersion": request.definition_version,
+        "inputs": request.inputs,
+        # The same instant written with another offset is the same request.
+        "executeAt": request.execute_at.astimezone(UTC).isoformat() if request.execute_at else None,
+        "priority": request.priority,
+    }
+    canonical = json.dumps(body, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def prepare_execution(
+    request: SubmitRequest, definition: Definition, tenant: str, now: datetime
+) -> NewExecution:
+    """Validates the inputs against the pinned definition and fixes everything decided at insert:
+    id, shard, bucket, and whether the execution is already due (then it starts READY and the
+    scheduler never has to touch it)."""
+    inputs = validate_values(
+        definition.inputs,
+        request.inputs,
+        "inputs",
+        context=f"{definition.uri} version {definition.version}",
+    )
+    execute_at = request.execute_at or now
+    execution_id = uuid7(now)
+    due = execute_at <= now
+    return NewExecution(
+        execution_id=execution_id,
+        tenant=tenant,
+        definition_uri=definition.uri,
+        definition_version=definition.version,
+        inputs=inputs,
+        execute_at=execute_at,
+        bucket_start=bucket_start(execute_at),
+        shard_id=shard_id(execution_id),
+        status=ExecutionStatus.READY if due else ExecutionStatus.SCHEDULED,
+        priority=request.priority,
+        max_attempts=definition.retry.max_attempts,
+        idempotency_key=request.idempotency_key,
+        request_fingerprint=fingerprint(request),
+        created_at=now,
+    )

@@ -1,0 +1,1 @@
+"""Small real jobs that the example definitions in ``examples/definitions`` point at."""

@@ -1,0 +1,1 @@
+"""Everything that speaks SQL. Layers above see only ``store.protocol.Store``."""

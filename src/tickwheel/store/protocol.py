@@ -1,0 +1,140 @@
+"""The Store protocol: one interface, two backends (PostgreSQL, SQLite), one conformance suite.
+
+Methods are named entity-first and each is one unit of work (its own transaction). State changes
+are guarded: an update names the status it expects and the row count says who won, so a cancel
+racing a claim has exactly one winner."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, Protocol
+
+from tickwheel.domain.definitions import Definition
+from tickwheel.domain.models import ApiKey, Attempt, Execution, ExecutionEvent, ExecutionFilter
+from tickwheel.domain.states import AttemptStatus, ExecutionStatus
+from tickwheel.domain.submission import NewExecution
+
+
+@dataclass(frozen=True)
+class StoredDefinition:
+    definition: Definition
+    content_hash: str
+    created_at: datetime
+
+
+@dataclass(frozen=True)
+class InsertOutcome:
+    """``created`` is False when the (tenant, idempotency key) already named an execution; then
+    ``execution`` is that earlier one and the caller compares fingerprints."""
+
+    execution: Execution
+    created: bool
+
+
+@dataclass(frozen=True)
+class AttemptResult:
+    """What a worker reports about its attempt. The write is accepted only while the execution is
+    still RUNNING under ``fencing_token``: a zombie with an older token changes nothing."""
+
+    execution_id: uuid.UUID
+    fencing_token: int
+    attempt_status: AttemptStatus
+    execution_status: ExecutionStatus
+    output: Any = None
+    output_reference: str | None = None
+    error: dict[str, Any] | None = None
+    next_attempt_at: datetime | None = None
+
+
+class Store(Protocol):
+    dialect: str
+
+    async def close(self) -> None: ...
+
+    async def ping(self) -> None:
+        """Raises when the database does not answer."""
+        ...
+
+    async def migrate(self) -> list[str]:
+        """Applies pending migrations; returns the names applied."""
+        ...
+
+    async def migrations_pending(self) -> list[str]: ...
+
+    # Definitions are immutable: insert never overwrites.
+    async def definition_insert(self, stored: StoredDefinition) -> bool:
+        """False when (name, version) exists already (whatever its content)."""
+        ...
+
+    async def definition_get(self, name: str, version: int | None = None) -> StoredDefinition | None:
+        """``version=None`` is the latest version."""
+        ...
+
+    async def definition_list(self) -> list[StoredDefinition]:
+        """The latest version of each definition, by name."""
+        ...
+
+    async def definition_versions(self, name: str) -> list[StoredDefinition]: ...
+
+    async def execution_insert_many(self, items: Sequence[NewExecution]) -> list[InsertOutcome]:
+        """Inserts in one transaction; uniqueness of (tenant, idempotency_key) is the database's
+        constraint, so concurrent identical submissions create one row."""
+        ...
+
+    async def execution_get(self, tenant: str, execution_id: uuid.UUID) -> Execution | None: ...
+
+    async def execution_list(
+        self,
+        tenant: str,
+        flt: ExecutionFilter,
+        before: uuid.UUID | None,
+        limit: int,
+    ) -> list[Execution]:
+        """Newest first, keyset-paged on the time-ordered id (never OFFSET)."""
+        ...
+
+    async def execution_cancel(
+        self, tenant: str, execution_id: uuid.UUID, now: datetime
+    ) -> Execution | None:
+        """Cancels only from SCHEDULED, READY or RETRY_WAIT; None when the guard did not match."""
+        ...
+
+    async def execution_replay(
+        self, tenant: str, execution_id: uuid.UUID, max_attempts: int, now: datetime
+    ) -> Execution | None:
+        """FAILED -> READY with ``max_attempts`` more attempts on top of those made; None when the
+        guard did not match."""
+        ...
+
+    async def execution_claim_ready(
+        self, worker_id: str, limit: int, lease: timedelta, now: datetime | None = None
+    ) -> list[Execution]:
+        """Claims up to ``limit`` READY executions (highest priority, then longest ready) in one
+        short transaction: each becomes RUNNING with a new, strictly increasing fencing token, a
+        lease, and a RUNNING Attempt row. ``now=None`` uses the database's clock."""
+        ...
+
+    async def attempt_finish(self, result: AttemptResult, now: datetime | None = None) -> bool:
+        """Records an attempt's outcome; False (and nothing written) when the token is stale."""
+        ...
+
+    async def attempt_list(self, tenant: str, execution_id: uuid.UUID) -> list[Attempt]: ...
+
+    async def execution_event_list(
+        self, tenant: str, execution_id: uuid.UUID
+    ) -> list[ExecutionEvent]: ...
+
+    async def api_key_insert(self, key: ApiKey, key_hash: str) -> None: ...
+
+    async def api_key_by_hash(self, key_hash: str) -> ApiKey | None:
+        """Only keys that are not revoked."""
+        ...
+
+    async def api_key_list(self, tenant: str | None = None) -> list[ApiKey]: ...
+
+    async def api_key_revoke(self, key_id: str, now: datetime) -> bool: ...
+
+    async def api_key_count(self) -> int: ...

@@ -1,0 +1,35 @@
+"""Named queries loaded from ``.sql`` files, so SQL is reviewed as SQL.
+
+A file holds blocks that start with ``-- name: <query_name>``; the text up to the next such line
+is the query. Both dialects define the same names (a test checks it)."""
+
+from __future__ import annotations
+
+import re
+from functools import cache
+from importlib import resources
+
+_NAME = re.compile(r"^--\s*name:\s*([a-z_][a-z0-9_]*)\s*$", re.MULTILINE)
+
+
+def parse_queries(text: str) -> dict[str, str]:
+    queries: dict[str, str] = {}
+    parts = _NAME.split(text)
+    for name, body in zip(parts[1::2], parts[2::2], strict=True):
+        if name in queries:
+            raise ValueError(f"query {name!r} is defined twice")
+        queries[name] = body.strip().rstrip(";")
+    return queries
+
+
+@cache
+def load_queries(package: str) -> dict[str, str]:
+    """All queries of every ``.sql`` file in ``package`` (e.g. ``tickwheel.store.sqlite.sql``)."""
+    queries: dict[str, str] = {}
+    for entry in sorted(resources.files(package).iterdir(), key=lambda e: e.name):
+        if entry.name.endswith(".sql"):
+            for name, sql in parse_queries(entry.read_text("utf-8")).items():
+                if name in queries:
+                    raise ValueError(f"query {name!r} is defined in two files of {package}")
+                queries[name] = sql
+    return queries

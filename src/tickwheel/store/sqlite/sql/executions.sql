@@ -1,0 +1,102 @@
+-- name: execution_insert
+INSERT INTO executions (
+    execution_id, tenant, definition_uri, definition_version, input_snapshot, execute_at,
+    bucket_start, shard_id, idempotency_key, request_fingerprint, status, priority,
+    attempt_count, max_attempts, ready_at, created_at, updated_at
+) VALUES (
+    :execution_id, :tenant, :definition_uri, :definition_version, :input_snapshot, :execute_at,
+    :bucket_start, :shard_id, :idempotency_key, :request_fingerprint, :status, :priority,
+    0, :max_attempts, :ready_at, :created_at, :created_at
+)
+ON CONFLICT (tenant, idempotency_key) DO NOTHING
+RETURNING *;
+
+-- name: execution_get_by_key
+SELECT * FROM executions WHERE tenant = :tenant AND idempotency_key = :idempotency_key;
+
+-- name: execution_get
+SELECT * FROM executions WHERE tenant = :tenant AND execution_id = :execution_id;
+
+-- name: execution_list
+-- Optional filters are NULL when unused; the status filter is a JSON array of statuses.
+SELECT * FROM executions
+WHERE tenant = :tenant
+  AND (:before IS NULL OR execution_id < :before)
+  AND (:statuses IS NULL OR status IN (SELECT value FROM json_each(:statuses)))
+  AND (:definition_uri IS NULL OR definition_uri = :definition_uri)
+  AND (:idempotency_key IS NULL OR idempotency_key = :idempotency_key)
+  AND (:execute_from IS NULL OR execute_at >= :execute_from)
+  AND (:execute_to IS NULL OR execute_at < :execute_to)
+ORDER BY execution_id DESC
+LIMIT :limit;
+
+-- name: execution_cancel
+-- Guarded: only the statuses a cancel may leave. A claim that committed first makes this match
+-- nothing, and the caller reports why.
+UPDATE executions
+SET status = 'CANCELLED', finished_at = :now, updated_at = :now, next_attempt_at = NULL
+WHERE tenant = :tenant AND execution_id = :execution_id
+  AND status IN ('SCHEDULED', 'READY', 'RETRY_WAIT')
+RETURNING *;
+
+-- name: execution_replay
+-- A fresh budget on top of the attempts already made: attempt numbers keep growing, so the
+-- history of the dead letter's attempts stays intact next to the new ones.
+UPDATE executions
+SET status = 'READY', max_attempts = attempt_count + :max_attempts, ready_at = :now,
+    next_attempt_at = NULL, finished_at = NULL, error = NULL, lease_owner = NULL,
+    lease_expires_at = NULL, updated_at = :now
+WHERE tenant = :tenant AND execution_id = :execution_id AND status = 'FAILED'
+RETURNING *;
+
+-- name: execution_event_insert
+INSERT INTO execution_events (execution_id, kind, at, detail)
+VALUES (:execution_id, :kind, :at, :detail);
+
+-- name: execution_event_list
+SELECT ev.execution_id, ev.kind, ev.at, ev.detail
+FROM execution_events ev JOIN executions e ON e.execution_id = ev.execution_id
+WHERE e.tenant = :tenant AND ev.execution_id = :execution_id
+ORDER BY ev.event_id;
+
+-- name: attempt_list
+SELECT a.* FROM attempts a JOIN executions e ON e.execution_id = a.execution_id
+WHERE e.tenant = :tenant AND a.execution_id = :execution_id
+ORDER BY a.attempt_number;
+
+-- name: fencing_token_next
+-- One counter row hands out tokens; the surrounding write transaction serialises it.
+UPDATE counters SET value = value + :n WHERE name = 'fencing_token' RETURNING value;
+
+-- name: execution_claim_candidates
+SELECT execution_id FROM executions
+WHERE status = 'READY'
+ORDER BY priority DESC, ready_at
+LIMIT :limit;
+
+-- name: execution_claim
+UPDATE executions
+SET status = 'RUNNING', attempt_count = attempt_count + 1, lease_owner = :worker_id,
+    lease_expires_at = :lease_expires_at, fencing_token = :fencing_token,
+    started_at = coalesce(started_at, :now), updated_at = :now
+WHERE execution_id = :execution_id AND status = 'READY'
+RETURNING *;
+
+-- name: attempt_insert
+INSERT INTO attempts (execution_id, attempt_number, worker_id, fencing_token, status, started_at)
+VALUES (:execution_id, :attempt_number, :worker_id, :fencing_token, 'RUNNING', :now);
+
+-- name: execution_finish_if_token
+-- The fencing guard: only the holder of the current token of a RUNNING execution may finish it.
+UPDATE executions
+SET status = :status, output = :output, output_reference = :output_reference, error = :error,
+    next_attempt_at = :next_attempt_at, lease_owner = NULL, lease_expires_at = NULL,
+    finished_at = CASE WHEN :status IN ('SUCCEEDED', 'FAILED', 'CANCELLED') THEN :now END,
+    updated_at = :now
+WHERE execution_id = :execution_id AND status = 'RUNNING' AND fencing_token = :fencing_token
+RETURNING attempt_count;
+
+-- name: attempt_finish
+UPDATE attempts SET status = :attempt_status, finished_at = :now, error = :error
+WHERE execution_id = :execution_id AND attempt_number = :attempt_number
+  AND fencing_token = :fencing_token AND status = 'RUNNING';

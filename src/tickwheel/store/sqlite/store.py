@@ -1,0 +1,461 @@
+"""The embedded SQLite store: one file, zero setup, the default for one machine.
+
+One connection per store, used by one transaction at a time (an ``asyncio.Lock``); write
+transactions are ``BEGIN IMMEDIATE`` so that two processes sharing the file queue on the write
+lock instead of failing halfway through."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sqlite3
+import uuid
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import aiosqlite
+
+from tickwheel.domain.definitions import definition_from_document, definition_to_document
+from tickwheel.domain.models import (
+    ApiKey,
+    Attempt,
+    Execution,
+    ExecutionEvent,
+    ExecutionEventKind,
+    ExecutionFilter,
+    Scope,
+)
+from tickwheel.domain.states import AttemptStatus, ExecutionStatus
+from tickwheel.domain.submission import NewExecution
+from tickwheel.store.migrate import load_migrations, pending
+from tickwheel.store.protocol import AttemptResult, InsertOutcome, StoredDefinition
+from tickwheel.store.sqlfile import load_queries
+from tickwheel.store.sqlite.codec import from_us, jload, opt_us, to_us
+
+Q = load_queries("tickwheel.store.sqlite.sql")
+
+
+class SqliteStore:
+    dialect = "sqlite"
+
+    def __init__(self, conn: aiosqlite.Connection, path: str) -> None:
+        self._conn = conn
+        self._lock = asyncio.Lock()
+        self.path = path
+
+    @classmethod
+    async def open(cls, path: str) -> SqliteStore:
+        if path != ":memory:":
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+        conn = await aiosqlite.connect(path, isolation_level=None)
+        conn.row_factory = sqlite3.Row
+        for pragma in (
+            "PRAGMA journal_mode = WAL",
+            # FULL: an acknowledged execution survives a power cut, not only a process crash.
+            "PRAGMA synchronous = FULL",
+            "PRAGMA foreign_keys = ON",
+            "PRAGMA busy_timeout = 10000",
+        ):
+            await conn.execute(pragma)
+        return cls(conn, path)
+
+    async def close(self) -> None:
+        await self._conn.close()
+
+    async def ping(self) -> None:
+        await self._conn.execute("SELECT 1")
+
+    @asynccontextmanager
+    async def _tx(self, write: bool = True) -> AsyncIterator[aiosqlite.Connection]:
+        async with self._lock:
+            await self._conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+            try:
+                yield self._conn
+            except BaseException:
+                await self._conn.execute("ROLLBACK")
+                raise
+            await self._conn.execute("COMMIT")
+
+    async def _all(self, query: str, params: dict[str, Any]) -> list[sqlite3.Row]:
+        async with self._lock:
+            cursor = await self._conn.execute(Q[query], params)
+            return list(await cursor.fetchall())
+
+    async def _one(self, query: str, params: dict[str, Any]) -> sqlite3.Row | None:
+        rows = await self._all(query, params)
+        return rows[0] if rows else None
+
+    # -- migrations -----------------------------------------------------------------------------
+
+    async def _applied(self) -> dict[int, str]:
+        await self._conn.execute(
+            "CREATE TABLE IF NOT EXISTS tickwheel_migrations (version INTEGER PRIMARY KEY,"
+            " name TEXT NOT NULL, checksum TEXT NOT NULL, applied_at INTEGER NOT NULL)"
+        )
+        cursor = await self._conn.execute("SELECT version, checksum FROM tickwheel_migrations")
+        return {int(r["version"]): str(r["checksum"]) for r in await cursor.fetchall()}
+
+    async def migrations_pending(self) -> list[str]:
+        async with self._lock:
+            todo = pending(load_migrations("tickwheel.store.sqlite.migrations"), await self._applied())
+        return [m.label for m in todo]
+
+    async def migrate(self) -> list[str]:
+        applied: list[str] = []
+        async with self._lock:
+            await self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                all_migrations = load_migrations("tickwheel.store.sqlite.migrations")
+                for m in pending(all_migrations, await self._applied()):
+                    # executescript would COMMIT on its own; run statement by statement instead.
+                    for statement in _split_statements(m.sql):
+                        await self._conn.execute(statement)
+                    await self._conn.execute(
+                        "INSERT INTO tickwheel_migrations VALUES (?, ?, ?, strftime('%s','now'))",
+                        (m.version, m.name, m.checksum),
+                    )
+                    applied.append(m.label)
+            except BaseException:
+                await self._conn.execute("ROLLBACK")
+                raise
+            await self._conn.execute("COMMIT")
+        return applied
+
+    # -- definitions ----------------------------------------------------------------------------
+
+    async def definition_insert(self, stored: StoredDefinition) -> bool:
+        d = stored.definition
+        async with self._tx() as conn:
+            cursor = await conn.execute(
+                Q["definition_insert"],
+                {
+                    "name": d.name,
+                    "version": d.version,
+                    "document": json.dumps(definition_to_document(d), sort_keys=True),
+                    "content_hash": stored.content_hash,
+                    "created_at": to_us(stored.created_at),
+                },
+            )
+            return cursor.rowcount == 1
+
+    async def definition_get(self, name: str, version: int | None = None) -> StoredDefinition | None:
+        if version is None:
+            row = await self._one("definition_get_latest", {"name": name})
+        else:
+            row = await self._one("definition_get_version", {"name": name, "version": version})
+        return _definition(row) if row else None
+
+    async def definition_list(self) -> list[StoredDefinition]:
+        return [_definition(r) for r in await self._all("definition_list_latest", {})]
+
+    async def definition_versions(self, name: str) -> list[StoredDefinition]:
+        return [_definition(r) for r in await self._all("definition_versions", {"name": name})]
+
+    # -- executions -----------------------------------------------------------------------------
+
+    async def execution_insert_many(self, items: Sequence[NewExecution]) -> list[InsertOutcome]:
+        outcomes: list[InsertOutcome] = []
+        async with self._tx() as conn:
+            for item in items:
+                cursor = await conn.execute(Q["execution_insert"], _insert_params(item))
+                row = await cursor.fetchone()
+                if row is not None:
+                    outcomes.append(InsertOutcome(_execution(row), created=True))
+                    continue
+                cursor = await conn.execute(
+                    Q["execution_get_by_key"],
+                    {"tenant": item.tenant, "idempotency_key": item.idempotency_key},
+                )
+                existing = await cursor.fetchone()
+                if existing is None:  # pragma: no cover - the constraint guarantees a row
+                    raise RuntimeError("insert conflicted but no execution holds the key")
+                outcomes.append(InsertOutcome(_execution(existing), created=False))
+        return outcomes
+
+    async def execution_get(self, tenant: str, execution_id: uuid.UUID) -> Execution | None:
+        row = await self._one(
+            "execution_get", {"tenant": tenant, "execution_id": str(execution_id)}
+        )
+        return _execution(row) if row else None
+
+    async def execution_list(
+        self, tenant: str, flt: ExecutionFilter, before: uuid.UUID | None, limit: int
+    ) -> list[Execution]:
+        params = {
+            "tenant": tenant,
+            "before": str(before) if before else None,
+            "statuses": json.dumps([str(s) for s in flt.statuses]) if flt.statuses else None,
+            "definition_uri": flt.definition_uri,
+            "idempotency_key": flt.idempotency_key,
+            "execute_from": opt_us(flt.execute_from),
+            "execute_to": opt_us(flt.execute_to),
+            "limit": limit,
+        }
+        return [_execution(r) for r in await self._all("execution_list", params)]
+
+    async def execution_cancel(
+        self, tenant: str, execution_id: uuid.UUID, now: datetime
+    ) -> Execution | None:
+        return await self._guarded_update(
+            "execution_cancel",
+            {"tenant": tenant, "execution_id": str(execution_id), "now": to_us(now)},
+            ExecutionEventKind.CANCELLED,
+            now,
+        )
+
+    async def execution_replay(
+        self, tenant: str, execution_id: uuid.UUID, max_attempts: int, now: datetime
+    ) -> Execution | None:
+        params = {
+            "tenant": tenant,
+            "execution_id": str(execution_id),
+            "now": to_us(now),
+            "max_attempts": max_attempts,
+        }
+        return await self._guarded_update(
+            "execution_replay", params, ExecutionEventKind.REPLAYED, now
+        )
+
+    async def _guarded_update(
+        self, query: str, params: dict[str, Any], event: ExecutionEventKind, now: datetime
+    ) -> Execution | None:
+        """Runs a status-guarded UPDATE and records, in the same transaction, a history event
+        that keeps what the update overwrites (status, attempts used, last error)."""
+        async with self._tx() as conn:
+            cursor = await conn.execute(Q["execution_get"], params)
+            prior = await cursor.fetchone()
+            cursor = await conn.execute(Q[query], params)
+            row = await cursor.fetchone()
+            if row is None or prior is None:
+                return None
+            detail = {
+                "fromStatus": prior["status"],
+                "attemptCount": prior["attempt_count"],
+                "error": jload(prior["error"]),
+            }
+            await conn.execute(
+                Q["execution_event_insert"],
+                {
+                    "execution_id": params["execution_id"],
+                    "kind": str(event),
+                    "at": to_us(now),
+                    "detail": json.dumps(detail),
+                },
+            )
+            return _execution(row)
+
+    async def execution_claim_ready(
+        self, worker_id: str, limit: int, lease: timedelta, now: datetime | None = None
+    ) -> list[Execution]:
+        now = now or datetime.now(UTC)
+        claimed: list[Execution] = []
+        async with self._tx() as conn:
+            cursor = await conn.execute(Q["execution_claim_candidates"], {"limit": limit})
+            ids = [r["execution_id"] for r in await cursor.fetchall()]
+            if not ids:
+                return []
+            cursor = await conn.execute(Q["fencing_token_next"], {"n": len(ids)})
+            token_row = await cursor.fetchone()
+            assert token_row is not None
+            first_token = int(token_row["value"]) - len(ids) + 1
+            for offset, execution_id in enumerate(ids):
+                params = {
+                    "execution_id": execution_id,
+                    "worker_id": worker_id,
+                    "fencing_token": first_token + offset,
+                    "lease_expires_at": to_us(now + lease),
+                    "now": to_us(now),
+                }
+                cursor = await conn.execute(Q["execution_claim"], params)
+                row = await cursor.fetchone()
+                if row is None:  # pragma: no cover - the write lock excludes other claimers
+                    continue
+                await conn.execute(
+                    Q["attempt_insert"], {**params, "attempt_number": row["attempt_count"]}
+                )
+                claimed.append(_execution(row))
+        return claimed
+
+    async def attempt_finish(self, result: AttemptResult, now: datetime | None = None) -> bool:
+        now_us = to_us(now or datetime.now(UTC))
+        error = json.dumps(result.error) if result.error is not None else None
+        async with self._tx() as conn:
+            cursor = await conn.execute(
+                Q["execution_finish_if_token"],
+                {
+                    "execution_id": str(result.execution_id),
+                    "fencing_token": result.fencing_token,
+                    "status": str(result.execution_status),
+                    "output": json.dumps(result.output) if result.output is not None else None,
+                    "output_reference": result.output_reference,
+                    "error": error,
+                    "next_attempt_at": opt_us(result.next_attempt_at),
+                    "now": now_us,
+                },
+            )
+            row = await cursor.fetchone()
+            if row is None:
+                return False
+            await conn.execute(
+                Q["attempt_finish"],
+                {
+                    "execution_id": str(result.execution_id),
+                    "attempt_number": row["attempt_count"],
+                    "fencing_token": result.fencing_token,
+                    "attempt_status": str(result.attempt_status),
+                    "error": error,
+                    "now": now_us,
+                },
+            )
+            return True
+
+    async def attempt_list(self, tenant: str, execution_id: uuid.UUID) -> list[Attempt]:
+        rows = await self._all(
+            "attempt_list", {"tenant": tenant, "execution_id": str(execution_id)}
+        )
+        return [_attempt(r) for r in rows]
+
+    async def execution_event_list(
+        self, tenant: str, execution_id: uuid.UUID
+    ) -> list[ExecutionEvent]:
+        rows = await self._all(
+            "execution_event_list", {"tenant": tenant, "execution_id": str(execution_id)}
+        )
+        return [
+            ExecutionEvent(
+                execution_id=uuid.UUID(r["execution_id"]),
+                kind=ExecutionEventKind(r["kind"]),
+                at=from_us(r["at"]),
+                detail=json.loads(r["detail"]),
+            )
+            for r in rows
+        ]
+
+    # -- API keys -------------------------------------------------------------------------------
+
+    async def api_key_insert(self, key: ApiKey, key_hash: str) -> None:
+        async with self._tx() as conn:
+            await conn.execute(
+                Q["api_key_insert"],
+                {
+                    "key_id": key.key_id,
+                    "tenant": key.tenant,
+                    "scope": str(key.scope),
+                    "name": key.name,
+                    "key_hash": key_hash,
+                    "created_at": to_us(key.created_at),
+                },
+            )
+
+    async def api_key_by_hash(self, key_hash: str) -> ApiKey | None:
+        row = await self._one("api_key_by_hash", {"key_hash": key_hash})
+        return _api_key(row) if row else None
+
+    async def api_key_list(self, tenant: str | None = None) -> list[ApiKey]:
+        return [_api_key(r) for r in await self._all("api_key_list", {"tenant": tenant})]
+
+    async def api_key_revoke(self, key_id: str, now: datetime) -> bool:
+        async with self._tx() as conn:
+            cursor = await conn.execute(Q["api_key_revoke"], {"key_id": key_id, "now": to_us(now)})
+            return cursor.rowcount == 1
+
+    async def api_key_count(self) -> int:
+        row = await self._one("api_key_count", {})
+        return int(row["n"]) if row else 0
+
+
+def _split_statements(script: str) -> list[str]:
+    """Our migrations keep semicolons out of literals, so dropping comment lines and splitting
+    on ``;`` is exact for them."""
+    code = "\n".join(line for line in script.splitlines() if not line.strip().startswith("--"))
+    return [s for s in (part.strip() for part in code.split(";")) if s]
+
+
+def _insert_params(item: NewExecution) -> dict[str, Any]:
+    return {
+        "execution_id": str(item.execution_id),
+        "tenant": item.tenant,
+        "definition_uri": item.definition_uri,
+        "definition_version": item.definition_version,
+        "input_snapshot": json.dumps(item.inputs),
+        "execute_at": to_us(item.execute_at),
+        "bucket_start": to_us(item.bucket_start),
+        "shard_id": item.shard_id,
+        "idempotency_key": item.idempotency_key,
+        "request_fingerprint": item.request_fingerprint,
+        "status": str(item.status),
+        "priority": item.priority,
+        "max_attempts": item.max_attempts,
+        "ready_at": to_us(item.created_at) if item.status is ExecutionStatus.READY else None,
+        "created_at": to_us(item.created_at),
+    }
+
+
+def _definition(row: sqlite3.Row) -> StoredDefinition:
+    return StoredDefinition(
+        definition=definition_from_document(json.loads(row["document"])),
+        content_hash=row["content_hash"],
+        created_at=from_us(row["created_at"]),
+    )
+
+
+def _execution(r: sqlite3.Row) -> Execution:
+    return Execution(
+        execution_id=uuid.UUID(r["execution_id"]),
+        tenant=r["tenant"],
+        definition_uri=r["definition_uri"],
+        definition_version=r["definition_version"],
+        inputs=json.loads(r["input_snapshot"]),
+        execute_at=from_us(r["execute_at"]),
+        status=ExecutionStatus(r["status"]),
+        priority=r["priority"],
+        attempt_count=r["attempt_count"],
+        max_attempts=r["max_attempts"],
+        shard_id=r["shard_id"],
+        bucket_start=from_us(r["bucket_start"]),
+        created_at=from_us(r["created_at"]),
+        updated_at=from_us(r["updated_at"]),
+        idempotency_key=r["idempotency_key"],
+        request_fingerprint=r["request_fingerprint"],
+        next_attempt_at=_opt_time(r["next_attempt_at"]),
+        ready_at=_opt_time(r["ready_at"]),
+        lease_owner=r["lease_owner"],
+        lease_expires_at=_opt_time(r["lease_expires_at"]),
+        fencing_token=r["fencing_token"],
+        output=jload(r["output"]),
+        output_reference=r["output_reference"],
+        error=jload(r["error"]),
+        started_at=_opt_time(r["started_at"]),
+        finished_at=_opt_time(r["finished_at"]),
+    )
+
+
+def _attempt(r: sqlite3.Row) -> Attempt:
+    return Attempt(
+        execution_id=uuid.UUID(r["execution_id"]),
+        attempt_number=r["attempt_number"],
+        worker_id=r["worker_id"],
+        fencing_token=r["fencing_token"],
+        status=AttemptStatus(r["status"]),
+        started_at=from_us(r["started_at"]),
+        finished_at=_opt_time(r["finished_at"]),
+        error=jload(r["error"]),
+    )
+
+
+def _api_key(r: sqlite3.Row) -> ApiKey:
+    return ApiKey(
+        key_id=r["key_id"],
+        tenant=r["tenant"],
+        scope=Scope(r["scope"]),
+        name=r["name"],
+        created_at=from_us(r["created_at"]),
+        revoked_at=_opt_time(r["revoked_at"]),
+    )
+
+
+def _opt_time(value: int | None) -> datetime | None:
+    return from_us(value) if value is not None else None
