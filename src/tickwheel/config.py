@@ -13,7 +13,9 @@ from tickwheel.domain.submission import SubmitLimits
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="TICKWHEEL_", extra="ignore")
 
-    database_url: str = Field("sqlite:///tickwheel.db", description="sqlite:///path or postgresql://...")
+    database_url: str = Field(
+        "sqlite:///tickwheel.db", description="sqlite:///path or postgresql://..."
+    )
     host: str = "127.0.0.1"
     port: int = Field(8000, ge=1, le=65535)
     log_level: str = "info"

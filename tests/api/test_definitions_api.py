@@ -31,10 +31,14 @@ async def put(api: Api, body: str, content_type: str, **headers: str) -> object:
 
 
 async def test_apply_in_each_format_then_read_back(api: Api) -> None:
-    r = await api.http.put("/v1/definitions", content=YAML, headers={"Content-Type": "application/yaml"})
+    r = await api.http.put(
+        "/v1/definitions", content=YAML, headers={"Content-Type": "application/yaml"}
+    )
     assert r.status_code == 201, r.text
     assert r.json()["uri"] == "registry://jobs/report"
-    r = await api.http.put("/v1/definitions", content=XML, headers={"Content-Type": "application/xml"})
+    r = await api.http.put(
+        "/v1/definitions", content=XML, headers={"Content-Type": "application/xml"}
+    )
     assert r.status_code == 201, r.text
     r = await api.http.put("/v1/definitions", json=definition_doc("greet"))
     assert r.status_code == 201, r.text
@@ -49,17 +53,25 @@ async def test_apply_in_each_format_then_read_back(api: Api) -> None:
 
 
 async def test_identical_content_again_is_a_no_op(api: Api) -> None:
-    first = await api.http.put("/v1/definitions", content=YAML, headers={"Content-Type": "text/yaml"})
+    first = await api.http.put(
+        "/v1/definitions", content=YAML, headers={"Content-Type": "text/yaml"}
+    )
     assert first.status_code == 201
-    same = await api.http.put("/v1/definitions", content=YAML, headers={"Content-Type": "text/yaml"})
+    same = await api.http.put(
+        "/v1/definitions", content=YAML, headers={"Content-Type": "text/yaml"}
+    )
     assert same.status_code == 200
     assert same.json()["contentHash"] == first.json()["contentHash"]
 
 
 async def test_different_content_under_a_version_is_409_naming_the_fields(api: Api) -> None:
-    await api.http.put("/v1/definitions", content=YAML, headers={"Content-Type": "application/yaml"})
+    await api.http.put(
+        "/v1/definitions", content=YAML, headers={"Content-Type": "application/yaml"}
+    )
     changed = YAML.replace("timeout: 30", "timeout: 60").replace("rows: integer", "rows: string")
-    r = await api.http.put("/v1/definitions", content=changed, headers={"Content-Type": "application/yaml"})
+    r = await api.http.put(
+        "/v1/definitions", content=changed, headers={"Content-Type": "application/yaml"}
+    )
     assert r.status_code == 409
     error = r.json()["error"]
     assert error["code"] == "conflict"
@@ -70,7 +82,9 @@ async def test_different_content_under_a_version_is_409_naming_the_fields(api: A
 
 
 async def test_bad_definitions_are_rejected_and_store_nothing(api: Api) -> None:
-    r = await api.http.put("/v1/definitions", content="name: [", headers={"Content-Type": "application/yaml"})
+    r = await api.http.put(
+        "/v1/definitions", content="name: [", headers={"Content-Type": "application/yaml"}
+    )
     assert r.status_code == 400
     assert r.json()["error"]["code"] == "bad_request"
     bad = definition_doc("greet", 0, retry={"maxAttempts": 0})
@@ -87,10 +101,16 @@ async def test_bad_definitions_are_rejected_and_store_nothing(api: Api) -> None:
 async def test_only_admins_register_definitions(api: Api) -> None:
     for scope in (Scope.SUBMIT, Scope.READ):
         headers = await api.key(scope)
-        r = await api.http.put("/v1/definitions", content=json.dumps(definition_doc()), headers={**headers, "Content-Type": "application/json"})
+        r = await api.http.put(
+            "/v1/definitions",
+            content=json.dumps(definition_doc()),
+            headers={**headers, "Content-Type": "application/json"},
+        )
         assert r.status_code == 403
         assert "admin" in r.json()["error"]["message"]
-    assert (await api.http.get("/v1/definitions", headers=await api.key(Scope.READ))).status_code == 200
+    assert (
+        await api.http.get("/v1/definitions", headers=await api.key(Scope.READ))
+    ).status_code == 200
 
 
 async def test_unknown_definition_is_404(api: Api) -> None:

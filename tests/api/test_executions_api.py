@@ -20,7 +20,9 @@ async def greet(api: Api) -> None:
     assert r.status_code == 201
 
 
-async def submit(api: Api, body: dict[str, Any] | None = None, key: str | None = None, **kw: Any) -> Any:
+async def submit(
+    api: Api, body: dict[str, Any] | None = None, key: str | None = None, **kw: Any
+) -> Any:
     headers = {"Idempotency-Key": key} if key else {}
     return await api.http.post("/v1/executions", json=body or BODY, headers=headers, **kw)
 
@@ -97,7 +99,9 @@ async def test_invalid_submissions_are_422_and_store_nothing(
 
 
 async def test_unreadable_and_oversized_bodies(api: Api) -> None:
-    r = await api.http.post("/v1/executions", content=b"{nope", headers={"Content-Type": "application/json"})
+    r = await api.http.post(
+        "/v1/executions", content=b"{nope", headers={"Content-Type": "application/json"}
+    )
     assert r.status_code == 400
     assert r.json()["error"]["code"] == "bad_request"
     huge = BODY | {"inputs": {"name": "x" * 70_000}}
@@ -151,7 +155,9 @@ async def test_running_execution_cannot_be_cancelled(api: Api) -> None:
     assert r.status_code == 409
     assert "RUNNING" in r.json()["error"]["message"]
     attempts = (await api.http.get(f"/v1/executions/{e['executionId']}/attempts")).json()["items"]
-    assert [(a["attemptNumber"], a["workerId"], a["status"]) for a in attempts] == [(1, "w1", "RUNNING")]
+    assert [(a["attemptNumber"], a["workerId"], a["status"]) for a in attempts] == [
+        (1, "w1", "RUNNING")
+    ]
 
 
 async def test_replay_a_dead_letter(api: Api) -> None:
@@ -188,7 +194,9 @@ async def test_list_filters_and_pages(api: Api) -> None:
     assert len(page["items"]) == 2 and page["nextCursor"]
     seen = [i["executionId"] for i in page["items"]]
     while page["nextCursor"]:
-        page = (await api.http.get("/v1/executions", params={"limit": 2, "cursor": page["nextCursor"]})).json()
+        page = (
+            await api.http.get("/v1/executions", params={"limit": 2, "cursor": page["nextCursor"]})
+        ).json()
         seen += [i["executionId"] for i in page["items"]]
     assert len(seen) == len(set(seen)) == 5
     assert seen == sorted(seen, reverse=True)
@@ -196,7 +204,10 @@ async def test_list_filters_and_pages(api: Api) -> None:
     assert len(scheduled["items"]) == 5
     window = {"executeFrom": "2026-03-01T12:01:00Z", "executeTo": "2026-03-01T12:03:00Z"}
     assert len((await api.http.get("/v1/executions", params=window)).json()["items"]) == 2
-    assert len((await api.http.get("/v1/executions", params={"definition": "greet"})).json()["items"]) == 5
+    assert (
+        len((await api.http.get("/v1/executions", params={"definition": "greet"})).json()["items"])
+        == 5
+    )
     bad = await api.http.get("/v1/executions", params={"status": "DONE"})
     assert bad.status_code == 422 and "DONE" in bad.json()["error"]["message"]
     assert (await api.http.get("/v1/executions", params={"cursor": "!!"})).status_code == 400

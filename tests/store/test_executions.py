@@ -69,7 +69,9 @@ async def test_list_is_newest_first_with_keyset_paging_and_filters(store: Store)
     assert all(e.status is ExecutionStatus.SCHEDULED for e in scheduled)
     window = await store.execution_list(
         "acme",
-        ExecutionFilter(execute_from=T0 + timedelta(seconds=60), execute_to=T0 + timedelta(minutes=4)),
+        ExecutionFilter(
+            execute_from=T0 + timedelta(seconds=60), execute_to=T0 + timedelta(minutes=4)
+        ),
         None,
         100,
     )

@@ -14,10 +14,10 @@ MAX_BATCH = 1000
 class SubmitBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    definitionUri: str = Field(min_length=1, max_length=300)  # noqa: N815 - the wire name
-    definitionVersion: StrictInt | None = None  # noqa: N815
+    definitionUri: str = Field(min_length=1, max_length=300)
+    definitionVersion: StrictInt | None = None
     inputs: dict[str, Any] = Field(default_factory=dict)
-    executeAt: AwareDatetime | None = None  # noqa: N815
+    executeAt: AwareDatetime | None = None
     priority: StrictInt = 0
 
     def to_request(self, idempotency_key: str | None) -> SubmitRequest:
@@ -32,7 +32,7 @@ class SubmitBody(BaseModel):
 
 
 class BatchItem(SubmitBody):
-    idempotencyKey: str | None = None  # noqa: N815
+    idempotencyKey: str | None = None
 
 
 class BatchBody(BaseModel):

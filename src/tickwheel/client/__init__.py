@@ -3,4 +3,11 @@
 from tickwheel.client.client import AsyncClient, Client
 from tickwheel.client.models import AttemptInfo, BatchItemResult, ExecutionInfo, ExecutionPage
 
-__all__ = ["AsyncClient", "AttemptInfo", "BatchItemResult", "Client", "ExecutionInfo", "ExecutionPage"]
+__all__ = [
+    "AsyncClient",
+    "AttemptInfo",
+    "BatchItemResult",
+    "Client",
+    "ExecutionInfo",
+    "ExecutionPage",
+]

@@ -6,6 +6,7 @@ runs inside the server (the Cron Service, the workflow orchestrator) and for tes
 from __future__ import annotations
 
 import asyncio
+import builtins
 import threading
 import uuid
 from collections.abc import Coroutine, Iterable
@@ -66,7 +67,9 @@ class AsyncClient:
 
     # -- definitions ----------------------------------------------------------------------------
 
-    async def apply_definition(self, source: str | Path | bytes, fmt: str | None = None) -> DefinitionApplied:
+    async def apply_definition(
+        self, source: str | Path | bytes, fmt: str | None = None
+    ) -> DefinitionApplied:
         """Registers a Job Definition File: a path, or its content with ``fmt`` (yaml/json/xml)."""
         if isinstance(source, Path) or (isinstance(source, str) and fmt is None):
             path = Path(source)
@@ -78,10 +81,10 @@ class AsyncClient:
         wire, created = await self.transport.definition_apply(body, fmt)
         return DefinitionApplied(wire, created)
 
-    async def definitions(self) -> list[dict[str, Any]]:
+    async def definitions(self) -> builtins.list[dict[str, Any]]:
         return await self.transport.definition_list()
 
-    async def definition_versions(self, name: str) -> list[dict[str, Any]]:
+    async def definition_versions(self, name: str) -> builtins.list[dict[str, Any]]:
         return await self.transport.definition_versions(name)
 
     # -- executions -----------------------------------------------------------------------------
@@ -126,7 +129,9 @@ class AsyncClient:
             definition, inputs, at, idempotency_key, version=version, priority=priority
         )
 
-    async def submit_many(self, requests: Iterable[SubmitRequest]) -> list[BatchItemResult]:
+    async def submit_many(
+        self, requests: Iterable[SubmitRequest]
+    ) -> builtins.list[BatchItemResult]:
         items = [
             SubmitRequest(**{**r.__dict__, "definition_uri": definition_uri(r.definition_uri)})
             for r in requests
@@ -159,10 +164,10 @@ class AsyncClient:
             [ExecutionInfo.from_wire(w) for w in wire["items"]], wire.get("nextCursor")
         )
 
-    async def attempts(self, execution_id: ExecutionRef) -> list[AttemptInfo]:
+    async def attempts(self, execution_id: ExecutionRef) -> builtins.list[AttemptInfo]:
         return [AttemptInfo.from_wire(w) for w in await self.transport.attempts(_id(execution_id))]
 
-    async def history(self, execution_id: ExecutionRef) -> list[dict[str, Any]]:
+    async def history(self, execution_id: ExecutionRef) -> builtins.list[dict[str, Any]]:
         return await self.transport.history(_id(execution_id))
 
     async def cancel(self, execution_id: ExecutionRef) -> ExecutionInfo:
@@ -223,22 +228,38 @@ class Client:
             self._thread.join()
             self._loop.close()
 
-    def apply_definition(self, source: str | Path | bytes, fmt: str | None = None) -> DefinitionApplied:
+    def apply_definition(
+        self, source: str | Path | bytes, fmt: str | None = None
+    ) -> DefinitionApplied:
         return self._run(self._async.apply_definition(source, fmt))
 
-    def definitions(self) -> list[dict[str, Any]]:
+    def definitions(self) -> builtins.list[dict[str, Any]]:
         return self._run(self._async.definitions())
 
-    def definition_versions(self, name: str) -> list[dict[str, Any]]:
+    def definition_versions(self, name: str) -> builtins.list[dict[str, Any]]:
         return self._run(self._async.definition_versions(name))
 
-    def submit(self, definition: str, inputs: dict[str, Any] | None = None, execute_at: datetime | None = None, idempotency_key: str | None = None, **kw: Any) -> ExecutionInfo:  # noqa: E501
+    def submit(
+        self,
+        definition: str,
+        inputs: dict[str, Any] | None = None,
+        execute_at: datetime | None = None,
+        idempotency_key: str | None = None,
+        **kw: Any,
+    ) -> ExecutionInfo:
         return self._run(self._async.submit(definition, inputs, execute_at, idempotency_key, **kw))
 
-    def submit_after(self, delay: timedelta | float, definition: str, inputs: dict[str, Any] | None = None, idempotency_key: str | None = None, **kw: Any) -> ExecutionInfo:  # noqa: E501
+    def submit_after(
+        self,
+        delay: timedelta | float,
+        definition: str,
+        inputs: dict[str, Any] | None = None,
+        idempotency_key: str | None = None,
+        **kw: Any,
+    ) -> ExecutionInfo:
         return self._run(self._async.submit_after(delay, definition, inputs, idempotency_key, **kw))
 
-    def submit_many(self, requests: Iterable[SubmitRequest]) -> list[BatchItemResult]:
+    def submit_many(self, requests: Iterable[SubmitRequest]) -> builtins.list[BatchItemResult]:
         return self._run(self._async.submit_many(list(requests)))
 
     def get(self, execution_id: ExecutionRef) -> ExecutionInfo:
@@ -247,10 +268,10 @@ class Client:
     def list(self, **filters: Any) -> ExecutionPage:
         return self._run(self._async.list(**filters))
 
-    def attempts(self, execution_id: ExecutionRef) -> list[AttemptInfo]:
+    def attempts(self, execution_id: ExecutionRef) -> builtins.list[AttemptInfo]:
         return self._run(self._async.attempts(execution_id))
 
-    def history(self, execution_id: ExecutionRef) -> list[dict[str, Any]]:
+    def history(self, execution_id: ExecutionRef) -> builtins.list[dict[str, Any]]:
         return self._run(self._async.history(execution_id))
 
     def cancel(self, execution_id: ExecutionRef) -> ExecutionInfo:

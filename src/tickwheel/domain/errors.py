@@ -20,7 +20,7 @@ class TickwheelError(Exception):
 
 @dataclass(frozen=True)
 class FieldError:
-    """One bad field, located by a dotted path such as ``inputs.report_date`` or ``retry.maxAttempts``."""
+    """One bad field, located by a dotted path such as ``inputs.report_date``."""
 
     path: str
     message: str
@@ -50,7 +50,8 @@ class NotFound(TickwheelError, LookupError):
 
 
 class Conflict(TickwheelError):
-    """The request contradicts what is stored (idempotency key reuse, immutable definition, state)."""
+    """The request contradicts what is stored: a reused idempotency key, an immutable
+    definition, the current state."""
 
     code = "conflict"
 
@@ -62,7 +63,8 @@ class InvalidTransition(Conflict):
 
 
 class StaleFencingToken(Conflict):
-    """A write carried a fencing token older than the execution's current one: a zombie wrote late."""
+    """A write carried a fencing token older than the execution's current one: a zombie
+    wrote late."""
 
     code = "stale_fencing_token"
 

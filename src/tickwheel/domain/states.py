@@ -55,7 +55,9 @@ ATTEMPT_TRANSITIONS: dict[AttemptStatus, frozenset[AttemptStatus]] = {
 }
 
 CANCELLABLE: frozenset[ExecutionStatus] = frozenset(
-    s for s, targets in EXECUTION_TRANSITIONS.items() if E.CANCELLED in targets and s is not E.RUNNING
+    s
+    for s, targets in EXECUTION_TRANSITIONS.items()
+    if E.CANCELLED in targets and s is not E.RUNNING
 )
 """Statuses a user cancel moves straight to CANCELLED; RUNNING only gets a cooperative signal."""
 

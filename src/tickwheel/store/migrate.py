@@ -42,7 +42,9 @@ def load_migrations(package: str) -> list[Migration]:
     found.sort(key=lambda m: m.version)
     versions = [m.version for m in found]
     if versions != list(range(1, len(found) + 1)):
-        raise MigrationError(f"migrations of {package} must be numbered 1..n without gaps: {versions}")
+        raise MigrationError(
+            f"migrations of {package} must be numbered 1..n without gaps: {versions}"
+        )
     return found
 
 

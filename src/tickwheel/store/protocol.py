@@ -69,7 +69,9 @@ class Store(Protocol):
         """False when (name, version) exists already (whatever its content)."""
         ...
 
-    async def definition_get(self, name: str, version: int | None = None) -> StoredDefinition | None:
+    async def definition_get(
+        self, name: str, version: int | None = None
+    ) -> StoredDefinition | None:
         """``version=None`` is the latest version."""
         ...
 

@@ -5,6 +5,7 @@ return the execution the first try may already have created."""
 from __future__ import annotations
 
 import asyncio
+import builtins
 import json
 import uuid
 from typing import Any
@@ -89,10 +90,10 @@ class HttpTransport:
         status, data = await self._ok("PUT", "/v1/definitions", content=body, headers=headers)
         return data, status == 201
 
-    async def definition_list(self) -> list[Wire]:
+    async def definition_list(self) -> builtins.list[Wire]:
         return list((await self._ok("GET", "/v1/definitions"))[1]["items"])
 
-    async def definition_versions(self, name: str) -> list[Wire]:
+    async def definition_versions(self, name: str) -> builtins.list[Wire]:
         return list((await self._ok("GET", f"/v1/definitions/{name}"))[1]["items"])
 
     async def definition_get(self, name: str, version: int) -> Wire:
@@ -105,12 +106,14 @@ class HttpTransport:
         )
         return data, status == 201
 
-    async def submit_many(self, requests: list[SubmitRequest]) -> list[Wire]:
+    async def submit_many(self, requests: builtins.list[SubmitRequest]) -> builtins.list[Wire]:
         items = [
             {**request_body(r), "idempotencyKey": r.idempotency_key or f"sdk-{uuid.uuid4()}"}
             for r in requests
         ]
-        return list((await self._ok("POST", "/v1/executions/batch", json={"items": items}))[1]["items"])
+        return list(
+            (await self._ok("POST", "/v1/executions/batch", json={"items": items}))[1]["items"]
+        )
 
     async def get(self, execution_id: uuid.UUID) -> Wire:
         return dict((await self._ok("GET", f"/v1/executions/{execution_id}"))[1])
@@ -129,11 +132,11 @@ class HttpTransport:
                 params.append((name, value))
         return dict((await self._ok("GET", "/v1/executions", params=params))[1])
 
-    async def attempts(self, execution_id: uuid.UUID) -> list[Wire]:
+    async def attempts(self, execution_id: uuid.UUID) -> builtins.list[Wire]:
         path = f"/v1/executions/{execution_id}/attempts"
         return list((await self._ok("GET", path))[1]["items"])
 
-    async def history(self, execution_id: uuid.UUID) -> list[Wire]:
+    async def history(self, execution_id: uuid.UUID) -> builtins.list[Wire]:
         path = f"/v1/executions/{execution_id}/history"
         return list((await self._ok("GET", path))[1]["items"])
 

@@ -4,6 +4,7 @@ every path into the store obeys the same validation and idempotency rules."""
 
 from __future__ import annotations
 
+import builtins
 import uuid
 from collections.abc import Sequence
 
@@ -17,7 +18,12 @@ from tickwheel.client.wire import (
     execution_to_wire,
 )
 from tickwheel.domain.clock import Clock, SystemClock
-from tickwheel.domain.definitions import Definition, content_hash, diff_definitions, parse_definition
+from tickwheel.domain.definitions import (
+    Definition,
+    content_hash,
+    diff_definitions,
+    parse_definition,
+)
 from tickwheel.domain.errors import (
     Conflict,
     FieldError,
@@ -80,10 +86,10 @@ class InProcessTransport:
             {"name": definition.name, "version": definition.version, "differingFields": fields},
         )
 
-    async def definition_list(self) -> list[Wire]:
+    async def definition_list(self) -> builtins.list[Wire]:
         return [definition_to_wire(d) for d in await self.store.definition_list()]
 
-    async def definition_versions(self, name: str) -> list[Wire]:
+    async def definition_versions(self, name: str) -> builtins.list[Wire]:
         versions = await self.store.definition_versions(name)
         if not versions:
             raise NotFound(f"no definition named {name!r}")
@@ -102,10 +108,10 @@ class InProcessTransport:
         [outcome] = await self.store.execution_insert_many([item])
         return execution_to_wire(self._same_or_conflict(item, outcome.execution)), outcome.created
 
-    async def submit_many(self, requests: Sequence[SubmitRequest]) -> list[Wire]:
+    async def submit_many(self, requests: Sequence[SubmitRequest]) -> builtins.list[Wire]:
         """One transaction for every valid item; invalid items get their own error result and
         do not stop the others."""
-        results: list[Wire | None] = [None] * len(requests)
+        results: builtins.list[Wire | None] = [None] * len(requests)
         valid: list[tuple[int, NewExecution]] = []
         cache: dict[tuple[str, int | None], Definition] = {}
         for index, request in enumerate(requests):
@@ -180,11 +186,13 @@ class InProcessTransport:
             "nextCursor": encode_cursor(page[-1].execution_id) if more and page else None,
         }
 
-    async def attempts(self, execution_id: uuid.UUID) -> list[Wire]:
+    async def attempts(self, execution_id: uuid.UUID) -> builtins.list[Wire]:
         await self._get(execution_id)
-        return [attempt_to_wire(a) for a in await self.store.attempt_list(self.tenant, execution_id)]
+        return [
+            attempt_to_wire(a) for a in await self.store.attempt_list(self.tenant, execution_id)
+        ]
 
-    async def history(self, execution_id: uuid.UUID) -> list[Wire]:
+    async def history(self, execution_id: uuid.UUID) -> builtins.list[Wire]:
         await self._get(execution_id)
         events = await self.store.execution_event_list(self.tenant, execution_id)
         return [event_to_wire(ev) for ev in events]

@@ -100,7 +100,9 @@ class SqliteStore:
 
     async def migrations_pending(self) -> list[str]:
         async with self._lock:
-            todo = pending(load_migrations("tickwheel.store.sqlite.migrations"), await self._applied())
+            todo = pending(
+                load_migrations("tickwheel.store.sqlite.migrations"), await self._applied()
+            )
         return [m.label for m in todo]
 
     async def migrate(self) -> list[str]:
@@ -141,7 +143,9 @@ class SqliteStore:
             )
             return cursor.rowcount == 1
 
-    async def definition_get(self, name: str, version: int | None = None) -> StoredDefinition | None:
+    async def definition_get(
+        self, name: str, version: int | None = None
+    ) -> StoredDefinition | None:
         if version is None:
             row = await self._one("definition_get_latest", {"name": name})
         else:

@@ -1,0 +1,101 @@
+"""Commands that work on the database directly: ``db upgrade`` and ``keys``. They run where the
+database is reachable, like any migration tool, and need no API key."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Annotated, TypeVar
+
+import typer
+from rich.table import Table
+
+from tickwheel.api.auth import create_key
+from tickwheel.cli.context import console, fail
+from tickwheel.config import Settings
+from tickwheel.domain.clock import SystemClock
+from tickwheel.domain.models import Scope
+from tickwheel.store.factory import open_store, redact
+from tickwheel.store.protocol import Store
+
+T = TypeVar("T")
+db_app = typer.Typer(help="Database schema.", no_args_is_help=True)
+keys_app = typer.Typer(help="API keys.", no_args_is_help=True)
+DatabaseUrl = Annotated[
+    str | None,
+    typer.Option(
+        "--database-url", envvar="TICKWHEEL_DATABASE_URL", help="default: sqlite:///tickwheel.db"
+    ),
+]
+
+
+def with_store(url: str | None, work: Callable[[Store], Awaitable[T]]) -> T:
+    async def run() -> T:
+        store = await open_store(url or Settings().database_url)
+        try:
+            return await work(store)
+        finally:
+            await store.close()
+
+    try:
+        return asyncio.run(run())
+    except (OSError, ValueError) as exc:
+        raise fail(str(exc)) from exc
+
+
+@db_app.command()
+def upgrade(database_url: DatabaseUrl = None) -> None:
+    """Apply pending migrations."""
+    url = database_url or Settings().database_url
+    applied = with_store(url, lambda s: s.migrate())
+    if applied:
+        for label in applied:
+            console.print(f"[green]applied[/] {label}")
+    else:
+        console.print(f"{redact(url)} is up to date")
+
+
+@keys_app.command("create")
+def keys_create(
+    tenant: Annotated[str, typer.Option(help="every query of this key is scoped to the tenant")],
+    scope: Annotated[Scope, typer.Option(help="read < submit < admin")] = Scope.SUBMIT,
+    name: Annotated[str, typer.Option(help="a note for people")] = "",
+    database_url: DatabaseUrl = None,
+) -> None:
+    """Create an API key; its secret is printed once and stored only as a hash."""
+    if not tenant.strip():
+        raise fail("--tenant must not be empty")
+
+    async def work(store: Store) -> str:
+        await store.migrate() if store.dialect == "sqlite" else None
+        _, secret = await create_key(store, tenant, scope, name, SystemClock().now())
+        return secret
+
+    secret = with_store(database_url, work)
+    console.print(f"created a {scope} key for tenant {tenant} (shown once, keep it safe):")
+    print(secret)
+
+
+@keys_app.command("list")
+def keys_list(database_url: DatabaseUrl = None) -> None:
+    """Keys by id, tenant and scope (never their secrets)."""
+    keys = with_store(database_url, lambda s: s.api_key_list())
+    table = Table("id", "tenant", "scope", "name", "created", "revoked")
+    for k in keys:
+        table.add_row(
+            k.key_id,
+            k.tenant,
+            str(k.scope),
+            k.name,
+            k.created_at.isoformat(timespec="seconds"),
+            k.revoked_at.isoformat(timespec="seconds") if k.revoked_at else "-",
+        )
+    console.print(table)
+
+
+@keys_app.command("revoke")
+def keys_revoke(key_id: str, database_url: DatabaseUrl = None) -> None:
+    """Revoke a key by id; requests with it get 401 from then on."""
+    if not with_store(database_url, lambda s: s.api_key_revoke(key_id, SystemClock().now())):
+        raise fail(f"no active key with id {key_id}")
+    console.print(f"revoked {key_id}")

@@ -1,0 +1,66 @@
+"""definitions apply | list | show."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from tickwheel.cli.context import console, explain, print_json, state
+
+app = typer.Typer(help="Register and read Job Definitions.", no_args_is_help=True)
+
+
+@app.command()
+def apply(
+    ctx: typer.Context, files: Annotated[list[Path], typer.Argument(exists=True, dir_okay=False)]
+) -> None:
+    """Register definition files (YAML, JSON or XML). Unchanged ones are left as they are."""
+    cli = state(ctx)
+    with cli.client() as client:
+        for path in files:
+            try:
+                applied = client.apply_definition(path)
+            except Exception as exc:
+                console.print(f"[red]✗[/] {path}")
+                raise explain(exc) from exc
+            d = applied.definition
+            verb = "[green]registered[/]" if applied.created else "[dim]unchanged[/]"
+            console.print(f"{verb} {d['uri']} version {d['version']}  ({path})")
+
+
+@app.command("list")
+def list_(ctx: typer.Context) -> None:
+    """The latest version of each definition."""
+    cli = state(ctx)
+    with cli.client() as client:
+        try:
+            items = client.definitions()
+        except Exception as exc:
+            raise explain(exc) from exc
+    if cli.as_json:
+        print_json(items)
+        return
+    table = Table("uri", "version", "type", "inputs", "description")
+    for d in items:
+        table.add_row(
+            d["uri"],
+            str(d["version"]),
+            d["execution"]["type"],
+            ", ".join(d["inputs"]),
+            d.get("description", ""),
+        )
+    console.print(table)
+
+
+@app.command()
+def show(ctx: typer.Context, name: str) -> None:
+    """Every version of one definition."""
+    cli = state(ctx)
+    with cli.client() as client:
+        try:
+            print_json(client.definition_versions(name))
+        except Exception as exc:
+            raise explain(exc) from exc

@@ -1,0 +1,249 @@
+"""submit, get, list, attempts, cancel, replay, wait."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import asdict
+from datetime import datetime, timedelta
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+
+from tickwheel.cli.context import console, explain, fail, print_json, state
+from tickwheel.client.models import ExecutionInfo
+
+_DURATION = re.compile(r"^(\d+(?:\.\d+)?)(ms|s|m|h|d)?$")
+_UNIT = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, None: 1}
+_STYLE = {
+    "SUCCEEDED": "green",
+    "FAILED": "red",
+    "CANCELLED": "dim",
+    "RUNNING": "cyan",
+    "RETRY_WAIT": "yellow",
+}
+
+
+def parse_duration(text: str) -> float:
+    match = _DURATION.match(text.strip())
+    if not match:
+        raise typer.BadParameter(f"{text!r} is not a duration like 30s, 5m, 2h or 1d")
+    return float(match.group(1)) * _UNIT[match.group(2)]
+
+
+def parse_instant(text: str) -> datetime:
+    try:
+        value = datetime.fromisoformat(text)
+    except ValueError as exc:
+        raise typer.BadParameter(f"--at {text!r} is not an RFC 3339 time") from exc
+    if value.tzinfo is None:
+        raise typer.BadParameter(f"--at {text!r} needs an offset, e.g. Z or +02:00")
+    return value
+
+
+def parse_inputs(pairs: list[str], inputs_json: str | None) -> dict[str, Any]:
+    """``--input k=v`` (v read as JSON when it is JSON, else as text) on top of ``--inputs``."""
+    inputs: dict[str, Any] = {}
+    if inputs_json:
+        try:
+            loaded = json.loads(inputs_json)
+        except json.JSONDecodeError as exc:
+            raise typer.BadParameter(f"--inputs is not valid JSON: {exc}") from exc
+        if not isinstance(loaded, dict):
+            raise typer.BadParameter("--inputs must be a JSON object")
+        inputs.update(loaded)
+    for pair in pairs:
+        name, sep, raw = pair.partition("=")
+        if not sep or not name:
+            raise typer.BadParameter(f"--input {pair!r}: write it as name=value")
+        try:
+            inputs[name] = json.loads(raw)
+        except json.JSONDecodeError:
+            inputs[name] = raw
+    return inputs
+
+
+def _wire(e: ExecutionInfo) -> dict[str, Any]:
+    data = asdict(e)
+    data["status"] = str(e.status)
+    return data
+
+
+def show_execution(e: ExecutionInfo, as_json: bool) -> None:
+    if as_json:
+        print_json(_wire(e))
+        return
+    table = Table(show_header=False, box=None)
+    for label, value in (
+        ("execution", str(e.execution_id)),
+        ("status", f"[{_STYLE.get(str(e.status), 'white')}]{e.status}[/]"),
+        ("definition", f"{e.definition_uri} v{e.definition_version}"),
+        ("execute at", e.execute_at.isoformat()),
+        ("inputs", json.dumps(e.inputs)),
+        ("attempts", f"{e.attempt_count} of {e.max_attempts}"),
+        ("idempotency key", e.idempotency_key or "-"),
+        ("output", json.dumps(e.output) if e.output is not None else "-"),
+        ("error", json.dumps(e.error) if e.error else "-"),
+    ):
+        table.add_row(f"[bold]{label}[/]", value)
+    console.print(table)
+
+
+def submit(
+    ctx: typer.Context,
+    definition: Annotated[str, typer.Argument(help="registry://jobs/<name> or just <name>")],
+    input_pairs: Annotated[
+        list[str], typer.Option("--input", "-i", help="name=value (repeatable)")
+    ] = [],  # noqa: B006
+    inputs_json: Annotated[
+        str | None, typer.Option("--inputs", help="all inputs as a JSON object")
+    ] = None,
+    at: Annotated[
+        str | None,
+        typer.Option("--at", help="RFC 3339 time with offset, e.g. 2026-12-01T09:00:00Z"),
+    ] = None,
+    delay: Annotated[
+        str | None, typer.Option("--in", help="delay instead of --at: 30s, 5m, 2h")
+    ] = None,
+    key: Annotated[str | None, typer.Option("--key", help="idempotency key")] = None,
+    version: Annotated[
+        int | None, typer.Option(help="pin a definition version (default: latest)")
+    ] = None,
+    priority: Annotated[int, typer.Option(help="higher runs first")] = 0,
+    wait: Annotated[bool, typer.Option("--wait", help="wait until it finishes")] = False,
+    timeout: Annotated[float, typer.Option(help="seconds to --wait")] = 120.0,
+) -> None:
+    """Submit one execution."""
+    cli = state(ctx)
+    if at is not None and delay is not None:
+        raise fail("give --at or --in, not both")
+    inputs = parse_inputs(input_pairs, inputs_json)
+    execute_at = parse_instant(at) if at is not None else None
+    with cli.client() as client:
+        try:
+            if delay is not None:
+                e = client.submit_after(
+                    timedelta(seconds=parse_duration(delay)),
+                    definition,
+                    inputs,
+                    key,
+                    version=version,
+                    priority=priority,
+                )
+            else:
+                e = client.submit(
+                    definition, inputs, execute_at, key, version=version, priority=priority
+                )
+            if wait:
+                with console.status(f"waiting for {e.execution_id} ({e.status})"):
+                    e = client.wait(e.execution_id, timeout)
+        except Exception as exc:
+            raise explain(exc) from exc
+    show_execution(e, cli.as_json)
+
+
+def get(ctx: typer.Context, execution_id: str) -> None:
+    """Show one execution."""
+    cli = state(ctx)
+    with cli.client() as client:
+        try:
+            e = client.get(execution_id)
+        except Exception as exc:
+            raise explain(exc) from exc
+    show_execution(e, cli.as_json)
+
+
+def list_(
+    ctx: typer.Context,
+    status: Annotated[list[str], typer.Option("--status", "-s", help="repeatable")] = [],  # noqa: B006
+    definition: Annotated[str | None, typer.Option("--definition", "-d")] = None,
+    key: Annotated[str | None, typer.Option("--key", help="idempotency key")] = None,
+    limit: Annotated[int, typer.Option(min=1, max=500)] = 20,
+    cursor: Annotated[str | None, typer.Option(help="nextCursor of a previous page")] = None,
+) -> None:
+    """List executions, newest first."""
+    cli = state(ctx)
+    with cli.client() as client:
+        try:
+            page = client.list(
+                status=[s.upper() for s in status],
+                definition=definition,
+                idempotency_key=key,
+                limit=limit,
+                cursor=cursor,
+            )
+        except Exception as exc:
+            raise explain(exc) from exc
+    if cli.as_json:
+        print_json({"items": [_wire(e) for e in page.items], "nextCursor": page.next_cursor})
+        return
+    table = Table("execution", "status", "definition", "execute at", "attempts")
+    for e in page.items:
+        style = _STYLE.get(str(e.status), "white")
+        table.add_row(
+            str(e.execution_id),
+            f"[{style}]{e.status}[/]",
+            f"{e.definition_uri.removeprefix('registry://jobs/')} v{e.definition_version}",
+            e.execute_at.isoformat(),
+            f"{e.attempt_count}/{e.max_attempts}",
+        )
+    console.print(table)
+    if page.next_cursor:
+        console.print(f"more: --cursor {page.next_cursor}")
+
+
+def attempts(ctx: typer.Context, execution_id: str) -> None:
+    """Show the attempts of one execution."""
+    cli = state(ctx)
+    with cli.client() as client:
+        try:
+            items = client.attempts(execution_id)
+        except Exception as exc:
+            raise explain(exc) from exc
+    if cli.as_json:
+        print_json([asdict(a) | {"status": str(a.status)} for a in items])
+        return
+    table = Table("#", "status", "worker", "fencing token", "started", "finished", "error")
+    for a in items:
+        table.add_row(
+            str(a.attempt_number),
+            str(a.status),
+            a.worker_id,
+            str(a.fencing_token),
+            a.started_at.isoformat(),
+            a.finished_at.isoformat() if a.finished_at else "-",
+            json.dumps(a.error) if a.error else "-",
+        )
+    console.print(table)
+
+
+def cancel(ctx: typer.Context, execution_id: str) -> None:
+    """Cancel an execution that has not started."""
+    cli = state(ctx)
+    with cli.client() as client:
+        try:
+            e = client.cancel(execution_id)
+        except Exception as exc:
+            raise explain(exc) from exc
+    show_execution(e, cli.as_json)
+
+
+def replay(ctx: typer.Context, execution_id: str) -> None:
+    """Replay a FAILED execution (a dead letter) with a fresh attempt budget."""
+    cli = state(ctx)
+    with cli.client() as client:
+        try:
+            e = client.replay(execution_id)
+        except Exception as exc:
+            raise explain(exc) from exc
+    show_execution(e, cli.as_json)
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(submit)
+    app.command()(get)
+    app.command("list")(list_)
+    app.command()(attempts)
+    app.command()(cancel)
+    app.command()(replay)

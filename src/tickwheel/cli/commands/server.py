@@ -1,0 +1,69 @@
+"""``tickwheel server``: everything in one process."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from tickwheel.cli.context import console, err_console, fail
+from tickwheel.config import Settings
+from tickwheel.server import FirstKey, StartupError, serve
+from tickwheel.store.factory import redact
+
+
+def _announce(settings: Settings, first_key: FirstKey | None) -> None:
+    console.print(
+        f"tickwheel on http://{settings.host}:{settings.port}"
+        f"  database {redact(settings.database_url)}"
+    )
+    if first_key is not None:
+        console.print("[bold]First start: created an admin API key (shown only this once):[/]")
+        console.print(first_key.secret, soft_wrap=True, highlight=False)
+        console.print(f"It is also in {first_key.path} (readable only by you).")
+    if settings.insecure_no_auth:
+        err_console.print(
+            "[bold red]WARNING: --insecure-no-auth: every request is admin of tenant "
+            f"'{settings.tenant}'. Never use this beyond your own machine.[/]"
+        )
+
+
+def server(
+    host: Annotated[str | None, typer.Option(envvar="TICKWHEEL_HOST")] = None,
+    port: Annotated[int | None, typer.Option(envvar="TICKWHEEL_PORT")] = None,
+    database_url: Annotated[str | None, typer.Option(envvar="TICKWHEEL_DATABASE_URL")] = None,
+    definitions: Annotated[
+        Path | None, typer.Option(help="register every definition file of this folder at start")
+    ] = None,
+    insecure_no_auth: Annotated[
+        bool, typer.Option("--insecure-no-auth", help="no API keys (loopback only)")
+    ] = False,
+    log_level: Annotated[str | None, typer.Option(envvar="TICKWHEEL_LOG_LEVEL")] = None,
+) -> None:
+    """Run the all-in-one server (API on SQLite by default)."""
+    overrides: dict[str, Any] = {
+        k: v
+        for k, v in {
+            "host": host,
+            "port": port,
+            "database_url": database_url,
+            "definitions_dir": str(definitions) if definitions else None,
+            "log_level": log_level,
+        }.items()
+        if v is not None
+    }
+    if insecure_no_auth:
+        overrides["insecure_no_auth"] = True
+    settings = Settings(**overrides)
+    logging.basicConfig(
+        level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    try:
+        asyncio.run(serve(settings, _announce))
+    except StartupError as exc:
+        raise fail(str(exc)) from exc
+    except KeyboardInterrupt:
+        pass

@@ -1,0 +1,50 @@
+"""The ``tickwheel`` command. Rich output lives in the CLI only."""
+
+from __future__ import annotations
+
+import os
+from typing import Annotated
+
+import typer
+
+from tickwheel.cli.commands import admin, definitions, executions
+from tickwheel.cli.commands.server import server
+from tickwheel.cli.context import CliState, resolve_api_key
+
+app = typer.Typer(
+    name="tickwheel",
+    help="tickwheel: run jobs at a time, after a delay or on a schedule, at least once.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+)
+
+
+@app.callback()
+def main_options(
+    ctx: typer.Context,
+    url: Annotated[
+        str, typer.Option(envvar="TICKWHEEL_URL", help="API base URL")
+    ] = "http://127.0.0.1:8000",
+    api_key: Annotated[
+        str | None,
+        typer.Option(envvar="TICKWHEEL_API_KEY", help="default: the local admin key file"),
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="print JSON instead of tables")] = False,
+) -> None:
+    ctx.obj = CliState(url=url, api_key=resolve_api_key(api_key), as_json=as_json)
+
+
+executions.register(app)
+app.add_typer(definitions.app, name="definitions")
+app.add_typer(admin.keys_app, name="keys")
+app.add_typer(admin.db_app, name="db")
+app.command()(server)
+
+
+def main() -> None:
+    os.environ.setdefault("COLUMNS", "120")
+    app()
+
+
+if __name__ == "__main__":
+    main()
