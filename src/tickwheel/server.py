@@ -19,7 +19,7 @@ from tickwheel.api.auth import create_key
 from tickwheel.client.transports.inprocess import InProcessTransport
 from tickwheel.config import Settings
 from tickwheel.domain.clock import SystemClock
-from tickwheel.domain.definitions import format_from_filename, parse_definition
+from tickwheel.domain.definition_files import format_from_filename, parse_definition
 from tickwheel.domain.models import Scope
 from tickwheel.store.factory import open_store, redact
 from tickwheel.store.protocol import Store

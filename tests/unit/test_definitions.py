@@ -16,6 +16,11 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tickwheel.domain.definition_files import (
+    format_from_content_type,
+    format_from_filename,
+    parse_definition,
+)
 from tickwheel.domain.definitions import (
     PERMANENT_KINDS,
     RETRYABLE_KINDS,
@@ -31,10 +36,7 @@ from tickwheel.domain.definitions import (
     definition_from_document,
     definition_to_document,
     diff_definitions,
-    format_from_content_type,
-    format_from_filename,
     is_retryable,
-    parse_definition,
 )
 from tickwheel.domain.errors import BadRequest, InvalidInput
 

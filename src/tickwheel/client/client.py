@@ -25,7 +25,7 @@ from tickwheel.client.models import (
 from tickwheel.client.transport import Transport
 from tickwheel.client.transports.http import HttpTransport
 from tickwheel.domain.clock import Clock, SystemClock
-from tickwheel.domain.definitions import format_from_filename
+from tickwheel.domain.definition_files import format_from_filename
 from tickwheel.domain.models import ExecutionFilter
 from tickwheel.domain.states import ExecutionStatus
 from tickwheel.domain.submission import DEFINITION_URI_PREFIX, SubmitRequest

@@ -93,3 +93,9 @@ class ErrorList:
     def raise_if_any(self, message: str) -> None:
         if self.items:
             raise InvalidInput(message, self.items)
+
+
+class PermanentError(TickwheelError):
+    """Raise it from a handler to fail the execution without retries."""
+
+    code = "permanent"

@@ -6,7 +6,9 @@ from __future__ import annotations
 import os
 import threading
 import uuid
-from datetime import datetime
+from datetime import UTC, datetime
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 _lock = threading.Lock()
 _last_ms = 0
@@ -17,7 +19,10 @@ def uuid7(at: datetime) -> uuid.UUID:
     """A UUIDv7 (RFC 9562) for ``at``. Within one millisecond the 74 random bits are incremented
     rather than redrawn, so ids made by one process are strictly increasing."""
     global _last_ms, _last_rand
-    ms = int(at.timestamp() * 1000)
+    # Integer arithmetic: at.timestamp() * 1000 in floating point can land just below an exact
+    # millisecond and give the one before.
+    delta = at - _EPOCH
+    ms = (delta.days * 86_400 + delta.seconds) * 1000 + delta.microseconds // 1000
     with _lock:
         if ms <= _last_ms:
             ms = _last_ms

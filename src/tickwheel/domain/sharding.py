@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import uuid
-from datetime import datetime
+from datetime import UTC, datetime
 
 SHARD_COUNT = 1024
 
@@ -17,4 +17,5 @@ def shard_id(execution_id: uuid.UUID) -> int:
 
 
 def bucket_start(execute_at: datetime) -> datetime:
-    return execute_at.replace(second=0, microsecond=0)
+    """The UTC minute of the instant (converted first: an offset may carry seconds)."""
+    return execute_at.astimezone(UTC).replace(second=0, microsecond=0)

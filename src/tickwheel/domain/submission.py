@@ -21,7 +21,7 @@ from tickwheel.domain.sharding import bucket_start, shard_id
 from tickwheel.domain.states import ExecutionStatus
 
 DEFINITION_URI_PREFIX = "registry://jobs/"
-_URI = re.compile(r"^registry://jobs/([a-z0-9][a-z0-9_.-]{0,127})$")
+_URI = re.compile(r"registry://jobs/([a-z0-9][a-z0-9_.-]{0,127})")
 IDEMPOTENCY_KEY_MAX = 255
 PRIORITY_MIN, PRIORITY_MAX = -100, 100
 
@@ -66,7 +66,7 @@ class NewExecution:
 
 
 def definition_name(uri: str) -> str | None:
-    match = _URI.match(uri)
+    match = _URI.fullmatch(uri)
     return match.group(1) if match else None
 
 

@@ -8,7 +8,7 @@ from fastapi import APIRouter, Depends, Request, Response
 
 from tickwheel.api.auth import Principal
 from tickwheel.api.deps import principal, transport_for
-from tickwheel.domain.definitions import format_from_content_type
+from tickwheel.domain.definition_files import format_from_content_type
 from tickwheel.domain.models import Scope
 
 router = APIRouter(prefix="/v1/definitions", tags=["definitions"])

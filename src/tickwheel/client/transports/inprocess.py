@@ -18,11 +18,11 @@ from tickwheel.client.wire import (
     execution_to_wire,
 )
 from tickwheel.domain.clock import Clock, SystemClock
+from tickwheel.domain.definition_files import parse_definition
 from tickwheel.domain.definitions import (
     Definition,
     content_hash,
     diff_definitions,
-    parse_definition,
 )
 from tickwheel.domain.errors import (
     Conflict,

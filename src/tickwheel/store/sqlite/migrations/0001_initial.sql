@@ -11,7 +11,7 @@ CREATE TABLE definitions (
 );
 
 CREATE TABLE executions (
-    execution_id        TEXT    PRIMARY KEY,
+    execution_id        TEXT    NOT NULL PRIMARY KEY,
     tenant              TEXT    NOT NULL,
     definition_uri      TEXT    NOT NULL,
     definition_version  INTEGER NOT NULL,
@@ -80,13 +80,13 @@ CREATE INDEX execution_events_execution ON execution_events (execution_id, event
 
 -- Fencing tokens must only ever grow, across all executions: one counter row hands them out.
 CREATE TABLE counters (
-    name   TEXT    PRIMARY KEY,
+    name   TEXT    NOT NULL PRIMARY KEY,
     value  INTEGER NOT NULL
 );
 INSERT INTO counters (name, value) VALUES ('fencing_token', 0);
 
 CREATE TABLE api_keys (
-    key_id      TEXT    PRIMARY KEY,
+    key_id      TEXT    NOT NULL PRIMARY KEY,
     tenant      TEXT    NOT NULL,
     scope       TEXT    NOT NULL CHECK (scope IN ('read', 'submit', 'admin')),
     name        TEXT    NOT NULL DEFAULT '',

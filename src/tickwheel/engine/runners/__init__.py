@@ -1,0 +1,38 @@
+"""How one attempt of an Execution actually runs, one runner per execution type.
+
+``run_attempt(definition, inputs, ctx)`` is the entry point a worker calls: it picks the runner,
+enforces the definition's timeout and checks the outputs; every failure of the job comes back as
+a ``RunOutcome`` (only cancellation propagates).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from tickwheel.engine.runners.base import JobContext, Runner, RunOutcome, run_attempt
+from tickwheel.engine.runners.command import CommandRunner
+from tickwheel.engine.runners.container import ContainerRunner
+from tickwheel.engine.runners.http import HttpRunner
+from tickwheel.engine.runners.python import PythonRunner
+
+__all__ = [
+    "CommandRunner",
+    "ContainerRunner",
+    "HttpRunner",
+    "JobContext",
+    "PythonRunner",
+    "RunOutcome",
+    "Runner",
+    "default_runners",
+    "run_attempt",
+]
+
+
+def default_runners() -> Mapping[str, Runner]:
+    """A runner for each execution type, with default settings."""
+    return {
+        "python": PythonRunner(),
+        "command": CommandRunner(),
+        "http": HttpRunner(),
+        "container": ContainerRunner(),
+    }

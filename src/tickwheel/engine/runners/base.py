@@ -1,0 +1,181 @@
+"""One attempt of an Execution: the context a handler sees, the outcome a runner reports, and
+``run_attempt``, which picks the runner for the definition's execution type, enforces the
+definition's timeout and checks the outputs.
+
+A runner never raises for a job's failure: whatever the job does (raises, exits non-zero, answers
+500, prints garbage) becomes a failed ``RunOutcome`` with a kind from ``RETRYABLE_KINDS`` or
+``PERMANENT_KINDS``. Only cancellation (``asyncio.CancelledError``) propagates, and a runner
+cleans up what it started (threads aside, which cannot be stopped) before letting it through.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import traceback
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Final, Protocol
+
+from tickwheel.domain.definitions import (
+    PERMANENT_KINDS,
+    RETRYABLE_KINDS,
+    Definition,
+    validate_values,
+)
+from tickwheel.domain.errors import InvalidInput
+from tickwheel.domain.fieldtypes import json_type_name
+
+__all__ = [
+    "JobContext",
+    "RunOutcome",
+    "Runner",
+    "check_outputs",
+    "failure",
+    "jsonable",
+    "run_attempt",
+    "shorten",
+    "traceback_tail",
+]
+
+MESSAGE_LIMIT: Final = 500
+TRACEBACK_LINES: Final = 20
+
+
+@dataclass(frozen=True)
+class JobContext:
+    """What a handler sees so its side effects can be idempotent."""
+
+    execution_id: uuid.UUID
+    attempt: int  # 1-based attempt number
+    fencing_token: int
+    definition_uri: str
+    definition_version: int
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    """How one attempt ended. ``kind`` is set exactly when ``ok`` is false."""
+
+    ok: bool
+    output: dict[str, Any] | None = None
+    kind: str | None = None
+    message: str = ""
+    detail: dict[str, Any] | None = None
+
+    def __post_init__(self) -> None:
+        if self.ok and self.kind is not None:
+            raise ValueError(f"a successful outcome has no failure kind, got {self.kind!r}")
+        if not self.ok and self.kind not in RETRYABLE_KINDS | PERMANENT_KINDS:
+            raise ValueError(f"unknown failure kind {self.kind!r}")
+
+    def error(self) -> dict[str, Any] | None:
+        """The JSON-able error to store: ``{"kind", "message", **detail}``; None when ok."""
+        if self.ok:
+            return None
+        extra = {k: v for k, v in (self.detail or {}).items() if k not in ("kind", "message")}
+        return {"kind": self.kind, "message": self.message, **extra}
+
+
+class Runner(Protocol):
+    """Runs one attempt of one execution type. Never raises for the job's failure."""
+
+    async def run(
+        self, definition: Definition, inputs: dict[str, Any], ctx: JobContext
+    ) -> RunOutcome: ...
+
+
+def failure(kind: str, message: str, **detail: Any) -> RunOutcome:
+    """A failed outcome; ``detail`` holds what helps a person (exit code, stderr tail, ...)."""
+    return RunOutcome(ok=False, kind=kind, message=shorten(message), detail=detail or None)
+
+
+def shorten(text: str, limit: int = MESSAGE_LIMIT) -> str:
+    """``text`` cut to ``limit`` characters, marked with an ellipsis when cut."""
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def jsonable(value: Any) -> Any:
+    """``value`` when it can be stored as JSON, else its (shortened) repr."""
+    try:
+        json.dumps(value, allow_nan=False)
+    except (TypeError, ValueError, RecursionError):
+        return shorten(repr(value))
+    return value
+
+
+def traceback_tail(exc: BaseException, lines: int = TRACEBACK_LINES) -> str:
+    """The last ``lines`` lines of ``exc``'s formatted traceback: where the job went wrong."""
+    text = "".join(traceback.format_exception(exc)).rstrip("\n")
+    return "\n".join(text.splitlines()[-lines:])
+
+
+async def run_attempt(
+    definition: Definition,
+    inputs: dict[str, Any],
+    ctx: JobContext,
+    *,
+    runners: Mapping[str, Runner] | None = None,
+) -> RunOutcome:
+    """Run one attempt of ``definition`` with ``inputs`` and return how it ended.
+
+    The runner is chosen by the execution's type (``runners`` overrides the defaults). The
+    attempt is cancelled after ``definition.timeout`` seconds and then ends as "timeout"; a job
+    that finishes after its limit (by ignoring the cancellation) is a timeout too. A successful
+    output must be a JSON object matching ``definition.outputs`` (defaults applied), otherwise
+    the attempt ends as "invalid_output", which is permanent. Only cancellation propagates.
+    """
+    if runners is None:
+        runners = _default_runners()
+    kind = definition.execution.type
+    runner = runners.get(kind)
+    if runner is None:
+        return failure("permanent", f"no runner for execution type {kind!r}")
+    outcome: RunOutcome | None = None
+    try:
+        async with asyncio.timeout(definition.timeout) as deadline:
+            outcome = await runner.run(definition, inputs, ctx)
+    except Exception as exc:
+        # Our deadline ends as TimeoutError; anything else escaping is a runner bug, which must
+        # not take the worker down with it (a runner turns the job's own errors into outcomes).
+        if not (isinstance(exc, TimeoutError) and deadline.expired()):
+            return failure(
+                "error",
+                f"the {kind} runner failed: {type(exc).__name__}: {exc}",
+                exception=type(exc).__qualname__,
+                traceback=traceback_tail(exc),
+            )
+    if outcome is None or deadline.expired():
+        return failure(
+            "timeout",
+            f"timed out after {definition.timeout:g} s (the definition's timeout)",
+            timeout=definition.timeout,
+        )
+    return check_outputs(definition, outcome) if outcome.ok else outcome
+
+
+def check_outputs(definition: Definition, outcome: RunOutcome) -> RunOutcome:
+    """``outcome`` with its output checked against ``definition.outputs`` (defaults applied)."""
+    output: Any = {} if outcome.output is None else outcome.output
+    if not isinstance(output, dict):
+        got = json_type_name(output)
+        return failure("invalid_output", f"outputs must be a JSON object, got {got}")
+    context = f"{definition.uri} version {definition.version}"
+    try:
+        checked = validate_values(definition.outputs, output, prefix="outputs", context=context)
+    except InvalidInput as exc:
+        problems = "; ".join(f"{e.path}: {e.message}" for e in exc.errors)
+        return failure(
+            "invalid_output",
+            f"{exc.message}: {problems}",
+            errors=[e.as_dict() for e in exc.errors],
+        )
+    return RunOutcome(ok=True, output=checked)
+
+
+def _default_runners() -> Mapping[str, Runner]:
+    # Imported here: the runner modules import this one.
+    from tickwheel.engine.runners import default_runners
+
+    return default_runners()

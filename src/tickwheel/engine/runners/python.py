@@ -1,0 +1,166 @@
+"""``python`` executions: import ``module:function`` and call it with the inputs as keyword
+arguments.
+
+The function gets the ``JobContext`` too when it has a parameter annotated ``JobContext`` or,
+failing that, one named ``context``. Async functions run on the event loop; sync ones in a
+thread pool. It returns its outputs as a dict (None means no outputs). ``PermanentError`` fails
+the execution for good; any other exception is retryable ("error"). An entrypoint that cannot be
+imported, or whose signature does not take the inputs, is permanent.
+
+Timeouts: an async function is cancelled. A sync function cannot be: Python cannot kill a thread.
+The attempt still ends as "timeout" when the limit passes, but the thread runs on to its end and
+whatever it returns or raises then is ignored. It holds its pool thread until it finishes, so a
+sync job that may hang should bound its own waits.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import importlib
+import inspect
+from collections.abc import Callable
+from concurrent.futures import Executor
+from typing import Any
+
+from tickwheel.domain.definitions import Definition, PythonExecution
+from tickwheel.domain.errors import PermanentError
+from tickwheel.engine.runners.base import (
+    JobContext,
+    RunOutcome,
+    failure,
+    jsonable,
+    shorten,
+    traceback_tail,
+)
+
+__all__ = ["PythonRunner", "load_entrypoint"]
+
+
+class EntrypointError(Exception):
+    """The entrypoint cannot be imported or called as declared: retrying will not help."""
+
+
+def load_entrypoint(entrypoint: str) -> Callable[..., Any]:
+    """The callable named by ``module:attr.attr``. Raises EntrypointError naming the entrypoint."""
+    module_name, _, attr_path = entrypoint.partition(":")
+    if not module_name or not attr_path:
+        raise EntrypointError(f"entrypoint {entrypoint!r} must look like 'package.module:function'")
+    try:
+        target: Any = importlib.import_module(module_name)
+    except Exception as exc:  # ImportError, or whatever the module raises while it loads
+        raise EntrypointError(
+            f"cannot import module {module_name!r} of entrypoint {entrypoint!r}:"
+            f" {type(exc).__name__}: {exc}"
+        ) from exc
+    for name in attr_path.split("."):
+        try:
+            target = getattr(target, name)
+        except AttributeError as exc:
+            raise EntrypointError(f"entrypoint {entrypoint!r}: no attribute {name!r}") from exc
+    if not callable(target):
+        raise EntrypointError(f"entrypoint {entrypoint!r} is not callable")
+    return target  # type: ignore[no-any-return]
+
+
+def context_parameter(func: Callable[..., Any]) -> str | None:
+    """The name of the parameter that takes the JobContext: one annotated ``JobContext`` (also
+    as a string, under ``from __future__ import annotations``), else one named ``context``."""
+    try:
+        parameters = inspect.signature(func).parameters
+    except (TypeError, ValueError):  # some builtins have no signature
+        return None
+    for name, param in parameters.items():
+        annotation = param.annotation
+        if annotation is JobContext or (
+            isinstance(annotation, str) and annotation.rpartition(".")[2] == "JobContext"
+        ):
+            return name
+    return "context" if "context" in parameters else None
+
+
+def _is_async(func: Callable[..., Any]) -> bool:
+    while isinstance(func, functools.partial):
+        func = func.func
+    # An object whose class defines ``async def __call__`` is async too.
+    return inspect.iscoroutinefunction(func) or inspect.iscoroutinefunction(type(func).__call__)
+
+
+class PythonRunner:
+    """Runs ``python`` executions in this process. ``executor`` runs sync functions (the loop's
+    default executor when None); give it its own pool to bound how many sync jobs run at once."""
+
+    def __init__(self, executor: Executor | None = None) -> None:
+        self._executor = executor
+
+    async def run(
+        self, definition: Definition, inputs: dict[str, Any], ctx: JobContext
+    ) -> RunOutcome:
+        execution = definition.execution
+        if not isinstance(execution, PythonExecution):
+            return failure("permanent", f"the python runner cannot run a {execution.type} job")
+        entrypoint = execution.entrypoint
+        try:
+            func = load_entrypoint(entrypoint)
+            kwargs = _arguments(func, entrypoint, inputs, ctx)
+        except EntrypointError as exc:
+            return failure("permanent", str(exc), entrypoint=entrypoint)
+        try:
+            if _is_async(func):
+                result = await func(**kwargs)
+            else:
+                loop = asyncio.get_running_loop()
+                call = functools.partial(func, **kwargs)
+                # On timeout this await is cancelled; the thread is not (see the module doc).
+                result = await loop.run_in_executor(self._executor, call)
+                if inspect.isawaitable(result):  # a sync function that returned a coroutine
+                    result = await result
+        except PermanentError as exc:
+            extra = {} if exc.details is None else {"details": jsonable(exc.details)}
+            return failure(
+                "permanent",
+                exc.message or type(exc).__name__,
+                exception=type(exc).__qualname__,
+                traceback=traceback_tail(exc),
+                **extra,
+            )
+        except (Exception, SystemExit) as exc:
+            return failure(
+                "error",
+                f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__,
+                exception=type(exc).__qualname__,
+                traceback=traceback_tail(exc),
+            )
+        if result is None:
+            return RunOutcome(ok=True, output={})
+        if not isinstance(result, dict):
+            got = shorten(type(result).__name__, 100)
+            return failure(
+                "invalid_output",
+                f"entrypoint {entrypoint!r} returned {got}; it must return a dict or None",
+            )
+        return RunOutcome(ok=True, output=result)
+
+
+def _arguments(
+    func: Callable[..., Any], entrypoint: str, inputs: dict[str, Any], ctx: JobContext
+) -> dict[str, Any]:
+    """The keyword arguments of the call, checked against the signature before calling so that a
+    definition that does not fit its function fails for good rather than being retried."""
+    kwargs = dict(inputs)
+    name = context_parameter(func)
+    if name is not None:
+        if name in kwargs:
+            raise EntrypointError(
+                f"input {name!r} collides with the JobContext parameter of {entrypoint!r}"
+            )
+        kwargs[name] = ctx
+    try:
+        signature = inspect.signature(func)
+    except (TypeError, ValueError):  # no signature to check against (some builtins)
+        return kwargs
+    try:
+        signature.bind(**kwargs)
+    except TypeError as exc:
+        raise EntrypointError(f"entrypoint {entrypoint!r} cannot take the inputs: {exc}") from exc
+    return kwargs

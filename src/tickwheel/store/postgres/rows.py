@@ -1,0 +1,146 @@
+"""Rows of the PostgreSQL store to domain objects and back.
+
+psycopg already maps the native types (uuid, timestamptz, jsonb); what is left is the enums,
+instants normalised to UTC whatever the session's TimeZone, and batches as parallel arrays."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from psycopg.types.json import Jsonb
+
+from tickwheel.domain.definitions import definition_from_document
+from tickwheel.domain.models import (
+    ApiKey,
+    Attempt,
+    Execution,
+    ExecutionEvent,
+    ExecutionEventKind,
+    Scope,
+)
+from tickwheel.domain.states import AttemptStatus, ExecutionStatus
+from tickwheel.domain.submission import NewExecution
+from tickwheel.store.protocol import StoredDefinition
+
+Row = dict[str, Any]
+
+
+def utc(value: datetime) -> datetime:
+    return value.astimezone(UTC)
+
+
+def opt_utc(value: datetime | None) -> datetime | None:
+    return value.astimezone(UTC) if value is not None else None
+
+
+def jsonb(value: Any) -> Jsonb | None:
+    """SQL NULL for None (as on SQLite), JSON otherwise."""
+    return Jsonb(value) if value is not None else None
+
+
+def require_aware(value: datetime) -> datetime:
+    if value.tzinfo is None:
+        raise ValueError("naive datetimes are not stored: attach a timezone")
+    return value
+
+
+def opt_aware(value: datetime | None) -> datetime | None:
+    return require_aware(value) if value is not None else None
+
+
+def insert_arrays(items: Sequence[NewExecution]) -> dict[str, list[Any]]:
+    """The parameters of ``execution_insert``: one array per column, one element per item."""
+    return {
+        "execution_ids": [i.execution_id for i in items],
+        "tenants": [i.tenant for i in items],
+        "definition_uris": [i.definition_uri for i in items],
+        "definition_versions": [i.definition_version for i in items],
+        "input_snapshots": [Jsonb(i.inputs) for i in items],
+        "execute_ats": [require_aware(i.execute_at) for i in items],
+        "bucket_starts": [require_aware(i.bucket_start) for i in items],
+        "shard_ids": [i.shard_id for i in items],
+        "idempotency_keys": [i.idempotency_key for i in items],
+        "request_fingerprints": [i.request_fingerprint for i in items],
+        "statuses": [str(i.status) for i in items],
+        "priorities": [i.priority for i in items],
+        "max_attempts": [i.max_attempts for i in items],
+        "ready_ats": [
+            require_aware(i.created_at) if i.status is ExecutionStatus.READY else None
+            for i in items
+        ],
+        "created_ats": [require_aware(i.created_at) for i in items],
+    }
+
+
+def definition_from_row(row: Row) -> StoredDefinition:
+    return StoredDefinition(
+        definition=definition_from_document(row["document"]),
+        content_hash=row["content_hash"],
+        created_at=utc(row["created_at"]),
+    )
+
+
+def execution_from_row(r: Row) -> Execution:
+    return Execution(
+        execution_id=r["execution_id"],
+        tenant=r["tenant"],
+        definition_uri=r["definition_uri"],
+        definition_version=r["definition_version"],
+        inputs=r["input_snapshot"],
+        execute_at=utc(r["execute_at"]),
+        status=ExecutionStatus(r["status"]),
+        priority=r["priority"],
+        attempt_count=r["attempt_count"],
+        max_attempts=r["max_attempts"],
+        shard_id=r["shard_id"],
+        bucket_start=utc(r["bucket_start"]),
+        created_at=utc(r["created_at"]),
+        updated_at=utc(r["updated_at"]),
+        idempotency_key=r["idempotency_key"],
+        request_fingerprint=r["request_fingerprint"],
+        next_attempt_at=opt_utc(r["next_attempt_at"]),
+        ready_at=opt_utc(r["ready_at"]),
+        lease_owner=r["lease_owner"],
+        lease_expires_at=opt_utc(r["lease_expires_at"]),
+        fencing_token=r["fencing_token"],
+        output=r["output"],
+        output_reference=r["output_reference"],
+        error=r["error"],
+        started_at=opt_utc(r["started_at"]),
+        finished_at=opt_utc(r["finished_at"]),
+    )
+
+
+def attempt_from_row(r: Row) -> Attempt:
+    return Attempt(
+        execution_id=r["execution_id"],
+        attempt_number=r["attempt_number"],
+        worker_id=r["worker_id"],
+        fencing_token=r["fencing_token"],
+        status=AttemptStatus(r["status"]),
+        started_at=utc(r["started_at"]),
+        finished_at=opt_utc(r["finished_at"]),
+        error=r["error"],
+    )
+
+
+def event_from_row(r: Row) -> ExecutionEvent:
+    return ExecutionEvent(
+        execution_id=r["execution_id"],
+        kind=ExecutionEventKind(r["kind"]),
+        at=utc(r["at"]),
+        detail=r["detail"],
+    )
+
+
+def api_key_from_row(r: Row) -> ApiKey:
+    return ApiKey(
+        key_id=r["key_id"],
+        tenant=r["tenant"],
+        scope=Scope(r["scope"]),
+        name=r["name"],
+        created_at=utc(r["created_at"]),
+        revoked_at=opt_utc(r["revoked_at"]),
+    )

@@ -1,0 +1,370 @@
+"""The PostgreSQL store: production, any number of processes on one database.
+
+A pool of autocommit connections: a single-statement method is its own transaction; methods of
+several statements open one explicitly. Isolation is READ COMMITTED throughout; correctness
+under concurrency comes from the statements themselves (unique constraint, ``FOR UPDATE SKIP
+LOCKED``, status and fencing-token guards), never from a check made in Python first."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from datetime import datetime, timedelta
+from typing import Any
+
+from psycopg import AsyncConnection
+from psycopg.rows import DictRow, dict_row
+from psycopg.types.json import Jsonb
+from psycopg_pool import AsyncConnectionPool
+
+from tickwheel.domain.definitions import definition_to_document
+from tickwheel.domain.models import (
+    ApiKey,
+    Attempt,
+    Execution,
+    ExecutionEvent,
+    ExecutionEventKind,
+    ExecutionFilter,
+)
+from tickwheel.domain.submission import NewExecution
+from tickwheel.store.migrate import Migration, load_migrations, pending
+from tickwheel.store.postgres.rows import (
+    api_key_from_row,
+    attempt_from_row,
+    definition_from_row,
+    event_from_row,
+    execution_from_row,
+    insert_arrays,
+    jsonb,
+    opt_aware,
+    require_aware,
+)
+from tickwheel.store.protocol import AttemptResult, InsertOutcome, StoredDefinition
+from tickwheel.store.sqlfile import load_queries
+
+Q = load_queries("tickwheel.store.postgres.sql")
+MIGRATIONS = "tickwheel.store.postgres.migrations"
+# pg_advisory_xact_lock key held while migrations are read or applied ("tickwhe" in ASCII), so two
+# processes starting at once apply each migration once instead of both trying.
+MIGRATION_LOCK = 0x7469636B776865
+
+Conn = AsyncConnection[DictRow]
+
+
+class PostgresStore:
+    dialect = "postgresql"
+
+    def __init__(self, pool: AsyncConnectionPool[Conn]) -> None:
+        self._pool = pool
+
+    @classmethod
+    async def open(
+        cls, url: str, *, max_size: int = 10, min_size: int = 1, timeout: float = 30.0
+    ) -> PostgresStore:
+        """Opens the pool and waits for its first ``min_size`` connections, so a wrong URL or an
+        unreachable server fails here rather than on the first query."""
+        pool: AsyncConnectionPool[Conn] = AsyncConnectionPool(
+            url,
+            min_size=min(min_size, max_size),
+            max_size=max_size,
+            open=False,
+            timeout=timeout,
+            connection_class=AsyncConnection[DictRow],
+            kwargs={"autocommit": True, "row_factory": dict_row},
+        )
+        try:
+            await pool.open(wait=True, timeout=timeout)
+        except BaseException:
+            await pool.close()
+            raise
+        return cls(pool)
+
+    async def close(self) -> None:
+        await self._pool.close()
+
+    async def ping(self) -> None:
+        async with self._pool.connection() as conn:
+            await conn.execute("SELECT 1")
+
+    @asynccontextmanager
+    async def _tx(self) -> AsyncIterator[Conn]:
+        async with self._pool.connection() as conn, conn.transaction():
+            yield conn
+
+    async def _all(self, query: str, params: dict[str, Any]) -> list[DictRow]:
+        async with self._pool.connection() as conn:
+            cursor = await conn.execute(Q[query], params)
+            return await cursor.fetchall()
+
+    async def _one(self, query: str, params: dict[str, Any]) -> DictRow | None:
+        rows = await self._all(query, params)
+        return rows[0] if rows else None
+
+    async def _rowcount(self, query: str, params: dict[str, Any]) -> int:
+        async with self._pool.connection() as conn:
+            cursor = await conn.execute(Q[query], params)
+            return cursor.rowcount
+
+    # -- migrations -----------------------------------------------------------------------------
+
+    async def _applied(self, conn: Conn) -> dict[int, str]:
+        """Inside a transaction: takes the migration lock, then reads what is applied."""
+        await conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
+        await conn.execute(
+            "CREATE TABLE IF NOT EXISTS tickwheel_migrations (version integer PRIMARY KEY,"
+            " name text NOT NULL, checksum text NOT NULL, applied_at timestamptz NOT NULL)"
+        )
+        cursor = await conn.execute("SELECT version, checksum FROM tickwheel_migrations")
+        return {int(r["version"]): str(r["checksum"]) for r in await cursor.fetchall()}
+
+    async def migrations_pending(self) -> list[str]:
+        async with self._tx() as conn:
+            todo = pending(load_migrations(MIGRATIONS), await self._applied(conn))
+        return [m.label for m in todo]
+
+    async def migrate(self) -> list[str]:
+        # One transaction for all pending migrations: DDL is transactional in PostgreSQL, so a
+        # failing migration leaves the schema as it was, and the advisory lock makes a second
+        # process wait here and then find nothing left to do.
+        applied: list[Migration] = []
+        async with self._tx() as conn:
+            for m in pending(load_migrations(MIGRATIONS), await self._applied(conn)):
+                # No parameters: psycopg sends the script as one simple query, many statements.
+                await conn.execute(m.sql)
+                await conn.execute(
+                    "INSERT INTO tickwheel_migrations VALUES (%s, %s, %s, now())",
+                    (m.version, m.name, m.checksum),
+                )
+                applied.append(m)
+        return [m.label for m in applied]
+
+    # -- definitions ----------------------------------------------------------------------------
+
+    async def definition_insert(self, stored: StoredDefinition) -> bool:
+        d = stored.definition
+        params = {
+            "name": d.name,
+            "version": d.version,
+            "document": Jsonb(definition_to_document(d)),
+            "content_hash": stored.content_hash,
+            "created_at": require_aware(stored.created_at),
+        }
+        return await self._rowcount("definition_insert", params) == 1
+
+    async def definition_get(
+        self, name: str, version: int | None = None
+    ) -> StoredDefinition | None:
+        if version is None:
+            row = await self._one("definition_get_latest", {"name": name})
+        else:
+            row = await self._one("definition_get_version", {"name": name, "version": version})
+        return definition_from_row(row) if row else None
+
+    async def definition_list(self) -> list[StoredDefinition]:
+        return [definition_from_row(r) for r in await self._all("definition_list_latest", {})]
+
+    async def definition_versions(self, name: str) -> list[StoredDefinition]:
+        rows = await self._all("definition_versions", {"name": name})
+        return [definition_from_row(r) for r in rows]
+
+    # -- executions -----------------------------------------------------------------------------
+
+    async def execution_insert_many(self, items: Sequence[NewExecution]) -> list[InsertOutcome]:
+        if not items:
+            return []
+        # One INSERT for the batch is atomic on its own. The follow-up read is a new statement,
+        # so under READ COMMITTED it sees the rows of competing submissions that made ours skip.
+        inserted = {
+            r["execution_id"]: execution_from_row(r)
+            for r in await self._all("execution_insert", insert_arrays(items))
+        }
+        missing = [i for i in items if i.execution_id not in inserted]
+        by_key: dict[tuple[str, str | None], Execution] = {}
+        if missing:
+            params = {
+                "tenants": [i.tenant for i in missing],
+                "idempotency_keys": [i.idempotency_key for i in missing],
+            }
+            for row in await self._all("execution_get_by_key", params):
+                by_key[(row["tenant"], row["idempotency_key"])] = execution_from_row(row)
+        outcomes: list[InsertOutcome] = []
+        for item in items:
+            if item.execution_id in inserted:
+                outcomes.append(InsertOutcome(inserted[item.execution_id], created=True))
+                continue
+            existing = by_key.get((item.tenant, item.idempotency_key))
+            if existing is None:  # pragma: no cover - the constraint guarantees a row
+                raise RuntimeError("insert conflicted but no execution holds the key")
+            outcomes.append(InsertOutcome(existing, created=False))
+        return outcomes
+
+    async def execution_get(self, tenant: str, execution_id: uuid.UUID) -> Execution | None:
+        row = await self._one("execution_get", {"tenant": tenant, "execution_id": execution_id})
+        return execution_from_row(row) if row else None
+
+    async def execution_list(
+        self, tenant: str, flt: ExecutionFilter, before: uuid.UUID | None, limit: int
+    ) -> list[Execution]:
+        params = {
+            "tenant": tenant,
+            "before": before,
+            "statuses": [str(s) for s in flt.statuses] if flt.statuses else None,
+            "definition_uri": flt.definition_uri,
+            "idempotency_key": flt.idempotency_key,
+            "execute_from": opt_aware(flt.execute_from),
+            "execute_to": opt_aware(flt.execute_to),
+            "limit": limit,
+        }
+        return [execution_from_row(r) for r in await self._all("execution_list", params)]
+
+    async def execution_cancel(
+        self, tenant: str, execution_id: uuid.UUID, now: datetime
+    ) -> Execution | None:
+        params = {"tenant": tenant, "execution_id": execution_id, "now": require_aware(now)}
+        return await self._guarded_update(
+            "execution_cancel", params, ExecutionEventKind.CANCELLED, now
+        )
+
+    async def execution_replay(
+        self, tenant: str, execution_id: uuid.UUID, max_attempts: int, now: datetime
+    ) -> Execution | None:
+        params = {
+            "tenant": tenant,
+            "execution_id": execution_id,
+            "now": require_aware(now),
+            "max_attempts": max_attempts,
+        }
+        return await self._guarded_update(
+            "execution_replay", params, ExecutionEventKind.REPLAYED, now
+        )
+
+    async def _guarded_update(
+        self, query: str, params: dict[str, Any], event: ExecutionEventKind, now: datetime
+    ) -> Execution | None:
+        """Runs a status-guarded UPDATE that also returns the ``prior_*`` values it overwrote
+        (read under the row lock), and records them in a history event in the same
+        transaction."""
+        async with self._tx() as conn:
+            cursor = await conn.execute(Q[query], params)
+            row = await cursor.fetchone()
+            if row is None:
+                return None
+            detail = {
+                "fromStatus": row["prior_status"],
+                "attemptCount": row["prior_attempt_count"],
+                "error": row["prior_error"],
+            }
+            await conn.execute(
+                Q["execution_event_insert"],
+                {
+                    "execution_id": row["execution_id"],
+                    "kind": str(event),
+                    "at": now,
+                    "detail": Jsonb(detail),
+                },
+            )
+            return execution_from_row(row)
+
+    async def execution_claim_ready(
+        self, worker_id: str, limit: int, lease: timedelta, now: datetime | None = None
+    ) -> list[Execution]:
+        params: dict[str, Any] = {
+            "worker_id": worker_id,
+            "limit": limit,
+            "lease": lease,
+            "now": opt_aware(now),
+        }
+        async with self._tx() as conn:
+            # The candidates stay locked until commit. A cancel racing this claim either locked
+            # its row first (the row is skipped here and the cancel wins) or waits for this
+            # commit and then finds the row RUNNING.
+            cursor = await conn.execute(Q["execution_claim_candidates"], params)
+            ids = [r["execution_id"] for r in await cursor.fetchall()]
+            if not ids:
+                return []
+            cursor = await conn.execute(Q["fencing_token_next"], {"n": len(ids)})
+            # Ascending tokens to the candidates in claim order (priority, then readiness).
+            params["fencing_tokens"] = sorted(int(r["value"]) for r in await cursor.fetchall())
+            params["execution_ids"] = ids
+            cursor = await conn.execute(Q["execution_claim"], params)
+            rows = sorted(await cursor.fetchall(), key=lambda r: int(r["fencing_token"]))
+            if not rows:  # pragma: no cover - the candidates are locked by this transaction
+                return []
+            params["execution_ids"] = [r["execution_id"] for r in rows]
+            params["attempt_numbers"] = [r["attempt_count"] for r in rows]
+            params["fencing_tokens"] = [r["fencing_token"] for r in rows]
+            await conn.execute(Q["attempt_insert"], params)
+        return [execution_from_row(r) for r in rows]
+
+    async def attempt_finish(self, result: AttemptResult, now: datetime | None = None) -> bool:
+        error = jsonb(result.error)
+        async with self._tx() as conn:
+            cursor = await conn.execute(
+                Q["execution_finish_if_token"],
+                {
+                    "execution_id": result.execution_id,
+                    "fencing_token": result.fencing_token,
+                    "status": str(result.execution_status),
+                    "output": jsonb(result.output),
+                    "output_reference": result.output_reference,
+                    "error": error,
+                    "next_attempt_at": opt_aware(result.next_attempt_at),
+                    "now": opt_aware(now),
+                },
+            )
+            row = await cursor.fetchone()
+            if row is None:
+                return False
+            await conn.execute(
+                Q["attempt_finish"],
+                {
+                    "execution_id": result.execution_id,
+                    "attempt_number": row["attempt_count"],
+                    "fencing_token": result.fencing_token,
+                    "attempt_status": str(result.attempt_status),
+                    "error": error,
+                    "now": opt_aware(now),
+                },
+            )
+            return True
+
+    async def attempt_list(self, tenant: str, execution_id: uuid.UUID) -> list[Attempt]:
+        rows = await self._all("attempt_list", {"tenant": tenant, "execution_id": execution_id})
+        return [attempt_from_row(r) for r in rows]
+
+    async def execution_event_list(
+        self, tenant: str, execution_id: uuid.UUID
+    ) -> list[ExecutionEvent]:
+        rows = await self._all(
+            "execution_event_list", {"tenant": tenant, "execution_id": execution_id}
+        )
+        return [event_from_row(r) for r in rows]
+
+    # -- API keys -------------------------------------------------------------------------------
+
+    async def api_key_insert(self, key: ApiKey, key_hash: str) -> None:
+        params = {
+            "key_id": key.key_id,
+            "tenant": key.tenant,
+            "scope": str(key.scope),
+            "name": key.name,
+            "key_hash": key_hash,
+            "created_at": require_aware(key.created_at),
+        }
+        await self._rowcount("api_key_insert", params)
+
+    async def api_key_by_hash(self, key_hash: str) -> ApiKey | None:
+        row = await self._one("api_key_by_hash", {"key_hash": key_hash})
+        return api_key_from_row(row) if row else None
+
+    async def api_key_list(self, tenant: str | None = None) -> list[ApiKey]:
+        return [api_key_from_row(r) for r in await self._all("api_key_list", {"tenant": tenant})]
+
+    async def api_key_revoke(self, key_id: str, now: datetime) -> bool:
+        params = {"key_id": key_id, "now": require_aware(now)}
+        return await self._rowcount("api_key_revoke", params) == 1
+
+    async def api_key_count(self) -> int:
+        row = await self._one("api_key_count", {})
+        return int(row["n"]) if row else 0

@@ -1,0 +1,107 @@
+"""The http runner, against a real HTTP/1.1 server on 127.0.0.1 (nothing else is contacted)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from tests.engine.helpers import (
+    EXECUTION_ID,
+    LoopbackServer,
+    answer,
+    context,
+    definition,
+    echo,
+    slow,
+)
+from tickwheel.domain.definitions import HttpExecution
+from tickwheel.engine.runners import HttpRunner, RunOutcome, run_attempt
+
+
+@pytest.fixture
+async def server() -> AsyncIterator[LoopbackServer]:
+    routes = {
+        "/echo": echo,
+        "/empty": answer(204),
+        "/list": answer(200, [1, 2]),
+        "/text": answer(200, b"<html>hello</html>"),
+        "/busy": answer(429, {"error": "slow down"}, retry_after="7"),
+        "/broken": answer(503, b"upstream down"),
+        "/missing": answer(404, b"no such hook"),
+        "/moved": answer(301, location="http://127.0.0.1:9/elsewhere"),
+        "/big": answer(200, b"x" * 5000),
+        "/slow": slow,
+    }
+    srv = LoopbackServer(routes)
+    await srv.start()
+    yield srv
+    await srv.close()
+
+
+def http(server: LoopbackServer, path: str, method: str = "POST", timeout: float = 5.0) -> Any:
+    headers = (("Idempotency-Key", "theirs"), ("X-Source", "tests"))
+    return definition(HttpExecution(server.url + path, method, headers), timeout, got="object")
+
+
+async def test_http_sends_json_and_attempt_headers(server: LoopbackServer) -> None:
+    outcome = await run_attempt(http(server, "/echo"), {"n": 1}, context())
+    assert outcome == RunOutcome(ok=True, output={"got": {"n": 1}})
+    seen = server.seen[-1]
+    assert (seen.method, seen.headers["content-type"]) == ("POST", "application/json")
+    assert seen.headers["idempotency-key"] == str(EXECUTION_ID)
+    assert seen.headers["x-tickwheel-attempt"] == "2"
+    assert seen.headers["x-tickwheel-fencing-token"] == "41"
+    assert seen.headers["x-source"] == "tests"
+    outcome = await run_attempt(http(server, "/echo", "GET"), {"n": 1}, context())
+    assert outcome.output == {"got": {}} and server.seen[-1].body == b""
+
+
+async def test_http_empty_body_is_no_outputs(server: LoopbackServer) -> None:
+    outcome = await run_attempt(definition(HttpExecution(server.url + "/empty")), {}, context())
+    assert outcome == RunOutcome(ok=True, output={})
+
+
+@pytest.mark.parametrize(
+    ("path", "status", "kind", "expected"),
+    [
+        ("/list", 200, "invalid_output", "must be a JSON object, got array"),
+        ("/text", 200, "invalid_output", "is not JSON"),
+        ("/busy", 429, "server_error", "answered 429 Too Many Requests"),
+        ("/broken", 503, "server_error", "answered 503 Service Unavailable"),
+        ("/missing", 404, "client_error", "answered 404 Not Found"),
+        ("/moved", 301, "client_error", "redirects to http://127.0.0.1:9/elsewhere"),
+    ],
+)
+async def test_http_answers_map_to_kinds(
+    server: LoopbackServer, path: str, status: int, kind: str, expected: str
+) -> None:
+    outcome = await run_attempt(http(server, path), {}, context())
+    assert outcome.kind == kind and expected in outcome.message, outcome
+    assert outcome.detail is not None and outcome.detail["status"] == status
+    if path == "/busy":
+        assert outcome.error() == {
+            "kind": "server_error",
+            "message": outcome.message,
+            "status": 429,
+            "body_tail": '{"error": "slow down"}',
+            "retry_after": "7",
+        }
+
+
+async def test_http_body_over_the_limit_is_invalid_output(server: LoopbackServer) -> None:
+    runners = {"http": HttpRunner(body_limit=1000)}
+    outcome = await run_attempt(http(server, "/big"), {}, context(), runners=runners)
+    assert outcome.kind == "invalid_output" and "over 1000 bytes" in outcome.message
+
+
+async def test_http_timeout_and_refused_connection_are_retryable(server: LoopbackServer) -> None:
+    started = time.monotonic()
+    outcome = await run_attempt(http(server, "/slow", timeout=0.3), {}, context())
+    assert outcome.kind == "timeout" and time.monotonic() - started < 3
+    await server.close()  # now nothing listens on its port
+    outcome = await run_attempt(http(server, "/echo"), {}, context())
+    assert outcome.kind == "error" and "ConnectError" in outcome.message
+    await server.start()  # for the fixture's teardown

@@ -1,0 +1,256 @@
+"""PostgreSQL-only behaviour: races between real, parallel connections, and the query plans the
+design depends on. The conformance suite (the rest of tests/store) covers the semantics."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import time
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import psycopg
+import pytest
+
+from tests.conftest import PG_ADMIN_URL
+from tests.factories import T0, new_execution
+from tickwheel.domain.models import Execution, ExecutionEventKind
+from tickwheel.store.postgres.store import PostgresStore, Q
+
+pytestmark = pytest.mark.postgres
+
+LEASE = timedelta(seconds=30)
+_TABLES = "execution_events, attempts, executions, definitions, api_keys"
+
+OpenStore = Callable[[int], Awaitable[PostgresStore]]
+
+
+@pytest.fixture
+async def open_pg(pg_url: str) -> AsyncIterator[OpenStore]:
+    """Opens PostgresStores on the session database, emptied first; each store's pool opens all
+    its connections up front, so concurrent calls really run in parallel on the server."""
+    stores: list[PostgresStore] = []
+
+    async def open_store(connections: int) -> PostgresStore:
+        store = await PostgresStore.open(pg_url, max_size=connections, min_size=connections)
+        stores.append(store)
+        return store
+
+    first = await open_store(1)
+    await first.migrate()
+    async with await psycopg.AsyncConnection.connect(pg_url, autocommit=True) as conn:
+        await conn.execute(f"TRUNCATE {_TABLES} CASCADE")
+    try:
+        yield open_store
+    finally:
+        for store in stores:
+            await store.close()
+
+
+async def _rows(pg_url: str, sql: str, *params: object) -> list[tuple[object, ...]]:
+    async with await psycopg.AsyncConnection.connect(pg_url, autocommit=True) as conn:
+        cursor = await conn.execute(sql, params)
+        return await cursor.fetchall()
+
+
+def _scans(node: dict[str, Any]) -> Iterator[tuple[str, str | None, str | None]]:
+    """(node type, relation, index) of every scan in an EXPLAIN (FORMAT JSON) plan."""
+    if "Scan" in node["Node Type"]:
+        yield node["Node Type"], node.get("Relation Name"), node.get("Index Name")
+    for child in node.get("Plans", []):
+        yield from _scans(child)
+
+
+@dataclass(frozen=True)
+class _Claim:
+    worker: str
+    started: float
+    returned: float
+    batch: list[Execution]
+
+
+def _token(e: Execution) -> int:
+    assert e.fencing_token is not None
+    return e.fencing_token
+
+
+def _ready_at(e: Execution) -> datetime:
+    assert e.ready_at is not None
+    return e.ready_at
+
+
+async def test_concurrent_identical_submissions_create_one_execution(
+    open_pg: OpenStore, pg_url: str
+) -> None:
+    store = await open_pg(50)
+    # 50 requests carrying the same key, each with the id its API node would have generated.
+    items = [new_execution(key="same-key") for _ in range(50)]
+    outcomes = await asyncio.gather(*(store.execution_insert_many([i]) for i in items))
+    flat = [o for [o] in outcomes]
+    assert sum(o.created for o in flat) == 1
+    winner = next(o.execution.execution_id for o in flat if o.created)
+    assert {o.execution.execution_id for o in flat} == {winner}
+    assert await _rows(
+        pg_url, "SELECT count(*) FROM executions WHERE idempotency_key = %s", "same-key"
+    ) == [(1,)]
+
+
+async def test_concurrent_batches_sharing_keys_in_any_order_do_not_deadlock(
+    open_pg: OpenStore, pg_url: str
+) -> None:
+    # Each batch holds the same keys in its own order: inserted in that order, two batches would
+    # each hold a key the other waits for (PostgreSQL then aborts one with a deadlock error).
+    store = await open_pg(8)
+    for round_ in range(5):
+        keys = [f"r{round_}-k{n}" for n in range(40)]
+        batches = [[new_execution(key=k) for k in random.sample(keys, 40)] for _ in range(8)]
+        results = await asyncio.gather(*(store.execution_insert_many(b) for b in batches))
+        assert sum(o.created for outcomes in results for o in outcomes) == len(keys)
+        for batch, outcomes in zip(batches, results, strict=True):
+            assert [o.execution.idempotency_key for o in outcomes] == [
+                i.idempotency_key for i in batch
+            ]
+    assert await _rows(pg_url, "SELECT count(*) FROM executions") == [(5 * 40,)]
+
+
+async def test_cancel_racing_a_claim_has_exactly_one_winner(
+    open_pg: OpenStore, pg_url: str
+) -> None:
+    submitter, canceller, claimer = await open_pg(1), await open_pg(1), await open_pg(1)
+    cancelled: set[uuid.UUID] = set()
+    claimed: set[uuid.UUID] = set()
+    for n in range(200):
+        item = new_execution(now=T0 + timedelta(milliseconds=n))
+        await submitter.execution_insert_many([item])
+        cancel = canceller.execution_cancel("acme", item.execution_id, T0 + timedelta(seconds=1))
+        claim = claimer.execution_claim_ready("w1", 1, LEASE)
+        if n % 2:  # alternate which request is sent first
+            cancel_result, claim_result = await asyncio.gather(cancel, claim)
+        else:
+            claim_result, cancel_result = await asyncio.gather(claim, cancel)
+        assert (cancel_result is None) != (claim_result == []), f"round {n}"
+        assert [e.execution_id for e in claim_result] in ([], [item.execution_id])
+        (cancelled if cancel_result is not None else claimed).add(item.execution_id)
+
+    rows = await _rows(
+        pg_url,
+        "SELECT e.execution_id, e.status, count(a.*) FROM executions e"
+        " LEFT JOIN attempts a USING (execution_id) GROUP BY e.execution_id, e.status",
+    )
+    assert len(rows) == 200
+    for execution_id, status, attempts in rows:
+        assert isinstance(execution_id, uuid.UUID)
+        if execution_id in cancelled:
+            assert (status, attempts) == ("CANCELLED", 0)
+        else:
+            assert execution_id in claimed
+            assert (status, attempts) == ("RUNNING", 1)
+    events = await _rows(pg_url, "SELECT execution_id, kind, detail FROM execution_events")
+    assert {e[0] for e in events} == cancelled
+    assert all(e[1] == str(ExecutionEventKind.CANCELLED) for e in events)
+    assert all(e[2] == {"fromStatus": "READY", "attemptCount": 0, "error": None} for e in events)
+    # Alternating who goes first, each side wins some (about half each here): a real race.
+    assert cancelled and claimed
+
+
+async def test_concurrent_claimers_never_share_an_execution(
+    open_pg: OpenStore, pg_url: str
+) -> None:
+    submitter = await open_pg(1)
+    items = [new_execution(now=T0 + timedelta(milliseconds=n)) for n in range(500)]
+    await submitter.execution_insert_many(items)
+    claimers = [await open_pg(1) for _ in range(4)]
+    claims: list[_Claim] = []
+
+    async def claim_all(store: PostgresStore, worker: str) -> None:
+        while True:
+            started = time.perf_counter()
+            batch = await store.execution_claim_ready(worker, 10, LEASE)
+            if not batch:
+                return
+            claims.append(_Claim(worker, started, time.perf_counter(), batch))
+
+    await asyncio.gather(*(claim_all(s, f"w{n}") for n, s in enumerate(claimers)))
+    everything = [e for c in claims for e in c.batch]
+    assert len({e.execution_id for e in everything}) == len(everything) == 500
+    assert len({_token(e) for e in everything}) == 500
+    assert len({c.worker for c in claims}) > 1, "the claimers did not overlap"
+    for c in claims:
+        # In a batch, claim order (here: oldest ready first) is token order.
+        assert [_token(e) for e in c.batch] == sorted(_token(e) for e in c.batch)
+        assert [e.ready_at for e in c.batch] == sorted(_ready_at(e) for e in c.batch)
+    for earlier in claims:
+        for later in claims:
+            # A claim that began after another had returned (so committed) holds larger
+            # tokens: this is what makes a re-claimed execution's token beat the old one.
+            if earlier.returned < later.started:
+                assert max(map(_token, earlier.batch)) < min(map(_token, later.batch))
+    mismatched = await _rows(
+        pg_url,
+        "SELECT count(*) FROM executions e JOIN attempts a USING (execution_id)"
+        " WHERE e.status <> 'RUNNING' OR a.attempt_number <> 1"
+        " OR a.fencing_token <> e.fencing_token OR a.worker_id <> e.lease_owner",
+    )
+    assert mismatched == [(0,)]
+    assert await _rows(pg_url, "SELECT count(*) FROM attempts") == [(500,)]
+
+
+async def test_claim_candidates_use_the_ready_partial_index(
+    open_pg: OpenStore, pg_url: str
+) -> None:
+    store = await open_pg(1)
+    future = [new_execution(execute_in=3600 + n) for n in range(20_000)]
+    for start in range(0, len(future), 2_000):
+        await store.execution_insert_many(future[start : start + 2_000])
+    await store.execution_insert_many([new_execution(priority=n % 5) for n in range(50)])
+    async with await psycopg.AsyncConnection.connect(pg_url, autocommit=True) as conn:
+        await conn.execute("ANALYZE executions")
+        cursor = await conn.execute(
+            "EXPLAIN (FORMAT JSON) " + Q["execution_claim_candidates"], {"limit": 10}
+        )
+        [(plan,)] = await cursor.fetchall()
+    scans = list(_scans(plan[0]["Plan"]))
+    # Straight off the READY partial index, already in claim order (no sort): nothing reads
+    # the 20,000 SCHEDULED rows.
+    assert scans == [("Index Scan", "executions", "executions_ready")], plan
+    assert "Sort" not in json.dumps(plan), plan
+    claimed = await store.execution_claim_ready("w1", 10, LEASE)
+    assert [e.priority for e in claimed] == [4] * 10
+
+
+async def test_instants_come_back_in_utc_whatever_the_session_timezone(pg_url: str) -> None:
+    store = await PostgresStore.open(pg_url + "?options=-c%20TimeZone%3DAsia/Tokyo", max_size=1)
+    try:
+        await store.migrate()
+        item = new_execution(tenant=f"tz-{uuid.uuid4().hex[:8]}", execute_in=90)
+        [outcome] = await store.execution_insert_many([item])
+        assert outcome.execution.execute_at == T0 + timedelta(seconds=90)
+        assert outcome.execution.execute_at.tzinfo is UTC
+        assert outcome.execution.bucket_start.tzinfo is UTC
+    finally:
+        await store.close()
+
+
+async def test_two_processes_migrating_at_once_apply_each_migration_once(pg_url: str) -> None:
+    # pg_url only for its skip-without-PostgreSQL; this test needs an empty database of its own.
+    name = f"tickwheel_migrate_{uuid.uuid4().hex[:12]}"
+    async with await psycopg.AsyncConnection.connect(PG_ADMIN_URL, autocommit=True) as conn:
+        await conn.execute(f'CREATE DATABASE "{name}"')
+    url = PG_ADMIN_URL.rsplit("/", 1)[0] + "/" + name
+    try:
+        stores = [await PostgresStore.open(url, max_size=1) for _ in range(4)]
+        try:
+            assert await stores[0].migrations_pending() == ["0001_initial"]
+            applied = await asyncio.gather(*(s.migrate() for s in stores))
+            assert sorted(applied) == [[], [], [], ["0001_initial"]]
+            assert await stores[0].migrations_pending() == []
+        finally:
+            for s in stores:
+                await s.close()
+    finally:
+        async with await psycopg.AsyncConnection.connect(PG_ADMIN_URL, autocommit=True) as conn:
+            await conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')

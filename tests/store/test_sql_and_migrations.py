@@ -1,0 +1,108 @@
+"""SQL is reviewed as SQL: both dialects name the same queries, and the migration runner keeps
+both dialects' migrations in step and refuses an edited, already-applied migration."""
+
+from __future__ import annotations
+
+import pytest
+
+from tickwheel.store.migrate import Migration, MigrationError, load_migrations, pending
+from tickwheel.store.sqlfile import load_queries, parse_queries
+
+SQLITE_SQL = "tickwheel.store.sqlite.sql"
+POSTGRES_SQL = "tickwheel.store.postgres.sql"
+SQLITE_MIGRATIONS = "tickwheel.store.sqlite.migrations"
+POSTGRES_MIGRATIONS = "tickwheel.store.postgres.migrations"
+
+
+# -- named queries --------------------------------------------------------------------------------
+
+
+def test_both_dialects_define_exactly_the_same_query_names() -> None:
+    sqlite = set(load_queries(SQLITE_SQL))
+    postgres = set(load_queries(POSTGRES_SQL))
+    assert sqlite, "the SQLite dialect defines no query"
+    assert sorted(sqlite - postgres) == [], "queries only SQLite defines"
+    assert sorted(postgres - sqlite) == [], "queries only PostgreSQL defines"
+
+
+@pytest.mark.parametrize("package", [SQLITE_SQL, POSTGRES_SQL])
+def test_no_query_is_empty(package: str) -> None:
+    empty = [name for name, sql in load_queries(package).items() if not sql.strip()]
+    assert empty == []
+
+
+def test_parse_queries_splits_on_name_lines() -> None:
+    text = """
+-- name: first_query
+SELECT 1;
+
+-- name: second_query
+SELECT *
+FROM t
+WHERE x = :x;
+"""
+    assert parse_queries(text) == {
+        "first_query": "SELECT 1",
+        "second_query": "SELECT *\nFROM t\nWHERE x = :x",
+    }
+
+
+def test_parse_queries_ignores_text_before_the_first_name() -> None:
+    assert parse_queries("-- a file comment\n-- name: q\nSELECT 1;\n") == {"q": "SELECT 1"}
+    assert parse_queries("-- only a comment\n") == {}
+
+
+def test_parse_queries_rejects_a_duplicate_name() -> None:
+    text = "-- name: same\nSELECT 1;\n-- name: other\nSELECT 2;\n-- name: same\nSELECT 3;\n"
+    with pytest.raises(ValueError, match="'same' is defined twice"):
+        parse_queries(text)
+
+
+# -- migrations -----------------------------------------------------------------------------------
+
+
+def test_both_dialects_have_the_same_migrations() -> None:
+    sqlite = load_migrations(SQLITE_MIGRATIONS)
+    postgres = load_migrations(POSTGRES_MIGRATIONS)
+    assert sqlite, "no SQLite migration found"
+    assert [(m.version, m.name) for m in sqlite] == [(m.version, m.name) for m in postgres]
+    assert [m.version for m in sqlite] == list(range(1, len(sqlite) + 1))
+    assert sqlite[0].label == "0001_initial"
+
+
+@pytest.mark.parametrize("package", [SQLITE_MIGRATIONS, POSTGRES_MIGRATIONS])
+def test_migrations_have_content_and_distinct_checksums(package: str) -> None:
+    migrations = load_migrations(package)
+    assert all(m.sql.strip() for m in migrations)
+    assert len({m.checksum for m in migrations}) == len(migrations)
+
+
+def _chain(*sqls: str) -> list[Migration]:
+    return [Migration(i, f"step_{i}", sql) for i, sql in enumerate(sqls, start=1)]
+
+
+def test_pending_lists_what_is_not_applied_in_order() -> None:
+    chain = _chain("CREATE TABLE a (x int)", "CREATE TABLE b (y int)", "CREATE TABLE c (z int)")
+    assert pending(chain, {}) == chain
+    assert pending(chain, {1: chain[0].checksum}) == chain[1:]
+    assert pending(chain, {m.version: m.checksum for m in chain}) == []
+
+
+def test_pending_raises_when_an_applied_migration_was_edited() -> None:
+    chain = _chain("CREATE TABLE a (x int)", "CREATE TABLE b (y int)")
+    edited = {1: chain[0].checksum, 2: Migration(2, "step_2", "CREATE TABLE b (y bigint)").checksum}
+    with pytest.raises(MigrationError, match="0002_step_2 changed after it was applied"):
+        pending(chain, edited)
+
+
+def test_pending_raises_for_the_real_migrations_when_a_checksum_differs() -> None:
+    migrations = load_migrations(SQLITE_MIGRATIONS)
+    with pytest.raises(MigrationError, match="0001_initial"):
+        pending(migrations, {1: "0" * 64})
+
+
+def test_a_checksum_is_the_sha256_of_the_text() -> None:
+    a = Migration(1, "x", "SELECT 1")
+    assert len(a.checksum) == 64
+    assert a.checksum == Migration(7, "other", "SELECT 1").checksum
+    assert a.checksum != Migration(1, "x", "SELECT 1 ").checksum
