@@ -9,6 +9,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
+from enum import StrEnum
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
@@ -47,6 +48,17 @@ class AttemptResult:
     output_reference: str | None = None
     error: dict[str, Any] | None = None
     next_attempt_at: datetime | None = None
+    lease_expired_only: bool = False
+    """The reaper's guard: write only if the lease is still expired (a late heartbeat wins)."""
+
+
+class Topic(StrEnum):
+    """Wake-up signals between processes. They are hints: a woken service always re-queries."""
+
+    DUE = "due"
+    """An execution was inserted SCHEDULED: a scheduler may need to wake before it planned to."""
+    READY = "ready"
+    """Executions became READY (inserted due, promoted, replayed, released): workers, claim."""
 
 
 class Store(Protocol):
@@ -121,6 +133,47 @@ class Store(Protocol):
 
     async def attempt_finish(self, result: AttemptResult, now: datetime | None = None) -> bool:
         """Records an attempt's outcome; False (and nothing written) when the token is stale."""
+        ...
+
+    async def execution_promote_due(
+        self, shards: Sequence[int], limit: int, now: datetime | None = None
+    ) -> int:
+        """SCHEDULED rows whose executeAt has come and RETRY_WAIT rows whose nextAttemptAt has
+        come -> READY, at most ``limit`` of each, only in ``shards``; returns how many moved.
+        Walks the partial due indexes shard by shard, so its cost follows the due rows."""
+        ...
+
+    async def execution_next_due_at(
+        self, shards: Sequence[int], horizon: datetime
+    ) -> datetime | None:
+        """The earliest executeAt (SCHEDULED) or nextAttemptAt (RETRY_WAIT) before ``horizon``."""
+        ...
+
+    async def execution_heartbeat(
+        self,
+        execution_id: uuid.UUID,
+        fencing_token: int,
+        lease: timedelta,
+        now: datetime | None = None,
+    ) -> bool:
+        """Extends the lease; False when the token is no longer current (stop working)."""
+        ...
+
+    async def execution_lease_expired(
+        self, limit: int, now: datetime | None = None
+    ) -> list[Execution]:
+        """RUNNING executions whose lease ran out, oldest expiry first (the reaper's work)."""
+        ...
+
+    async def execution_release(
+        self, execution_id: uuid.UUID, fencing_token: int, now: datetime | None = None
+    ) -> bool:
+        """RUNNING -> READY without burning an attempt (graceful shutdown): the attempt is
+        ABANDONED and the budget grows by one."""
+        ...
+
+    async def wait_for(self, topic: Topic, timeout: float) -> bool:
+        """Sleeps until ``topic`` is signalled (True) or ``timeout`` seconds pass (False)."""
         ...
 
     async def attempt_list(self, tenant: str, execution_id: uuid.UUID) -> list[Attempt]: ...

@@ -31,7 +31,7 @@ from tickwheel.domain.models import (
 from tickwheel.domain.states import AttemptStatus, ExecutionStatus
 from tickwheel.domain.submission import NewExecution
 from tickwheel.store.migrate import load_migrations, pending
-from tickwheel.store.protocol import AttemptResult, InsertOutcome, StoredDefinition
+from tickwheel.store.protocol import AttemptResult, InsertOutcome, StoredDefinition, Topic
 from tickwheel.store.sqlfile import load_queries
 from tickwheel.store.sqlite.codec import from_us, jload, opt_us, to_us
 
@@ -44,6 +44,7 @@ class SqliteStore:
     def __init__(self, conn: aiosqlite.Connection, path: str) -> None:
         self._conn = conn
         self._lock = asyncio.Lock()
+        self._events = {topic: asyncio.Event() for topic in Topic}
         self.path = path
 
     @classmethod
@@ -177,6 +178,11 @@ class SqliteStore:
                 if existing is None:  # pragma: no cover - the constraint guarantees a row
                     raise RuntimeError("insert conflicted but no execution holds the key")
                 outcomes.append(InsertOutcome(_execution(existing), created=False))
+        created = {o.execution.status for o in outcomes if o.created}
+        if ExecutionStatus.READY in created:
+            self._signal(Topic.READY)
+        if ExecutionStatus.SCHEDULED in created:
+            self._signal(Topic.DUE)
         return outcomes
 
     async def execution_get(self, tenant: str, execution_id: uuid.UUID) -> Execution | None:
@@ -219,9 +225,12 @@ class SqliteStore:
             "now": to_us(now),
             "max_attempts": max_attempts,
         }
-        return await self._guarded_update(
+        replayed = await self._guarded_update(
             "execution_replay", params, ExecutionEventKind.REPLAYED, now
         )
+        if replayed is not None:
+            self._signal(Topic.READY)
+        return replayed
 
     async def _guarded_update(
         self, query: str, params: dict[str, Any], event: ExecutionEventKind, now: datetime
@@ -297,6 +306,7 @@ class SqliteStore:
                     "output_reference": result.output_reference,
                     "error": error,
                     "next_attempt_at": opt_us(result.next_attempt_at),
+                    "lease_expired_only": int(result.lease_expired_only),
                     "now": now_us,
                 },
             )
@@ -314,7 +324,97 @@ class SqliteStore:
                     "now": now_us,
                 },
             )
-            return True
+        if result.execution_status is ExecutionStatus.READY:
+            self._signal(Topic.READY)
+        return True
+
+    # -- engine ---------------------------------------------------------------------------------
+
+    async def execution_promote_due(
+        self, shards: Sequence[int], limit: int, now: datetime | None = None
+    ) -> int:
+        params = {"shards": json.dumps(list(shards)), "limit": limit, "now": _now_us(now)}
+        async with self._tx() as conn:
+            scheduled = await conn.execute(Q["execution_promote_scheduled"], params)
+            retries = await conn.execute(Q["execution_promote_retries"], params)
+            moved = scheduled.rowcount + retries.rowcount
+        if moved:
+            self._signal(Topic.READY)
+        return moved
+
+    async def execution_next_due_at(
+        self, shards: Sequence[int], horizon: datetime
+    ) -> datetime | None:
+        params = {"shards": json.dumps(list(shards)), "horizon": to_us(horizon)}
+        found = [
+            row["at"]
+            for query in ("execution_next_scheduled_at", "execution_next_retry_at")
+            if (row := await self._one(query, params)) is not None and row["at"] is not None
+        ]
+        return from_us(min(found)) if found else None
+
+    async def execution_heartbeat(
+        self,
+        execution_id: uuid.UUID,
+        fencing_token: int,
+        lease: timedelta,
+        now: datetime | None = None,
+    ) -> bool:
+        at = now or datetime.now(UTC)
+        params = {
+            "execution_id": str(execution_id),
+            "fencing_token": fencing_token,
+            "lease_expires_at": to_us(at + lease),
+            "now": to_us(at),
+        }
+        async with self._tx() as conn:
+            cursor = await conn.execute(Q["execution_heartbeat"], params)
+            return cursor.rowcount == 1
+
+    async def execution_lease_expired(
+        self, limit: int, now: datetime | None = None
+    ) -> list[Execution]:
+        rows = await self._all("execution_lease_expired", {"limit": limit, "now": _now_us(now)})
+        return [_execution(r) for r in rows]
+
+    async def execution_release(
+        self, execution_id: uuid.UUID, fencing_token: int, now: datetime | None = None
+    ) -> bool:
+        params = {
+            "execution_id": str(execution_id),
+            "fencing_token": fencing_token,
+            "now": _now_us(now),
+        }
+        async with self._tx() as conn:
+            cursor = await conn.execute(Q["execution_release"], params)
+            row = await cursor.fetchone()
+            if row is None:
+                return False
+            await conn.execute(
+                Q["attempt_finish"],
+                {
+                    **params,
+                    "attempt_number": row["attempt_count"],
+                    "attempt_status": "ABANDONED",
+                    "error": json.dumps({"kind": "released", "message": "worker shut down"}),
+                },
+            )
+        self._signal(Topic.READY)
+        return True
+
+    async def wait_for(self, topic: Topic, timeout: float) -> bool:
+        """In-process only: a worker in another process on the same SQLite file learns of new
+        work by polling, which is what the embedded store is for."""
+        event = self._events[topic]
+        try:
+            await asyncio.wait_for(event.wait(), timeout)
+        except TimeoutError:
+            return False
+        event.clear()
+        return True
+
+    def _signal(self, topic: Topic) -> None:
+        self._events[topic].set()
 
     async def attempt_list(self, tenant: str, execution_id: uuid.UUID) -> list[Attempt]:
         rows = await self._all(
@@ -369,6 +469,10 @@ class SqliteStore:
     async def api_key_count(self) -> int:
         row = await self._one("api_key_count", {})
         return int(row["n"]) if row else 0
+
+
+def _now_us(now: datetime | None) -> int:
+    return to_us(now or datetime.now(UTC))
 
 
 def _split_statements(script: str) -> list[str]:

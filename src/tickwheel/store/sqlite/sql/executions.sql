@@ -94,9 +94,60 @@ SET status = :status, output = :output, output_reference = :output_reference, er
     finished_at = CASE WHEN :status IN ('SUCCEEDED', 'FAILED', 'CANCELLED') THEN :now END,
     updated_at = :now
 WHERE execution_id = :execution_id AND status = 'RUNNING' AND fencing_token = :fencing_token
+  -- The reaper's write must lose against a heartbeat that renewed the lease meanwhile.
+  AND (:lease_expired_only = 0 OR lease_expires_at < :now)
 RETURNING attempt_count;
 
 -- name: attempt_finish
 UPDATE attempts SET status = :attempt_status, finished_at = :now, error = :error
 WHERE execution_id = :execution_id AND attempt_number = :attempt_number
   AND fencing_token = :fencing_token AND status = 'RUNNING';
+
+-- name: execution_promote_scheduled
+-- Shard by shard through executions_due: each probe reads only rows of past buckets.
+UPDATE executions SET status = 'READY', ready_at = :now, updated_at = :now
+WHERE execution_id IN (
+    SELECT execution_id FROM executions
+    WHERE status = 'SCHEDULED'
+      AND shard_id IN (SELECT value FROM json_each(:shards))
+      AND bucket_start <= :now AND execute_at <= :now
+    LIMIT :limit
+);
+
+-- name: execution_promote_retries
+UPDATE executions SET status = 'READY', ready_at = :now, next_attempt_at = NULL, updated_at = :now
+WHERE execution_id IN (
+    SELECT execution_id FROM executions
+    WHERE status = 'RETRY_WAIT' AND next_attempt_at <= :now
+      AND shard_id IN (SELECT value FROM json_each(:shards))
+    ORDER BY next_attempt_at
+    LIMIT :limit
+);
+
+-- name: execution_next_scheduled_at
+SELECT min(execute_at) AS at FROM executions
+WHERE status = 'SCHEDULED'
+  AND shard_id IN (SELECT value FROM json_each(:shards))
+  AND bucket_start < :horizon AND execute_at < :horizon;
+
+-- name: execution_next_retry_at
+SELECT min(next_attempt_at) AS at FROM executions
+WHERE status = 'RETRY_WAIT' AND next_attempt_at < :horizon
+  AND shard_id IN (SELECT value FROM json_each(:shards));
+
+-- name: execution_heartbeat
+UPDATE executions SET lease_expires_at = :lease_expires_at, updated_at = :now
+WHERE execution_id = :execution_id AND status = 'RUNNING' AND fencing_token = :fencing_token;
+
+-- name: execution_lease_expired
+SELECT * FROM executions
+WHERE status = 'RUNNING' AND lease_expires_at < :now
+ORDER BY lease_expires_at
+LIMIT :limit;
+
+-- name: execution_release
+UPDATE executions
+SET status = 'READY', ready_at = :now, max_attempts = max_attempts + 1, lease_owner = NULL,
+    lease_expires_at = NULL, updated_at = :now
+WHERE execution_id = :execution_id AND status = 'RUNNING' AND fencing_token = :fencing_token
+RETURNING attempt_count;

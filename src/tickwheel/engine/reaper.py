@@ -1,0 +1,93 @@
+"""The reaper: finds RUNNING executions whose lease expired (their worker died, hung or was
+partitioned away), marks the attempt ABANDONED and applies the retry policy.
+
+Its write is guarded twice: by the fencing token it read (another reaper got there first ->
+nothing happens) and by the lease still being expired (a heartbeat that arrived meanwhile
+wins). Several reapers may run at once."""
+
+from __future__ import annotations
+
+import random
+
+from tickwheel.domain.backoff import Uniform
+from tickwheel.domain.clock import Clock
+from tickwheel.domain.definitions import Definition, RetryPolicy
+from tickwheel.domain.retry import decide_failure
+from tickwheel.engine.service import Service
+from tickwheel.store.protocol import AttemptResult, Store
+
+
+class Reaper(Service):
+    name = "reaper"
+
+    def __init__(
+        self,
+        store: Store,
+        clock: Clock | None = None,
+        *,
+        batch: int = 200,
+        interval: float = 1.0,
+        uniform: Uniform = random.uniform,
+    ) -> None:
+        super().__init__(clock)
+        self.store = store
+        self.batch = batch
+        self.interval = interval
+        self.uniform = uniform
+        self.reaped = 0
+        self._definitions: dict[tuple[str, int], Definition | None] = {}
+
+    async def run_once(self) -> int:
+        reaped = 0
+        for execution in await self.store.execution_lease_expired(self.batch, self.store_now()):
+            assert execution.fencing_token is not None
+            definition = await self._definition(
+                execution.definition_uri, execution.definition_version
+            )
+            policy = definition.retry if definition else RetryPolicy(max_attempts=1)
+            decision = decide_failure(
+                "lost",
+                execution.attempt_count,
+                execution.max_attempts,
+                policy,
+                self.clock.now(),
+                self.uniform,
+            )
+            result = AttemptResult(
+                execution.execution_id,
+                execution.fencing_token,
+                decision.attempt_status,
+                decision.execution_status,
+                error={
+                    "kind": "lost",
+                    "message": f"the lease of worker {execution.lease_owner} expired",
+                    "attempt": execution.attempt_count,
+                },
+                next_attempt_at=decision.next_attempt_at,
+                lease_expired_only=True,
+            )
+            if await self.store.attempt_finish(result, self.store_now()):
+                reaped += 1
+                self.log.warning(
+                    "attempt %d abandoned: lease of %s expired",
+                    execution.attempt_count,
+                    execution.lease_owner,
+                    extra={
+                        "execution_id": str(execution.execution_id),
+                        "attempt": execution.attempt_count,
+                        "fencing_token": execution.fencing_token,
+                        "worker_id": execution.lease_owner,
+                    },
+                )
+        self.reaped += reaped
+        return reaped
+
+    async def idle(self, did: int) -> None:
+        await self.pause(0.0 if did >= self.batch else self.interval)
+
+    async def _definition(self, uri: str, version: int) -> Definition | None:
+        key = (uri, version)
+        if key not in self._definitions:
+            stored = await self.store.definition_get(uri.rsplit("/", 1)[-1], version)
+            self._definitions[key] = stored.definition if stored else None
+        return self._definitions[key]

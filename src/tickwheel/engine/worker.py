@@ -1,0 +1,229 @@
+"""The worker: claims READY executions, runs each attempt, reports the outcome under its fencing
+token.
+
+No lock is held while a handler runs: the claim is one short transaction, and from then on the
+worker proves it still owns the execution with the fencing token on every write. A heartbeat
+renews the lease; if the token is no longer current (the lease expired and the reaper or another
+worker moved on) the attempt is abandoned and its result dropped — a zombie never commits."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+import socket
+import uuid
+from collections.abc import Callable, Mapping
+from datetime import timedelta
+from typing import Any
+
+from tickwheel.domain.backoff import Uniform
+from tickwheel.domain.clock import Clock
+from tickwheel.domain.definitions import Definition, RetryPolicy
+from tickwheel.domain.models import Execution
+from tickwheel.domain.retry import decide_failure
+from tickwheel.domain.states import AttemptStatus, ExecutionStatus
+from tickwheel.engine.runners import JobContext, Runner, RunOutcome, default_runners, run_attempt
+from tickwheel.engine.service import Service
+from tickwheel.store.protocol import AttemptResult, Store, Topic
+
+# When a definition cannot be found, the failure is permanent: nothing to retry with.
+_NO_RETRY = RetryPolicy(max_attempts=1)
+
+
+def default_worker_id() -> str:
+    return f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+
+
+class Worker(Service):
+    name = "worker"
+
+    def __init__(
+        self,
+        store: Store,
+        clock: Clock | None = None,
+        *,
+        worker_id: str | None = None,
+        concurrency: int = 4,
+        lease: timedelta = timedelta(seconds=30),
+        runners: Mapping[str, Runner] | None = None,
+        uniform: Uniform = random.uniform,
+        poll: float = 1.0,
+    ) -> None:
+        super().__init__(clock)
+        if concurrency < 1:
+            raise ValueError("concurrency must be at least 1")
+        self.store = store
+        self.worker_id = worker_id or default_worker_id()
+        self.concurrency = concurrency
+        self.lease = lease
+        self.runners = runners or default_runners()
+        self.uniform = uniform
+        self.poll = poll
+        self.running: dict[uuid.UUID, tuple[asyncio.Task[None], int]] = {}
+        self._definitions: dict[tuple[str, int], Definition] = {}
+        self.stale_writes = 0
+        self.finished = 0
+
+    # -- claiming -------------------------------------------------------------------------------
+
+    async def run_once(self) -> int:
+        free = self.concurrency - len(self.running)
+        if free <= 0 or self.stopping:
+            return 0
+        claimed = await self.store.execution_claim_ready(
+            self.worker_id, free, self.lease, self.store_now()
+        )
+        for execution in claimed:
+            assert execution.fencing_token is not None
+            task = asyncio.create_task(
+                self._attempt(execution), name=f"attempt-{execution.execution_id}"
+            )
+            self.running[execution.execution_id] = (task, execution.fencing_token)
+            task.add_done_callback(self._forget(execution.execution_id))
+        return len(claimed)
+
+    def _forget(self, execution_id: uuid.UUID) -> Callable[[asyncio.Task[None]], None]:
+        def done(_: asyncio.Task[None]) -> None:
+            self.running.pop(execution_id, None)
+
+        return done
+
+    async def idle(self, did: int) -> None:
+        if self.stopping:
+            return
+        if len(self.running) >= self.concurrency:
+            # Full: wait for a slot, not for the database.
+            tasks = [task for task, _ in self.running.values()]
+            await asyncio.wait(tasks, timeout=self.poll, return_when=asyncio.FIRST_COMPLETED)
+        elif not did:
+            await self.store.wait_for(Topic.READY, self.poll)
+
+    async def drain(self) -> None:
+        """Waits for every attempt in flight (tests; graceful shutdown)."""
+        while self.running:
+            await asyncio.gather(*(task for task, _ in list(self.running.values())))
+
+    async def shutdown(self, grace: float) -> int:
+        """Stops claiming, lets running attempts finish for ``grace`` seconds, then cancels the
+        rest and releases them to READY without burning an attempt. Returns how many it released."""
+        self.stop()
+        pending = [task for task, _ in self.running.values()]
+        if pending:
+            await asyncio.wait(pending, timeout=grace)
+        left = dict(self.running)
+        for task, _ in left.values():
+            task.cancel()
+        released = 0
+        for execution_id, (task, token) in left.items():
+            await asyncio.gather(task, return_exceptions=True)
+            if await self.store.execution_release(execution_id, token, self.store_now()):
+                released += 1
+        if released:
+            self.log.info("released %d executions at shutdown", released)
+        return released
+
+    # -- one attempt ----------------------------------------------------------------------------
+
+    async def _attempt(self, execution: Execution) -> None:
+        token = execution.fencing_token
+        assert token is not None
+        ctx = JobContext(
+            execution_id=execution.execution_id,
+            attempt=execution.attempt_count,
+            fencing_token=token,
+            definition_uri=execution.definition_uri,
+            definition_version=execution.definition_version,
+        )
+        definition = await self._definition(execution)
+        if definition is None:
+            outcome = RunOutcome(ok=False, kind="permanent", message="the definition is gone")
+            await self._report(execution, None, outcome)
+            return
+        work = asyncio.create_task(
+            run_attempt(definition, execution.inputs, ctx, runners=self.runners)
+        )
+        beat = asyncio.create_task(self._heartbeat(execution, token, work))
+        try:
+            outcome = await work
+        except asyncio.CancelledError:
+            if work.cancelled() and not beat.done():
+                raise  # shutdown cancelled us: the caller releases the execution
+            self._stale(execution, "the lease was lost while the handler ran")
+            return
+        finally:
+            beat.cancel()
+        await self._report(execution, definition, outcome)
+
+    async def _heartbeat(self, execution: Execution, token: int, work: asyncio.Task[Any]) -> None:
+        interval = max(self.lease.total_seconds() / 3, 0.05)
+        while not work.done():
+            await asyncio.sleep(interval)
+            alive = await self.store.execution_heartbeat(
+                execution.execution_id, token, self.lease, self.store_now()
+            )
+            if not alive:
+                # Someone else owns the execution now: stop and drop whatever the handler makes.
+                work.cancel()
+                return
+
+    async def _definition(self, execution: Execution) -> Definition | None:
+        key = (execution.definition_uri, execution.definition_version)
+        if key not in self._definitions:
+            name = execution.definition_uri.rsplit("/", 1)[-1]
+            stored = await self.store.definition_get(name, execution.definition_version)
+            if stored is None:
+                return None
+            self._definitions[key] = stored.definition
+        return self._definitions[key]
+
+    async def _report(
+        self, execution: Execution, definition: Definition | None, outcome: RunOutcome
+    ) -> None:
+        token = execution.fencing_token
+        assert token is not None
+        if outcome.ok:
+            result = AttemptResult(
+                execution.execution_id,
+                token,
+                AttemptStatus.SUCCEEDED,
+                ExecutionStatus.SUCCEEDED,
+                output=outcome.output,
+            )
+        else:
+            error = {**(outcome.error() or {}), "attempt": execution.attempt_count}
+            decision = decide_failure(
+                outcome.kind or "error",
+                execution.attempt_count,
+                execution.max_attempts,
+                definition.retry if definition else _NO_RETRY,
+                self.clock.now(),
+                self.uniform,
+            )
+            result = AttemptResult(
+                execution.execution_id,
+                token,
+                decision.attempt_status,
+                decision.execution_status,
+                error=error,
+                next_attempt_at=decision.next_attempt_at,
+            )
+        if await self.store.attempt_finish(result, self.store_now()):
+            self.finished += 1
+        else:
+            self._stale(execution, "the result came with a stale fencing token")
+
+    def _stale(self, execution: Execution, why: str) -> None:
+        self.stale_writes += 1
+        self.log.warning(
+            "%s: result of attempt %d dropped (fencing token %s)",
+            why,
+            execution.attempt_count,
+            execution.fencing_token,
+            extra={
+                "execution_id": str(execution.execution_id),
+                "attempt": execution.attempt_count,
+                "fencing_token": execution.fencing_token,
+                "worker_id": self.worker_id,
+            },
+        )
