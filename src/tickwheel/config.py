@@ -27,6 +27,12 @@ class Settings(BaseSettings):
     definitions_dir: str | None = None
     tenant: str = Field("default", description="tenant of the first admin key")
     db_pool_size: int = Field(10, gt=0)
+    worker_concurrency: int = Field(4, gt=0, description="attempts one worker runs at once")
+    lease_seconds: float = Field(
+        30.0, gt=0, description="how long a claim lasts between heartbeats"
+    )
+    shutdown_grace_seconds: float = Field(30.0, ge=0, description="SIGTERM: time to finish")
+    engine: bool = Field(True, description="run scheduler, reaper and workers inside the server")
 
     def submit_limits(self) -> SubmitLimits:
         return SubmitLimits(

@@ -5,11 +5,14 @@ can read, so that the README's tour works without any set-up."""
 
 from __future__ import annotations
 
+import asyncio
 import ipaddress
 import logging
 import os
+import signal
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 
 import uvicorn
@@ -21,6 +24,10 @@ from tickwheel.config import Settings
 from tickwheel.domain.clock import SystemClock
 from tickwheel.domain.definition_files import format_from_filename, parse_definition
 from tickwheel.domain.models import Scope
+from tickwheel.engine.reaper import Reaper
+from tickwheel.engine.scheduler import Scheduler
+from tickwheel.engine.service import Service
+from tickwheel.engine.worker import Worker
 from tickwheel.store.factory import open_store, redact
 from tickwheel.store.protocol import Store
 
@@ -89,7 +96,7 @@ async def load_definitions(store: Store, directory: Path, tenant: str) -> list[s
     return loaded
 
 
-async def prepare(settings: Settings) -> tuple[Store, FirstKey | None]:
+async def prepare(settings: Settings, *, serves_api: bool = True) -> tuple[Store, FirstKey | None]:
     if settings.insecure_no_auth and not is_loopback(settings.host):
         raise StartupError(
             f"--insecure-no-auth is only allowed on a loopback address, not {settings.host}"
@@ -105,7 +112,8 @@ async def prepare(settings: Settings) -> tuple[Store, FirstKey | None]:
                 f"the database {redact(settings.database_url)} needs migrations "
                 f"{', '.join(pending)}: run 'tickwheel db upgrade' first"
             )
-        first_key = None if settings.insecure_no_auth else await ensure_admin_key(store, settings)
+        needs_key = serves_api and not settings.insecure_no_auth
+        first_key = await ensure_admin_key(store, settings) if needs_key else None
         if settings.definitions_dir:
             for line in await load_definitions(
                 store, Path(settings.definitions_dir), settings.tenant
@@ -118,8 +126,11 @@ async def prepare(settings: Settings) -> tuple[Store, FirstKey | None]:
 
 
 async def serve(settings: Settings, announce: Announce | None = None) -> None:
-    """Runs until interrupted; ``announce`` tells the person at the terminal what started."""
+    """Runs until interrupted; ``announce`` tells the person at the terminal what started.
+    With the engine on (the default), the scheduler, the reaper and a worker run beside the API
+    in this one process; SIGTERM stops the API, then lets running attempts finish."""
     store, first_key = await prepare(settings)
+    engine = Engine(store, settings) if settings.engine else None
     try:
         if announce:
             announce(settings, first_key)
@@ -131,6 +142,81 @@ async def serve(settings: Settings, announce: Announce | None = None) -> None:
             log_level=settings.log_level.lower(),
             lifespan="off",
         )
+        if engine:
+            engine.start()
         await uvicorn.Server(config).serve()
     finally:
+        if engine:
+            await engine.stop(settings.shutdown_grace_seconds)
         await store.close()
+
+
+async def run_roles(
+    settings: Settings, *, scheduler: bool, worker: bool, worker_id: str | None = None
+) -> None:
+    """``tickwheel scheduler`` / ``tickwheel worker``: engine services without the API, until
+    SIGTERM or SIGINT; then running attempts get ``shutdown_grace_seconds`` to finish and what
+    is left goes back to READY. (SIGKILL needs nothing: the reaper recovers the leases.)"""
+    store, _ = await prepare(settings, serves_api=False)
+    engine = Engine(store, settings, scheduler=scheduler, worker=worker, worker_id=worker_id)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        engine.start()
+        stopped = asyncio.create_task(stop.wait())
+        ended = asyncio.create_task(engine.wait())
+        await asyncio.wait([stopped, ended], return_when=asyncio.FIRST_COMPLETED)
+        for task in (stopped, ended):
+            task.cancel()
+        if ended.done() and not ended.cancelled():
+            ended.result()
+    finally:
+        await engine.stop(settings.shutdown_grace_seconds)
+        await store.close()
+
+
+class Engine:
+    """Scheduler, reaper and worker as tasks of one process."""
+
+    def __init__(
+        self,
+        store: Store,
+        settings: Settings,
+        *,
+        scheduler: bool = True,
+        worker: bool = True,
+        worker_id: str | None = None,
+    ) -> None:
+        self.services: list[Service] = []
+        self.worker: Worker | None = None
+        if scheduler:
+            self.services += [Scheduler(store), Reaper(store)]
+        if worker:
+            self.worker = Worker(
+                store,
+                worker_id=worker_id,
+                concurrency=settings.worker_concurrency,
+                lease=timedelta(seconds=settings.lease_seconds),
+            )
+            self.services.append(self.worker)
+        self._tasks: list[asyncio.Task[None]] = []
+
+    def start(self) -> None:
+        self._tasks = [asyncio.create_task(s.run(), name=s.name) for s in self.services]
+
+    async def wait(self) -> None:
+        """Until a service ends (it only does when stopped, or on a bug: then raise it)."""
+        done, _ = await asyncio.wait(self._tasks, return_when=asyncio.FIRST_COMPLETED)
+        for task in done:
+            task.result()
+
+    async def stop(self, grace: float) -> None:
+        for service in self.services:
+            service.stop()
+        if self.worker is not None:
+            await self.worker.shutdown(grace)
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)

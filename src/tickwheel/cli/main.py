@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from tickwheel.cli.commands import admin, definitions, executions
+from tickwheel.cli.commands import admin, definitions, executions, roles
 from tickwheel.cli.commands.server import server
 from tickwheel.cli.context import CliState, resolve_api_key
 
@@ -39,6 +39,8 @@ app.add_typer(definitions.app, name="definitions")
 app.add_typer(admin.keys_app, name="keys")
 app.add_typer(admin.db_app, name="db")
 app.command()(server)
+app.command()(roles.worker)
+app.command()(roles.scheduler)
 
 
 def main() -> None:

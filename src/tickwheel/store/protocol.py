@@ -9,8 +9,8 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
-from enum import StrEnum
 from datetime import datetime, timedelta
+from enum import StrEnum
 from typing import Any, Protocol
 
 from tickwheel.domain.definitions import Definition

@@ -38,6 +38,10 @@ def server(
     definitions: Annotated[
         Path | None, typer.Option(help="register every definition file of this folder at start")
     ] = None,
+    engine: Annotated[
+        bool, typer.Option("--engine/--no-engine", help="run scheduler and workers in-process")
+    ] = True,
+    concurrency: Annotated[int | None, typer.Option(help="in-process worker concurrency")] = None,
     insecure_no_auth: Annotated[
         bool, typer.Option("--insecure-no-auth", help="no API keys (loopback only)")
     ] = False,
@@ -52,11 +56,14 @@ def server(
             "database_url": database_url,
             "definitions_dir": str(definitions) if definitions else None,
             "log_level": log_level,
+            "worker_concurrency": concurrency,
         }.items()
         if v is not None
     }
     if insecure_no_auth:
         overrides["insecure_no_auth"] = True
+    if not engine:
+        overrides["engine"] = False
     settings = Settings(**overrides)
     logging.basicConfig(
         level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"

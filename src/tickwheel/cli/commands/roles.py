@@ -1,0 +1,69 @@
+"""``tickwheel worker`` and ``tickwheel scheduler``: one role per process, for scale."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from tickwheel.cli.context import fail
+from tickwheel.config import Settings
+from tickwheel.server import StartupError, run_roles
+
+DatabaseUrl = Annotated[str | None, typer.Option(envvar="TICKWHEEL_DATABASE_URL")]
+LogLevel = Annotated[str | None, typer.Option(envvar="TICKWHEEL_LOG_LEVEL")]
+
+
+def _settings(**given: Any) -> Settings:
+    settings = Settings(**{k: v for k, v in given.items() if v is not None})
+    logging.basicConfig(
+        level=settings.log_level.upper(),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    return settings
+
+
+def _run(settings: Settings, **roles: Any) -> None:
+    try:
+        asyncio.run(run_roles(settings, **roles))
+    except StartupError as exc:
+        raise fail(str(exc)) from exc
+
+
+def worker(
+    concurrency: Annotated[int | None, typer.Option(min=1, help="attempts at once")] = None,
+    definitions: Annotated[
+        Path | None, typer.Option(help="register this folder's definition files first")
+    ] = None,
+    worker_id: Annotated[str | None, typer.Option(help="default: host-pid-random")] = None,
+    lease: Annotated[
+        float | None, typer.Option(help="lease seconds (renewed by heartbeats)")
+    ] = None,
+    grace: Annotated[float | None, typer.Option(help="SIGTERM: seconds to finish")] = None,
+    path: Annotated[
+        list[Path], typer.Option(help="add to sys.path for python entrypoints (repeatable)")
+    ] = [Path()],  # noqa: B006 - typer reads, never mutates
+    database_url: DatabaseUrl = None,
+    log_level: LogLevel = None,
+) -> None:
+    """Run a worker: claim READY executions and run them."""
+    for entry in reversed(path):
+        sys.path.insert(0, str(entry.resolve()))
+    settings = _settings(
+        worker_concurrency=concurrency,
+        definitions_dir=str(definitions) if definitions else None,
+        lease_seconds=lease,
+        shutdown_grace_seconds=grace,
+        database_url=database_url,
+        log_level=log_level,
+    )
+    _run(settings, scheduler=False, worker=True, worker_id=worker_id)
+
+
+def scheduler(database_url: DatabaseUrl = None, log_level: LogLevel = None) -> None:
+    """Run a scheduler (and reaper): due executions become READY, lost leases are recovered."""
+    _run(_settings(database_url=database_url, log_level=log_level), scheduler=True, worker=False)
