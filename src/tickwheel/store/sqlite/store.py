@@ -18,7 +18,7 @@ from typing import Any
 
 import aiosqlite
 
-from tickwheel.domain.definitions import definition_from_document, definition_to_document
+from tickwheel.domain.definitions import definition_to_document
 from tickwheel.domain.models import (
     ApiKey,
     Attempt,
@@ -26,14 +26,20 @@ from tickwheel.domain.models import (
     ExecutionEvent,
     ExecutionEventKind,
     ExecutionFilter,
-    Scope,
 )
-from tickwheel.domain.states import AttemptStatus, ExecutionStatus
+from tickwheel.domain.states import ExecutionStatus
 from tickwheel.domain.submission import NewExecution
 from tickwheel.store.migrate import load_migrations, pending
 from tickwheel.store.protocol import AttemptResult, InsertOutcome, StoredDefinition, Topic
 from tickwheel.store.sqlfile import load_queries
 from tickwheel.store.sqlite.codec import from_us, jload, opt_us, to_us
+from tickwheel.store.sqlite.rows import (
+    api_key_row,
+    attempt_row,
+    definition_row,
+    execution_row,
+    insert_params,
+)
 
 Q = load_queries("tickwheel.store.sqlite.sql")
 
@@ -151,13 +157,13 @@ class SqliteStore:
             row = await self._one("definition_get_latest", {"name": name})
         else:
             row = await self._one("definition_get_version", {"name": name, "version": version})
-        return _definition(row) if row else None
+        return definition_row(row) if row else None
 
     async def definition_list(self) -> list[StoredDefinition]:
-        return [_definition(r) for r in await self._all("definition_list_latest", {})]
+        return [definition_row(r) for r in await self._all("definition_list_latest", {})]
 
     async def definition_versions(self, name: str) -> list[StoredDefinition]:
-        return [_definition(r) for r in await self._all("definition_versions", {"name": name})]
+        return [definition_row(r) for r in await self._all("definition_versions", {"name": name})]
 
     # -- executions -----------------------------------------------------------------------------
 
@@ -165,10 +171,10 @@ class SqliteStore:
         outcomes: list[InsertOutcome] = []
         async with self._tx() as conn:
             for item in items:
-                cursor = await conn.execute(Q["execution_insert"], _insert_params(item))
+                cursor = await conn.execute(Q["execution_insert"], insert_params(item))
                 row = await cursor.fetchone()
                 if row is not None:
-                    outcomes.append(InsertOutcome(_execution(row), created=True))
+                    outcomes.append(InsertOutcome(execution_row(row), created=True))
                     continue
                 cursor = await conn.execute(
                     Q["execution_get_by_key"],
@@ -177,7 +183,7 @@ class SqliteStore:
                 existing = await cursor.fetchone()
                 if existing is None:  # pragma: no cover - the constraint guarantees a row
                     raise RuntimeError("insert conflicted but no execution holds the key")
-                outcomes.append(InsertOutcome(_execution(existing), created=False))
+                outcomes.append(InsertOutcome(execution_row(existing), created=False))
         created = {o.execution.status for o in outcomes if o.created}
         if ExecutionStatus.READY in created:
             self._signal(Topic.READY)
@@ -189,7 +195,7 @@ class SqliteStore:
         row = await self._one(
             "execution_get", {"tenant": tenant, "execution_id": str(execution_id)}
         )
-        return _execution(row) if row else None
+        return execution_row(row) if row else None
 
     async def execution_list(
         self, tenant: str, flt: ExecutionFilter, before: uuid.UUID | None, limit: int
@@ -204,7 +210,7 @@ class SqliteStore:
             "execute_to": opt_us(flt.execute_to),
             "limit": limit,
         }
-        return [_execution(r) for r in await self._all("execution_list", params)]
+        return [execution_row(r) for r in await self._all("execution_list", params)]
 
     async def execution_cancel(
         self, tenant: str, execution_id: uuid.UUID, now: datetime
@@ -258,7 +264,7 @@ class SqliteStore:
                     "detail": json.dumps(detail),
                 },
             )
-            return _execution(row)
+            return execution_row(row)
 
     async def execution_claim_ready(
         self, worker_id: str, limit: int, lease: timedelta, now: datetime | None = None
@@ -289,7 +295,7 @@ class SqliteStore:
                 await conn.execute(
                     Q["attempt_insert"], {**params, "attempt_number": row["attempt_count"]}
                 )
-                claimed.append(_execution(row))
+                claimed.append(execution_row(row))
         return claimed
 
     async def attempt_finish(self, result: AttemptResult, now: datetime | None = None) -> bool:
@@ -375,7 +381,7 @@ class SqliteStore:
         self, limit: int, now: datetime | None = None
     ) -> list[Execution]:
         rows = await self._all("execution_lease_expired", {"limit": limit, "now": _now_us(now)})
-        return [_execution(r) for r in rows]
+        return [execution_row(r) for r in rows]
 
     async def execution_release(
         self, execution_id: uuid.UUID, fencing_token: int, now: datetime | None = None
@@ -420,7 +426,7 @@ class SqliteStore:
         rows = await self._all(
             "attempt_list", {"tenant": tenant, "execution_id": str(execution_id)}
         )
-        return [_attempt(r) for r in rows]
+        return [attempt_row(r) for r in rows]
 
     async def execution_event_list(
         self, tenant: str, execution_id: uuid.UUID
@@ -456,10 +462,10 @@ class SqliteStore:
 
     async def api_key_by_hash(self, key_hash: str) -> ApiKey | None:
         row = await self._one("api_key_by_hash", {"key_hash": key_hash})
-        return _api_key(row) if row else None
+        return api_key_row(row) if row else None
 
     async def api_key_list(self, tenant: str | None = None) -> list[ApiKey]:
-        return [_api_key(r) for r in await self._all("api_key_list", {"tenant": tenant})]
+        return [api_key_row(r) for r in await self._all("api_key_list", {"tenant": tenant})]
 
     async def api_key_revoke(self, key_id: str, now: datetime) -> bool:
         async with self._tx() as conn:
@@ -480,90 +486,3 @@ def _split_statements(script: str) -> list[str]:
     on ``;`` is exact for them."""
     code = "\n".join(line for line in script.splitlines() if not line.strip().startswith("--"))
     return [s for s in (part.strip() for part in code.split(";")) if s]
-
-
-def _insert_params(item: NewExecution) -> dict[str, Any]:
-    return {
-        "execution_id": str(item.execution_id),
-        "tenant": item.tenant,
-        "definition_uri": item.definition_uri,
-        "definition_version": item.definition_version,
-        "input_snapshot": json.dumps(item.inputs),
-        "execute_at": to_us(item.execute_at),
-        "bucket_start": to_us(item.bucket_start),
-        "shard_id": item.shard_id,
-        "idempotency_key": item.idempotency_key,
-        "request_fingerprint": item.request_fingerprint,
-        "status": str(item.status),
-        "priority": item.priority,
-        "max_attempts": item.max_attempts,
-        "ready_at": to_us(item.created_at) if item.status is ExecutionStatus.READY else None,
-        "created_at": to_us(item.created_at),
-    }
-
-
-def _definition(row: sqlite3.Row) -> StoredDefinition:
-    return StoredDefinition(
-        definition=definition_from_document(json.loads(row["document"])),
-        content_hash=row["content_hash"],
-        created_at=from_us(row["created_at"]),
-    )
-
-
-def _execution(r: sqlite3.Row) -> Execution:
-    return Execution(
-        execution_id=uuid.UUID(r["execution_id"]),
-        tenant=r["tenant"],
-        definition_uri=r["definition_uri"],
-        definition_version=r["definition_version"],
-        inputs=json.loads(r["input_snapshot"]),
-        execute_at=from_us(r["execute_at"]),
-        status=ExecutionStatus(r["status"]),
-        priority=r["priority"],
-        attempt_count=r["attempt_count"],
-        max_attempts=r["max_attempts"],
-        shard_id=r["shard_id"],
-        bucket_start=from_us(r["bucket_start"]),
-        created_at=from_us(r["created_at"]),
-        updated_at=from_us(r["updated_at"]),
-        idempotency_key=r["idempotency_key"],
-        request_fingerprint=r["request_fingerprint"],
-        next_attempt_at=_opt_time(r["next_attempt_at"]),
-        ready_at=_opt_time(r["ready_at"]),
-        lease_owner=r["lease_owner"],
-        lease_expires_at=_opt_time(r["lease_expires_at"]),
-        fencing_token=r["fencing_token"],
-        output=jload(r["output"]),
-        output_reference=r["output_reference"],
-        error=jload(r["error"]),
-        started_at=_opt_time(r["started_at"]),
-        finished_at=_opt_time(r["finished_at"]),
-    )
-
-
-def _attempt(r: sqlite3.Row) -> Attempt:
-    return Attempt(
-        execution_id=uuid.UUID(r["execution_id"]),
-        attempt_number=r["attempt_number"],
-        worker_id=r["worker_id"],
-        fencing_token=r["fencing_token"],
-        status=AttemptStatus(r["status"]),
-        started_at=from_us(r["started_at"]),
-        finished_at=_opt_time(r["finished_at"]),
-        error=jload(r["error"]),
-    )
-
-
-def _api_key(r: sqlite3.Row) -> ApiKey:
-    return ApiKey(
-        key_id=r["key_id"],
-        tenant=r["tenant"],
-        scope=Scope(r["scope"]),
-        name=r["name"],
-        created_at=from_us(r["created_at"]),
-        revoked_at=_opt_time(r["revoked_at"]),
-    )
-
-
-def _opt_time(value: int | None) -> datetime | None:
-    return from_us(value) if value is not None else None
