@@ -16,6 +16,7 @@ from tickwheel.domain.errors import (
     Unauthorized,
 )
 from tickwheel.domain.submission import SubmitRequest
+from tickwheel.engine.runners.base import JobContext
 
 __version__ = "0.1.0"
 
@@ -30,6 +31,7 @@ __all__ = [
     "ExecutionPage",
     "Forbidden",
     "InvalidInput",
+    "JobContext",
     "NotFound",
     "PayloadTooLarge",
     "PermanentError",
