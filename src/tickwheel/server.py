@@ -6,11 +6,13 @@ can read, so that the README's tour works without any set-up."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ipaddress
 import logging
 import os
 import signal
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -144,7 +146,7 @@ async def serve(settings: Settings, announce: Announce | None = None) -> None:
         )
         if engine:
             engine.start()
-        await uvicorn.Server(config).serve()
+        await _Server(config).serve()
     finally:
         if engine:
             await engine.stop(settings.shutdown_grace_seconds)
@@ -175,6 +177,24 @@ async def run_roles(
     finally:
         await engine.stop(settings.shutdown_grace_seconds)
         await store.close()
+
+
+class _Server(uvicorn.Server):
+    """uvicorn re-raises a captured SIGTERM after its own shutdown, which would kill the process
+    before our cleanup (engine stop, store close) runs. Capture the signals without that."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+        handled = (signal.SIGINT, signal.SIGTERM)
+        original = {sig: signal.signal(sig, self.handle_exit) for sig in handled}
+        try:
+            yield
+        finally:
+            for sig, handler in original.items():
+                signal.signal(sig, handler)
 
 
 class Engine:

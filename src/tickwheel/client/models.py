@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from tickwheel.client.wire import iso
 from tickwheel.domain.states import TERMINAL, AttemptStatus, ExecutionStatus
 
 
@@ -38,6 +39,29 @@ class ExecutionInfo:
     @property
     def finished(self) -> bool:
         return self.status in TERMINAL
+
+    def to_wire(self) -> dict[str, Any]:
+        """Back to the API's JSON shape (camelCase, RFC 3339 times), e.g. for ``--json``."""
+        return {
+            "executionId": str(self.execution_id),
+            "status": str(self.status),
+            "definitionUri": self.definition_uri,
+            "definitionVersion": self.definition_version,
+            "inputs": self.inputs,
+            "executeAt": iso(self.execute_at),
+            "priority": self.priority,
+            "idempotencyKey": self.idempotency_key,
+            "attemptCount": self.attempt_count,
+            "maxAttempts": self.max_attempts,
+            "nextAttemptAt": iso(self.next_attempt_at),
+            "output": self.output,
+            "outputReference": self.output_reference,
+            "error": self.error,
+            "createdAt": iso(self.created_at),
+            "updatedAt": iso(self.updated_at),
+            "startedAt": iso(self.started_at),
+            "finishedAt": iso(self.finished_at),
+        }
 
     @classmethod
     def from_wire(cls, w: dict[str, Any]) -> ExecutionInfo:
@@ -78,6 +102,17 @@ class AttemptInfo:
     started_at: datetime
     finished_at: datetime | None
     error: dict[str, Any] | None
+
+    def to_wire(self) -> dict[str, Any]:
+        return {
+            "attemptNumber": self.attempt_number,
+            "status": str(self.status),
+            "workerId": self.worker_id,
+            "fencingToken": self.fencing_token,
+            "startedAt": iso(self.started_at),
+            "finishedAt": iso(self.finished_at),
+            "error": self.error,
+        }
 
     @classmethod
     def from_wire(cls, w: dict[str, Any]) -> AttemptInfo:

@@ -5,16 +5,24 @@ from __future__ import annotations
 from tickwheel.store.protocol import Store
 
 
-async def open_store(url: str, *, pool_size: int = 10) -> Store:
+async def open_store(url: str, *, pool_size: int = 10, connect_timeout: float = 10.0) -> Store:
     if url.startswith("sqlite:///") or url == "sqlite://:memory:":
         from tickwheel.store.sqlite.store import SqliteStore
 
         path = url.removeprefix("sqlite:///") if url.startswith("sqlite:///") else ":memory:"
         return await SqliteStore.open(path or "tickwheel.db")
     if url.startswith(("postgresql://", "postgres://")):
+        from psycopg_pool import PoolTimeout
+
         from tickwheel.store.postgres.store import PostgresStore
 
-        return await PostgresStore.open(url, max_size=pool_size)
+        try:
+            return await PostgresStore.open(url, max_size=pool_size, timeout=connect_timeout)
+        except PoolTimeout as exc:
+            raise ConnectionError(
+                f"cannot connect to PostgreSQL at {redact(url)} within {connect_timeout:g} s: "
+                "is it running, and are the host, port, user and database right?"
+            ) from exc
     raise ValueError(
         f"unsupported database URL {redact(url)!r}: use sqlite:///path/to/file.db or postgresql://..."
     )

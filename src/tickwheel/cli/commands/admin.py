@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Annotated, TypeVar
 
 import typer
@@ -29,25 +30,51 @@ DatabaseUrl = Annotated[
 ]
 
 
-def with_store(url: str | None, work: Callable[[Store], Awaitable[T]]) -> T:
+def with_store(
+    url: str | None,
+    work: Callable[[Store], Awaitable[T]],
+    *,
+    schema: bool = True,
+    create: bool = True,
+) -> T:
+    """Runs ``work`` on an open store. With ``schema``, the database must be usable first: a
+    SQLite file is migrated (as the server would), a PostgreSQL one must be up to date. Without
+    ``create``, a SQLite file that does not exist is an error (a typo must not make a new one)."""
+    target = url or Settings().database_url
+    path = target.removeprefix("sqlite:///") if target.startswith("sqlite:///") else None
+    if not create and path and not Path(path).is_file():
+        raise fail(f"no SQLite database at {path}")
+
     async def run() -> T:
-        store = await open_store(url or Settings().database_url)
+        store = await open_store(target)
         try:
+            if schema:
+                await _ready(store, target)
             return await work(store)
         finally:
             await store.close()
 
     try:
         return asyncio.run(run())
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, RuntimeError) as exc:
         raise fail(str(exc)) from exc
+
+
+async def _ready(store: Store, url: str) -> None:
+    if store.dialect == "sqlite":
+        await store.migrate()
+    elif pending := await store.migrations_pending():
+        raise RuntimeError(
+            f"the database {redact(url)} needs migrations {', '.join(pending)}: "
+            "run 'tickwheel db upgrade' first"
+        )
 
 
 @db_app.command()
 def upgrade(database_url: DatabaseUrl = None) -> None:
     """Apply pending migrations."""
     url = database_url or Settings().database_url
-    applied = with_store(url, lambda s: s.migrate())
+    applied = with_store(url, lambda s: s.migrate(), schema=False)
     if applied:
         for label in applied:
             console.print(f"[green]applied[/] {label}")
@@ -67,7 +94,6 @@ def keys_create(
         raise fail("--tenant must not be empty")
 
     async def work(store: Store) -> str:
-        await store.migrate() if store.dialect == "sqlite" else None
         _, secret = await create_key(store, tenant, scope, name, SystemClock().now())
         return secret
 
@@ -79,7 +105,7 @@ def keys_create(
 @keys_app.command("list")
 def keys_list(database_url: DatabaseUrl = None) -> None:
     """Keys by id, tenant and scope (never their secrets)."""
-    keys = with_store(database_url, lambda s: s.api_key_list())
+    keys = with_store(database_url, lambda s: s.api_key_list(), create=False)
     table = Table("id", "tenant", "scope", "name", "created", "revoked")
     for k in keys:
         table.add_row(
@@ -96,6 +122,7 @@ def keys_list(database_url: DatabaseUrl = None) -> None:
 @keys_app.command("revoke")
 def keys_revoke(key_id: str, database_url: DatabaseUrl = None) -> None:
     """Revoke a key by id; requests with it get 401 from then on."""
-    if not with_store(database_url, lambda s: s.api_key_revoke(key_id, SystemClock().now())):
+    revoke = lambda s: s.api_key_revoke(key_id, SystemClock().now())  # noqa: E731
+    if not with_store(database_url, revoke, create=False):
         raise fail(f"no active key with id {key_id}")
     console.print(f"revoked {key_id}")

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import asdict
 from datetime import datetime, timedelta
 from typing import Annotated, Any
 
@@ -64,15 +63,9 @@ def parse_inputs(pairs: list[str], inputs_json: str | None) -> dict[str, Any]:
     return inputs
 
 
-def _wire(e: ExecutionInfo) -> dict[str, Any]:
-    data = asdict(e)
-    data["status"] = str(e.status)
-    return data
-
-
 def show_execution(e: ExecutionInfo, as_json: bool) -> None:
     if as_json:
-        print_json(_wire(e))
+        print_json(e.to_wire())
         return
     table = Table(show_header=False, box=None)
     for label, value in (
@@ -176,7 +169,7 @@ def list_(
         except Exception as exc:
             raise explain(exc) from exc
     if cli.as_json:
-        print_json({"items": [_wire(e) for e in page.items], "nextCursor": page.next_cursor})
+        print_json({"items": [e.to_wire() for e in page.items], "nextCursor": page.next_cursor})
         return
     table = Table("execution", "status", "definition", "execute at", "attempts")
     for e in page.items:
@@ -202,7 +195,7 @@ def attempts(ctx: typer.Context, execution_id: str) -> None:
         except Exception as exc:
             raise explain(exc) from exc
     if cli.as_json:
-        print_json([asdict(a) | {"status": str(a.status)} for a in items])
+        print_json([a.to_wire() for a in items])
         return
     table = Table("#", "status", "worker", "fencing token", "started", "finished", "error")
     for a in items:

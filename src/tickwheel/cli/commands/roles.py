@@ -30,7 +30,7 @@ def _settings(**given: Any) -> Settings:
 def _run(settings: Settings, **roles: Any) -> None:
     try:
         asyncio.run(run_roles(settings, **roles))
-    except StartupError as exc:
+    except (StartupError, OSError) as exc:
         raise fail(str(exc)) from exc
 
 

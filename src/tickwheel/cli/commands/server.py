@@ -70,7 +70,7 @@ def server(
     )
     try:
         asyncio.run(serve(settings, _announce))
-    except StartupError as exc:
+    except (StartupError, OSError) as exc:
         raise fail(str(exc)) from exc
     except KeyboardInterrupt:
         pass

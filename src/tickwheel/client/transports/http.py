@@ -57,16 +57,18 @@ class HttpTransport:
         backoff: float = 0.2,
         http: httpx.AsyncClient | None = None,
     ) -> None:
-        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        # Sent with each request rather than set on the client, which may be the caller's.
+        self._auth = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._http = http or httpx.AsyncClient(base_url=base_url, timeout=timeout)
-        self._http.headers.update(headers)
         self._retries = retries
         self._backoff = backoff
 
     async def close(self) -> None:
         await self._http.aclose()
 
-    async def _call(self, method: str, path: str, **kwargs: Any) -> tuple[int, Any]:
+    async def _call(self, method: str, path: str, **kwargs: Any) -> tuple[int, Any, bool]:
+        """(status, decoded body, whether it took more than one try)."""
+        kwargs["headers"] = {**self._auth, **kwargs.get("headers", {})}
         for attempt in range(self._retries + 1):
             try:
                 response = await self._http.request(method, path, **kwargs)
@@ -75,12 +77,12 @@ class HttpTransport:
                     raise
             else:
                 if response.status_code not in _RETRY_STATUSES or attempt == self._retries:
-                    return response.status_code, _decode(response)
+                    return response.status_code, _decode(response), attempt > 0
             await asyncio.sleep(self._backoff * 2**attempt)
         raise AssertionError("unreachable")  # pragma: no cover
 
     async def _ok(self, method: str, path: str, **kwargs: Any) -> tuple[int, Any]:
-        status, body = await self._call(method, path, **kwargs)
+        status, body, _ = await self._call(method, path, **kwargs)
         if status >= 400:
             raise error_from_response(status, body)
         return status, body
@@ -141,10 +143,24 @@ class HttpTransport:
         return list((await self._ok("GET", path))[1]["items"])
 
     async def cancel(self, execution_id: uuid.UUID) -> Wire:
-        return dict((await self._ok("DELETE", f"/v1/executions/{execution_id}"))[1])
+        return await self._transition("DELETE", f"/v1/executions/{execution_id}", {"CANCELLED"})
 
     async def replay(self, execution_id: uuid.UUID) -> Wire:
-        return dict((await self._ok("POST", f"/v1/executions/{execution_id}/replay"))[1])
+        # After a replay, the execution may already have moved on from READY.
+        moved_on = {"READY", "RUNNING", "RETRY_WAIT", "SUCCEEDED"}
+        return await self._transition("POST", f"/v1/executions/{execution_id}/replay", moved_on)
+
+    async def _transition(self, method: str, path: str, done: set[str]) -> Wire:
+        """A cancel or replay whose first try may have reached the server: when a retry meets
+        the state the first try produced, the first try won and that is the answer."""
+        status, body, retried = await self._call(method, path)
+        if status < 400:
+            return dict(body)
+        exc = error_from_response(status, body)
+        current = exc.details.get("status") if isinstance(exc.details, dict) else None
+        if retried and isinstance(exc, Conflict) and current in done:
+            return await self.get(uuid.UUID(path.split("/")[3]))
+        raise exc
 
 
 def _decode(response: httpx.Response) -> Any:
