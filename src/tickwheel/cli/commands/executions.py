@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Annotated, Any
 
@@ -11,6 +12,7 @@ import typer
 from rich.table import Table
 
 from tickwheel.cli.context import console, explain, fail, print_json, state
+from tickwheel.client.client import Client
 from tickwheel.client.models import ExecutionInfo
 
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)(ms|s|m|h|d)?$")
@@ -138,10 +140,15 @@ def submit(
 
 def get(ctx: typer.Context, execution_id: str) -> None:
     """Show one execution."""
+    _on_one(ctx, lambda client: client.get(execution_id))
+
+
+def _on_one(ctx: typer.Context, action: Callable[[Client], ExecutionInfo]) -> None:
+    """Runs one SDK call that answers with an execution, and shows it."""
     cli = state(ctx)
     with cli.client() as client:
         try:
-            e = client.get(execution_id)
+            e = action(client)
         except Exception as exc:
             raise explain(exc) from exc
     show_execution(e, cli.as_json)
@@ -213,24 +220,12 @@ def attempts(ctx: typer.Context, execution_id: str) -> None:
 
 def cancel(ctx: typer.Context, execution_id: str) -> None:
     """Cancel an execution that has not started."""
-    cli = state(ctx)
-    with cli.client() as client:
-        try:
-            e = client.cancel(execution_id)
-        except Exception as exc:
-            raise explain(exc) from exc
-    show_execution(e, cli.as_json)
+    _on_one(ctx, lambda client: client.cancel(execution_id))
 
 
 def replay(ctx: typer.Context, execution_id: str) -> None:
     """Replay a FAILED execution (a dead letter) with a fresh attempt budget."""
-    cli = state(ctx)
-    with cli.client() as client:
-        try:
-            e = client.replay(execution_id)
-        except Exception as exc:
-            raise explain(exc) from exc
-    show_execution(e, cli.as_json)
+    _on_one(ctx, lambda client: client.replay(execution_id))
 
 
 def register(app: typer.Typer) -> None:
