@@ -179,6 +179,21 @@ async def run_roles(
         await store.close()
 
 
+def exit_past_stuck_jobs() -> None:
+    """Called once everything is shut down. A sync job thread that ignored its timeout cannot be
+    stopped, and the interpreter would wait for it at exit (forever, for a hung job); its
+    execution has already been released or reaped, so leave without it."""
+    stuck = [
+        t for t in threading.enumerate() if t.name.startswith("tickwheel-job") and t.is_alive()
+    ]
+    for thread in stuck:
+        thread.join(0.1)
+    if any(t.is_alive() for t in stuck):
+        log.warning("exiting with %d job thread(s) still running", len(stuck))
+        logging.shutdown()
+        os._exit(0)
+
+
 class _Server(uvicorn.Server):
     """uvicorn re-raises a captured SIGTERM after its own shutdown, which would kill the process
     before our cleanup (engine stop, store close) runs. Capture the signals without that."""

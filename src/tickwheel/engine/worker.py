@@ -57,7 +57,9 @@ class Worker(Service):
         self.worker_id = worker_id or default_worker_id()
         self.concurrency = concurrency
         self.lease = lease
-        self.runners = runners or default_runners()
+        # Job threads for every slot plus as many again for sync jobs stuck past their timeout;
+        # once those spares are used up, each further stuck thread takes a slot out of service.
+        self.runners = runners or default_runners(max_threads=2 * concurrency)
         self.uniform = uniform
         self.poll = poll
         self.running: dict[uuid.UUID, tuple[asyncio.Task[None], int]] = {}
@@ -67,8 +69,17 @@ class Worker(Service):
 
     # -- claiming -------------------------------------------------------------------------------
 
+    @property
+    def stuck_threads(self) -> int:
+        return sum(getattr(runner, "stuck_threads", 0) for runner in self.runners.values())
+
+    @property
+    def blocked_slots(self) -> int:
+        """Slots lost to stuck threads beyond the spare threads of the pool."""
+        return max(0, self.stuck_threads - self.concurrency)
+
     async def run_once(self) -> int:
-        free = self.concurrency - len(self.running)
+        free = self.concurrency - len(self.running) - self.blocked_slots
         if free <= 0 or self.stopping:
             return 0
         claimed = await self.store.execution_claim_ready(
@@ -92,10 +103,13 @@ class Worker(Service):
     async def idle(self, did: int) -> None:
         if self.stopping:
             return
-        if len(self.running) >= self.concurrency:
+        if len(self.running) + self.blocked_slots >= self.concurrency:
             # Full: wait for a slot, not for the database.
             tasks = [task for task, _ in self.running.values()]
-            await asyncio.wait(tasks, timeout=self.poll, return_when=asyncio.FIRST_COMPLETED)
+            if tasks:
+                await asyncio.wait(tasks, timeout=self.poll, return_when=asyncio.FIRST_COMPLETED)
+            else:  # every slot is held by a stuck thread: only time frees them
+                await self.pause(self.poll)
         elif not did:
             await self.store.wait_for(Topic.READY, self.poll)
 
@@ -121,6 +135,10 @@ class Worker(Service):
                 released += 1
         if released:
             self.log.info("released %d executions at shutdown", released)
+        for runner in self.runners.values():
+            close = getattr(runner, "close", None)
+            if callable(close):
+                close()
         return released
 
     # -- one attempt ----------------------------------------------------------------------------

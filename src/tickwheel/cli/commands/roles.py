@@ -12,7 +12,7 @@ import typer
 
 from tickwheel.cli.context import fail
 from tickwheel.config import Settings
-from tickwheel.server import StartupError, run_roles
+from tickwheel.server import StartupError, exit_past_stuck_jobs, run_roles
 
 DatabaseUrl = Annotated[str | None, typer.Option(envvar="TICKWHEEL_DATABASE_URL")]
 LogLevel = Annotated[str | None, typer.Option(envvar="TICKWHEEL_LOG_LEVEL")]
@@ -32,6 +32,7 @@ def _run(settings: Settings, **roles: Any) -> None:
         asyncio.run(run_roles(settings, **roles))
     except (StartupError, OSError) as exc:
         raise fail(str(exc)) from exc
+    exit_past_stuck_jobs()
 
 
 def worker(

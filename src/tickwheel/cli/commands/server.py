@@ -11,7 +11,7 @@ import typer
 
 from tickwheel.cli.context import console, err_console, fail
 from tickwheel.config import Settings
-from tickwheel.server import FirstKey, StartupError, serve
+from tickwheel.server import FirstKey, StartupError, exit_past_stuck_jobs, serve
 from tickwheel.store.factory import redact
 
 
@@ -74,3 +74,4 @@ def server(
         raise fail(str(exc)) from exc
     except KeyboardInterrupt:
         pass
+    exit_past_stuck_jobs()

@@ -28,10 +28,10 @@ __all__ = [
 ]
 
 
-def default_runners() -> Mapping[str, Runner]:
-    """A runner for each execution type, with default settings."""
+def default_runners(*, max_threads: int = 32) -> Mapping[str, Runner]:
+    """A runner for each execution type; ``max_threads`` bounds the python runner's pool."""
     return {
-        "python": PythonRunner(),
+        "python": PythonRunner(max_threads=max_threads),
         "command": CommandRunner(),
         "http": HttpRunner(),
         "container": ContainerRunner(),

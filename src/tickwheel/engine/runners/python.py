@@ -9,8 +9,9 @@ imported, or whose signature does not take the inputs, is permanent.
 
 Timeouts: an async function is cancelled. A sync function cannot be: Python cannot kill a thread.
 The attempt still ends as "timeout" when the limit passes, but the thread runs on to its end and
-whatever it returns or raises then is ignored. It holds its pool thread until it finishes, so a
-sync job that may hang should bound its own waits.
+whatever it returns or raises then is ignored. Such a thread is *stuck*: it holds one thread of
+the runner's own pool, and the worker counts it against its free slots, so a hung job costs one
+slot instead of starving every later sync job. At shutdown the pool is abandoned, not awaited.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import functools
 import importlib
 import inspect
 from collections.abc import Callable
-from concurrent.futures import Executor
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from typing import Any
 
 from tickwheel.domain.definitions import Definition, PythonExecution
@@ -87,11 +88,27 @@ def _is_async(func: Callable[..., Any]) -> bool:
 
 
 class PythonRunner:
-    """Runs ``python`` executions in this process. ``executor`` runs sync functions (the loop's
-    default executor when None); give it its own pool to bound how many sync jobs run at once."""
+    """Runs ``python`` executions in this process. Sync functions run on ``executor``, by default
+    a pool of its own with ``max_threads`` threads (never the loop's default executor, which
+    ``asyncio.run`` waits for at exit: a hung job would keep the process alive forever)."""
 
-    def __init__(self, executor: Executor | None = None) -> None:
-        self._executor = executor
+    def __init__(self, executor: Executor | None = None, *, max_threads: int = 32) -> None:
+        self._own = executor is None
+        self._executor: Executor = executor or ThreadPoolExecutor(
+            max_threads, thread_name_prefix="tickwheel-job"
+        )
+        self._abandoned: set[Future[Any]] = set()
+
+    @property
+    def stuck_threads(self) -> int:
+        """Threads still running a job whose attempt already ended (timed out or cancelled)."""
+        self._abandoned = {f for f in self._abandoned if not f.done()}
+        return len(self._abandoned)
+
+    def close(self) -> None:
+        """Stops taking jobs; queued ones are dropped, running threads are left to finish."""
+        if self._own:
+            self._executor.shutdown(wait=False, cancel_futures=True)
 
     async def run(
         self, definition: Definition, inputs: dict[str, Any], ctx: JobContext
@@ -109,10 +126,14 @@ class PythonRunner:
             if _is_async(func):
                 result = await func(**kwargs)
             else:
-                loop = asyncio.get_running_loop()
-                call = functools.partial(func, **kwargs)
-                # On timeout this await is cancelled; the thread is not (see the module doc).
-                result = await loop.run_in_executor(self._executor, call)
+                future = self._executor.submit(functools.partial(func, **kwargs))
+                try:
+                    result = await asyncio.wrap_future(future)
+                except asyncio.CancelledError:
+                    # On timeout this await is cancelled; the thread is not (see the module doc).
+                    if not future.cancel():
+                        self._abandoned.add(future)
+                    raise
                 if inspect.isawaitable(result):  # a sync function that returned a coroutine
                     result = await result
         except PermanentError as exc:

@@ -1,0 +1,304 @@
+"""Cron time math: parse an expression, check a timezone, list the next fire times.
+
+The one module that imports cronsim (pinned in pyproject.toml; docs/cron.md says why). cronsim
+does the calendar: which *wall-clock* times match an expression, with the classic rules (names,
+ranges, lists, steps, ``L``, ``LW``, ``#``, and day-of-month OR day-of-week). We always run it on
+naive wall times, where it has no DST logic at all; ``cron_dst`` then turns each wall time into
+real instants with one policy for every form of expression (5 fields, 6 fields, macros).
+
+Syntax errors are found here, before cronsim sees the expression, so that the message can say
+which field and which value is wrong; cronsim's own errors only name the field.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterator
+from contextlib import suppress
+from dataclasses import dataclass
+from datetime import datetime
+from functools import lru_cache
+from itertools import islice
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
+
+from cronsim import CronSim, CronSimError
+
+from tickwheel.domain.cron_dst import ONE_SECOND, fire_instants, walk_start
+from tickwheel.domain.errors import FieldError, InvalidInput
+
+MACROS = {
+    "@yearly": "0 0 1 1 *",
+    "@annually": "0 0 1 1 *",
+    "@monthly": "0 0 1 * *",
+    "@weekly": "0 0 * * 0",
+    "@daily": "0 0 * * *",
+    "@midnight": "0 0 * * *",
+    "@hourly": "0 * * * *",
+}
+MONTH_NAMES = ("JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP", "OCT", "NOV", "DEC")
+DAY_NAMES = ("SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT")
+# Files in the zoneinfo folder that are not IANA zones: "localtime" is whatever zone the
+# machine is set to, which differs between the nodes of a cluster.
+NOT_ZONES = frozenset({"localtime", "posixrules"})
+
+
+@dataclass(frozen=True)
+class _Field:
+    name: str
+    low: int
+    high: int
+    names: tuple[str, ...] = ()
+    first_name_value: int = 0
+
+
+SECOND, MINUTE, HOUR = _Field("second", 0, 59), _Field("minute", 0, 59), _Field("hour", 0, 23)
+DAY_OF_MONTH = _Field("day-of-month", 1, 31)
+MONTH = _Field("month", 1, 12, MONTH_NAMES, 1)
+DAY_OF_WEEK = _Field("day-of-week", 0, 7, DAY_NAMES, 0)
+FIELDS = (SECOND, MINUTE, HOUR, DAY_OF_MONTH, MONTH, DAY_OF_WEEK)
+
+
+@dataclass(frozen=True)
+class CronExpression:
+    """A valid expression. Build it with ``parse_expression``.
+
+    ``fields`` always holds six upper-cased fields, seconds first (``"0"`` when the user wrote
+    five), with macros expanded.
+    """
+
+    text: str
+    fields: tuple[str, str, str, str, str, str]
+    has_seconds: bool
+
+    @property
+    def follows_elapsed_time(self) -> bool:
+        """True when the hour field is ``*`` or a step: the expression then fires whenever the
+        clock shows a matching time (skipping a DST gap, twice in a repeated hour) instead of
+        following the fixed-time rules."""
+        hour = self.fields[2]
+        return hour.startswith("*") or "/" in hour
+
+    @property
+    def normalized(self) -> str:
+        return " ".join(self.fields)
+
+
+class _Problem(Exception):
+    """A syntax problem in one field; ``parse_expression`` adds the field's position."""
+
+
+def parse_expression(expression: str) -> CronExpression:
+    """Validate ``expression`` (5 fields, 6 with seconds first, or a macro such as ``@daily``)."""
+    text = expression.strip()
+    try:
+        parts = _split(text)
+        offset = 0 if len(parts) == 6 else 1
+        fields = ("0", *parts) if offset else tuple(parts)
+        for index, value in enumerate(fields[offset:], start=offset):
+            _check_field(index, index - offset + 1, value)
+        expr = CronExpression(text, _six(fields), has_seconds=not offset)
+        _check_with_library(expr, offset)
+    except _Problem as problem:
+        raise InvalidInput(
+            f"invalid cron expression {text!r}: {problem}",
+            [FieldError("expression", str(problem))],
+        ) from None
+    return expr
+
+
+def parse_timezone(name: str) -> ZoneInfo:
+    """The IANA zone called ``name`` (e.g. ``Europe/Berlin``, ``UTC``)."""
+    if name not in NOT_ZONES:
+        # ZoneNotFoundError for a missing zone, ValueError for a malformed key ("../x", "").
+        with suppress(ZoneInfoNotFoundError, ValueError):
+            return ZoneInfo(name)
+    message = f"unknown timezone {name!r}; {_timezone_hint(name)}"
+    raise InvalidInput(message, [FieldError("timezone", message)])
+
+
+def next_fire_times(
+    expr: CronExpression, tz: ZoneInfo, after: datetime, count: int
+) -> list[datetime]:
+    """The next ``count`` instants strictly after ``after`` (aware, any offset) at which
+    ``expr`` fires in ``tz``, in UTC, increasing, with tickwheel's DST policy (docs/cron.md).
+
+    Fewer than ``count`` come back only if the expression has no further match within
+    cronsim's horizon (50 years without a match, or the end of ``datetime``'s range).
+    """
+    if after.utcoffset() is None:
+        raise InvalidInput(
+            "after must be an aware datetime",
+            [FieldError("after", "must include a timezone or UTC offset")],
+        )
+    if count < 0:
+        raise InvalidInput("count must not be negative", [FieldError("count", "must be >= 0")])
+    result: list[datetime] = []
+    with suppress(OverflowError):  # ran off either end of datetime's range (years 1 and 9999)
+        walls = _wall_matches(expr, walk_start(after, tz))
+        instants = fire_instants(walls, tz, elapsed_time=expr.follows_elapsed_time)
+        for instant in islice((i for i in instants if i > after), count):
+            result.append(instant)
+    return result
+
+
+def next_fire_time(expr: CronExpression, tz: ZoneInfo, after: datetime) -> datetime | None:
+    """The first fire instant strictly after ``after``, in UTC, or None if there is none."""
+    times = next_fire_times(expr, tz, after, 1)
+    return times[0] if times else None
+
+
+def _wall_matches(expr: CronExpression, start: datetime) -> Iterator[datetime]:
+    """Naive wall times matching ``expr`` from ``start`` (inclusive, to the second) on.
+    cronsim yields strictly after the time it is given, so give it one second less."""
+    yield from CronSim(expr.normalized, start.replace(microsecond=0) - ONE_SECOND)
+
+
+def _split(text: str) -> list[str]:
+    if not text:
+        raise _Problem("the expression is empty")
+    if text.startswith("@"):
+        macro = MACROS.get(text.lower())
+        if macro is None:
+            raise _Problem(f"unknown macro {text}; use one of {', '.join(MACROS)}")
+        return macro.split()
+    parts = text.upper().split()
+    if len(parts) not in (5, 6):
+        raise _Problem(
+            f"expected 5 fields (minute hour day-of-month month day-of-week) or 6 with seconds "
+            f"first, got {len(parts)}"
+        )
+    return parts
+
+
+def _six(fields: tuple[str, ...]) -> tuple[str, str, str, str, str, str]:
+    second, minute, hour, day, month, weekday = fields
+    return second, minute, hour, day, month, weekday
+
+
+def _check_field(index: int, position: int, value: str) -> None:
+    field = FIELDS[index]
+    try:
+        for term in value.split(","):
+            _check_term(field, term, value)
+    except _Problem as problem:
+        raise _Problem(f"field {position} ({field.name}): {problem}") from None
+
+
+def _check_term(field: _Field, term: str, value: str) -> None:
+    """Mirrors the order in which cronsim reads a term, so that what passes here passes there."""
+    if term == "":
+        raise _Problem(f"empty item in list {value!r}")
+    if term == "*":
+        return
+    if field is DAY_OF_WEEK and "L" in term:
+        _check_last_weekday(term)
+    elif field is DAY_OF_WEEK and "#" in term:
+        _check_nth_weekday(term)
+    elif "/" in term:
+        _check_step(field, term)
+    elif "-" in term:
+        _check_range(field, term)
+    elif field is DAY_OF_MONTH and term in ("L", "LW"):
+        return
+    else:
+        _value(field, term)
+
+
+def _check_last_weekday(term: str) -> None:
+    day = term[:-1]
+    if not term.endswith("L") or not day.isdigit():
+        raise _Problem(f"{term!r}: L takes a day number before it, e.g. 5L (the last Friday)")
+    _value(DAY_OF_WEEK, day)
+
+
+def _check_nth_weekday(term: str) -> None:
+    day, nth = term.split("#", 1)
+    _value(DAY_OF_WEEK, day)
+    if not nth.isdigit() or not 1 <= int(nth) <= 5:
+        raise _Problem(f"{term!r}: the number after # must be 1-5 (the nth such day of the month)")
+
+
+def _check_step(field: _Field, term: str) -> None:
+    base, step = term.split("/", 1)
+    if base != "*":
+        (_check_range if "-" in base else _value)(field, base)
+    if not step.isdigit() or int(step) < 1:
+        raise _Problem(f"{term!r}: the step after / must be a whole number of at least 1")
+    if int(step) > field.high - field.low:
+        raise _Problem(f"{term!r}: step {int(step)} is larger than the range {_span(field)}")
+
+
+def _check_range(field: _Field, term: str) -> None:
+    start, end = term.split("-", 1)
+    if not start or not end:
+        raise _Problem(f"range {term!r} is missing a number")
+    if _value(field, start) > _value(field, end):
+        hint = " (Sunday is both 0 and 7)" if field is DAY_OF_WEEK else ""
+        raise _Problem(f"range {term} goes backwards: its start is after its end{hint}")
+
+
+def _value(field: _Field, text: str) -> int:
+    if text in field.names:
+        return field.names.index(text) + field.first_name_value
+    if not text.isdigit():
+        raise _Problem(_not_a_value(field, text))
+    number = int(text)
+    if not field.low <= number <= field.high:
+        raise _Problem(f"{number} is out of range {_span(field)}")
+    return number
+
+
+def _not_a_value(field: _Field, text: str) -> str:
+    if text == "":
+        return "a number is missing"
+    if text == "?":
+        return "'?' is not supported; use '*'"
+    if field is DAY_OF_MONTH and text in ("L", "LW"):
+        return f"{text!r} cannot be part of a range or a step"
+    if field is DAY_OF_MONTH and text.endswith("W"):
+        return f"{text!r} is not supported; W is only supported as LW (last weekday of the month)"
+    if text in ("L", "LW", "W") or "#" in text:
+        return f"{text!r}: L, W and # are only allowed in the day fields (see docs/cron.md)"
+    if field.names:
+        return f"{text!r} is not a number or a name ({field.names[0]}-{field.names[-1]})"
+    return f"{text!r} is not a number"
+
+
+def _span(field: _Field) -> str:
+    return f"{field.low}-{field.high}"
+
+
+def _check_with_library(expr: CronExpression, offset: int) -> None:
+    """cronsim also rejects a day-of-month that no chosen month has (``0 0 30 2 *``); the
+    checks above cannot know that, so ask it, and locate whatever it still refuses."""
+    try:
+        CronSim(expr.normalized, datetime(2000, 1, 1))
+    except CronSimError as error:
+        found = [i for i, field in enumerate(FIELDS) if str(error) == f"Bad {field.name}"]
+        if not found:
+            raise _Problem(f"not accepted ({error})") from None
+        index = found[0]
+        value, position = expr.fields[index], index - offset + 1
+        if FIELDS[index] is DAY_OF_MONTH:
+            raise _Problem(
+                f"field {position} (day-of-month): {value!r} never occurs in the months "
+                f"{expr.fields[4]!r}"
+            ) from None
+        raise _Problem(f"field {position} ({FIELDS[index].name}): {value!r} is not valid") from None
+
+
+def _timezone_hint(name: str) -> str:
+    known = _zone_names()
+    by_case = {zone.lower(): zone for zone in known}
+    close = by_case.get(name.strip().lower())
+    matches = [close] if close else difflib.get_close_matches(name.strip(), known, n=3)
+    if matches:
+        quoted = [repr(match) for match in matches]
+        options = quoted[0] if len(quoted) == 1 else f"{', '.join(quoted[:-1])} or {quoted[-1]}"
+        return f"did you mean {options}?"
+    return "use an IANA name such as 'Europe/Berlin', 'America/New_York' or 'UTC'"
+
+
+@lru_cache(maxsize=1)
+def _zone_names() -> tuple[str, ...]:
+    return tuple(sorted(available_timezones() - NOT_ZONES))
