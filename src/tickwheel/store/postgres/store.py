@@ -27,8 +27,10 @@ from tickwheel.domain.models import (
     ExecutionEventKind,
     ExecutionFilter,
 )
+from tickwheel.domain.states import AttemptStatus, ExecutionStatus
 from tickwheel.domain.submission import NewExecution
 from tickwheel.store.migrate import Migration, load_migrations, pending
+from tickwheel.store.postgres.notify import Signals, topics_for
 from tickwheel.store.postgres.rows import (
     api_key_from_row,
     attempt_from_row,
@@ -36,11 +38,13 @@ from tickwheel.store.postgres.rows import (
     event_from_row,
     execution_from_row,
     insert_arrays,
+    insert_outcomes,
     jsonb,
     opt_aware,
     require_aware,
+    utc,
 )
-from tickwheel.store.protocol import AttemptResult, InsertOutcome, StoredDefinition
+from tickwheel.store.protocol import AttemptResult, InsertOutcome, StoredDefinition, Topic
 from tickwheel.store.sqlfile import load_queries
 
 Q = load_queries("tickwheel.store.postgres.sql")
@@ -55,8 +59,9 @@ Conn = AsyncConnection[DictRow]
 class PostgresStore:
     dialect = "postgresql"
 
-    def __init__(self, pool: AsyncConnectionPool[Conn]) -> None:
+    def __init__(self, pool: AsyncConnectionPool[Conn], url: str) -> None:
         self._pool = pool
+        self._signals = Signals(url)
 
     @classmethod
     async def open(
@@ -78,9 +83,10 @@ class PostgresStore:
         except BaseException:
             await pool.close()
             raise
-        return cls(pool)
+        return cls(pool, url)
 
     async def close(self) -> None:
+        await self._signals.close()
         await self._pool.close()
 
     async def ping(self) -> None:
@@ -91,6 +97,17 @@ class PostgresStore:
     async def _tx(self) -> AsyncIterator[Conn]:
         async with self._pool.connection() as conn, conn.transaction():
             yield conn
+
+    @asynccontextmanager
+    async def _signalling_tx(self) -> AsyncIterator[tuple[Conn, set[Topic]]]:
+        """A transaction that NOTIFYs the topics its body added to the set (delivered with the
+        commit, so never for a change rolled back) and, once committed, signals them in this
+        process too."""
+        topics: set[Topic] = set()
+        async with self._tx() as conn:
+            yield conn, topics
+            await self._signals.notify(conn, topics)
+        self._signals.signal(topics)
 
     async def _all(self, query: str, params: dict[str, Any]) -> list[DictRow]:
         async with self._pool.connection() as conn:
@@ -173,31 +190,23 @@ class PostgresStore:
     async def execution_insert_many(self, items: Sequence[NewExecution]) -> list[InsertOutcome]:
         if not items:
             return []
-        # One INSERT for the batch is atomic on its own. The follow-up read is a new statement,
-        # so under READ COMMITTED it sees the rows of competing submissions that made ours skip.
-        inserted = {
-            r["execution_id"]: execution_from_row(r)
-            for r in await self._all("execution_insert", insert_arrays(items))
-        }
-        missing = [i for i in items if i.execution_id not in inserted]
-        by_key: dict[tuple[str, str | None], Execution] = {}
+        # One INSERT for the batch. The follow-up read is a new statement, so under READ
+        # COMMITTED it sees the rows of competing submissions that made ours skip.
+        async with self._signalling_tx() as (conn, topics):
+            cursor = await conn.execute(Q["execution_insert"], insert_arrays(items))
+            inserted = [execution_from_row(r) for r in await cursor.fetchall()]
+            topics.update(topics_for(e.status for e in inserted))
+        created = {e.execution_id for e in inserted}
+        missing = [i for i in items if i.execution_id not in created]
+        existing: list[Execution] = []
         if missing:
             params = {
                 "tenants": [i.tenant for i in missing],
                 "idempotency_keys": [i.idempotency_key for i in missing],
             }
-            for row in await self._all("execution_get_by_key", params):
-                by_key[(row["tenant"], row["idempotency_key"])] = execution_from_row(row)
-        outcomes: list[InsertOutcome] = []
-        for item in items:
-            if item.execution_id in inserted:
-                outcomes.append(InsertOutcome(inserted[item.execution_id], created=True))
-                continue
-            existing = by_key.get((item.tenant, item.idempotency_key))
-            if existing is None:  # pragma: no cover - the constraint guarantees a row
-                raise RuntimeError("insert conflicted but no execution holds the key")
-            outcomes.append(InsertOutcome(existing, created=False))
-        return outcomes
+            rows = await self._all("execution_get_by_key", params)
+            existing = [execution_from_row(r) for r in rows]
+        return insert_outcomes(items, inserted, existing)
 
     async def execution_get(self, tenant: str, execution_id: uuid.UUID) -> Execution | None:
         row = await self._one("execution_get", {"tenant": tenant, "execution_id": execution_id})
@@ -245,11 +254,12 @@ class PostgresStore:
         """Runs a status-guarded UPDATE that also returns the ``prior_*`` values it overwrote
         (read under the row lock), and records them in a history event in the same
         transaction."""
-        async with self._tx() as conn:
+        async with self._signalling_tx() as (conn, topics):
             cursor = await conn.execute(Q[query], params)
             row = await cursor.fetchone()
             if row is None:
                 return None
+            topics.update(topics_for([ExecutionStatus(row["status"])]))
             detail = {
                 "fromStatus": row["prior_status"],
                 "attemptCount": row["prior_attempt_count"],
@@ -299,7 +309,7 @@ class PostgresStore:
 
     async def attempt_finish(self, result: AttemptResult, now: datetime | None = None) -> bool:
         error = jsonb(result.error)
-        async with self._tx() as conn:
+        async with self._signalling_tx() as (conn, topics):
             cursor = await conn.execute(
                 Q["execution_finish_if_token"],
                 {
@@ -310,12 +320,14 @@ class PostgresStore:
                     "output_reference": result.output_reference,
                     "error": error,
                     "next_attempt_at": opt_aware(result.next_attempt_at),
+                    "lease_expired_only": result.lease_expired_only,
                     "now": opt_aware(now),
                 },
             )
             row = await cursor.fetchone()
             if row is None:
                 return False
+            topics.update(topics_for([result.execution_status]))
             await conn.execute(
                 Q["attempt_finish"],
                 {
@@ -328,6 +340,80 @@ class PostgresStore:
                 },
             )
             return True
+
+    # -- engine ---------------------------------------------------------------------------------
+
+    async def execution_promote_due(
+        self, shards: Sequence[int], limit: int, now: datetime | None = None
+    ) -> int:
+        params = {"shards": list(shards), "limit": limit, "now": opt_aware(now)}
+        async with self._signalling_tx() as (conn, topics):
+            scheduled = await conn.execute(Q["execution_promote_scheduled"], params)
+            retries = await conn.execute(Q["execution_promote_retries"], params)
+            moved = scheduled.rowcount + retries.rowcount
+            if moved:
+                topics.add(Topic.READY)
+        return moved
+
+    async def execution_next_due_at(
+        self, shards: Sequence[int], horizon: datetime
+    ) -> datetime | None:
+        params = {"shards": list(shards), "horizon": require_aware(horizon)}
+        found = [
+            row["at"]
+            for query in ("execution_next_scheduled_at", "execution_next_retry_at")
+            if (row := await self._one(query, params)) is not None and row["at"] is not None
+        ]
+        return utc(min(found)) if found else None
+
+    async def execution_heartbeat(
+        self,
+        execution_id: uuid.UUID,
+        fencing_token: int,
+        lease: timedelta,
+        now: datetime | None = None,
+    ) -> bool:
+        params = {
+            "execution_id": execution_id,
+            "fencing_token": fencing_token,
+            "lease": lease,
+            "now": opt_aware(now),
+        }
+        return await self._rowcount("execution_heartbeat", params) == 1
+
+    async def execution_lease_expired(
+        self, limit: int, now: datetime | None = None
+    ) -> list[Execution]:
+        rows = await self._all("execution_lease_expired", {"limit": limit, "now": opt_aware(now)})
+        return [execution_from_row(r) for r in rows]
+
+    async def execution_release(
+        self, execution_id: uuid.UUID, fencing_token: int, now: datetime | None = None
+    ) -> bool:
+        params: dict[str, Any] = {
+            "execution_id": execution_id,
+            "fencing_token": fencing_token,
+            "now": opt_aware(now),
+        }
+        async with self._signalling_tx() as (conn, topics):
+            cursor = await conn.execute(Q["execution_release"], params)
+            row = await cursor.fetchone()
+            if row is None:
+                return False
+            params["attempt_number"] = row["attempt_count"]
+            params["attempt_status"] = str(AttemptStatus.ABANDONED)
+            params["error"] = Jsonb({"kind": "released", "message": "worker shut down"})
+            await conn.execute(Q["attempt_finish"], params)
+            topics.add(Topic.READY)
+        return True
+
+    async def wait_for(self, topic: Topic, timeout: float) -> bool:
+        return await self._signals.wait_for(topic, timeout)
+
+    async def listen(self, timeout: float = 10.0) -> bool:
+        """Starts listening for other processes' signals now instead of at the first
+        ``wait_for``; True once listening (no signal sent from then on is missed)."""
+        return await self._signals.listen(timeout)
 
     async def attempt_list(self, tenant: str, execution_id: uuid.UUID) -> list[Attempt]:
         rows = await self._all("attempt_list", {"tenant": tenant, "execution_id": execution_id})

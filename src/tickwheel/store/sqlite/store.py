@@ -332,6 +332,8 @@ class SqliteStore:
             )
         if result.execution_status is ExecutionStatus.READY:
             self._signal(Topic.READY)
+        elif result.execution_status is ExecutionStatus.RETRY_WAIT:
+            self._signal(Topic.DUE)  # the scheduler may be asleep past the retry's time
         return True
 
     # -- engine ---------------------------------------------------------------------------------
@@ -412,6 +414,9 @@ class SqliteStore:
         """In-process only: a worker in another process on the same SQLite file learns of new
         work by polling, which is what the embedded store is for."""
         event = self._events[topic]
+        if event.is_set():  # asyncio.wait_for(..., 0) gives up without looking
+            event.clear()
+            return True
         try:
             await asyncio.wait_for(event.wait(), timeout)
         except TimeoutError:

@@ -148,6 +148,10 @@ SET status = %(status)s::text, output = %(output)s, output_reference = %(output_
         THEN coalesce(%(now)s::timestamptz, now()) END,
     updated_at = coalesce(%(now)s::timestamptz, now())
 WHERE execution_id = %(execution_id)s AND status = 'RUNNING' AND fencing_token = %(fencing_token)s
+  -- The reaper's write must lose against a heartbeat that renewed the lease meanwhile: the
+  -- heartbeat's UPDATE holds the row lock, and this one re-checks the lease on the new version.
+  AND (NOT %(lease_expired_only)s::boolean
+       OR lease_expires_at < coalesce(%(now)s::timestamptz, now()))
 RETURNING attempt_count;
 
 -- name: attempt_finish
@@ -156,3 +160,76 @@ SET status = %(attempt_status)s, finished_at = coalesce(%(now)s::timestamptz, no
     error = %(error)s
 WHERE execution_id = %(execution_id)s AND attempt_number = %(attempt_number)s
   AND fencing_token = %(fencing_token)s AND status = 'RUNNING';
+
+-- name: execution_promote_scheduled
+-- Through executions_due, probed once per shard of the array (the smallint cast keeps the
+-- index usable): each probe reads the entries of past buckets up to now, so the cost follows
+-- the due rows, never the future backlog. SKIP LOCKED: two schedulers that briefly both own a
+-- shard, or a cancel holding a row, make this skip rows instead of queueing behind them; the
+-- row lock re-checks the status on the newest row version, so no row is promoted twice.
+WITH due AS MATERIALIZED (
+    SELECT execution_id FROM executions
+    WHERE status = 'SCHEDULED'
+      AND shard_id = ANY (%(shards)s::smallint[])
+      AND bucket_start <= coalesce(%(now)s::timestamptz, now())
+      AND execute_at <= coalesce(%(now)s::timestamptz, now())
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE executions e
+SET status = 'READY', ready_at = coalesce(%(now)s::timestamptz, now()),
+    updated_at = coalesce(%(now)s::timestamptz, now())
+FROM due
+WHERE e.execution_id = due.execution_id AND e.status = 'SCHEDULED';
+
+-- name: execution_promote_retries
+-- Through executions_retry_due, oldest first: only retries whose time has come are read.
+WITH due AS MATERIALIZED (
+    SELECT execution_id FROM executions
+    WHERE status = 'RETRY_WAIT' AND next_attempt_at <= coalesce(%(now)s::timestamptz, now())
+      AND shard_id = ANY (%(shards)s::smallint[])
+    ORDER BY next_attempt_at
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE executions e
+SET status = 'READY', ready_at = coalesce(%(now)s::timestamptz, now()), next_attempt_at = NULL,
+    updated_at = coalesce(%(now)s::timestamptz, now())
+FROM due
+WHERE e.execution_id = due.execution_id AND e.status = 'RETRY_WAIT';
+
+-- name: execution_next_scheduled_at
+-- Bounded by the horizon on both index columns, so only the near future is read.
+SELECT min(execute_at) AS at FROM executions
+WHERE status = 'SCHEDULED'
+  AND shard_id = ANY (%(shards)s::smallint[])
+  AND bucket_start < %(horizon)s::timestamptz AND execute_at < %(horizon)s::timestamptz;
+
+-- name: execution_next_retry_at
+SELECT min(next_attempt_at) AS at FROM executions
+WHERE status = 'RETRY_WAIT' AND next_attempt_at < %(horizon)s::timestamptz
+  AND shard_id = ANY (%(shards)s::smallint[]);
+
+-- name: execution_heartbeat
+-- Only the current token's holder extends the lease; a zombie's heartbeat changes nothing.
+UPDATE executions
+SET lease_expires_at = coalesce(%(now)s::timestamptz, now()) + %(lease)s::interval,
+    updated_at = coalesce(%(now)s::timestamptz, now())
+WHERE execution_id = %(execution_id)s AND status = 'RUNNING' AND fencing_token = %(fencing_token)s;
+
+-- name: execution_lease_expired
+-- Through executions_running_lease: only expired leases are read. No lock: the reaper's finish
+-- is guarded by the token and by the lease still being expired.
+SELECT * FROM executions
+WHERE status = 'RUNNING' AND lease_expires_at < coalesce(%(now)s::timestamptz, now())
+ORDER BY lease_expires_at
+LIMIT %(limit)s;
+
+-- name: execution_release
+-- Graceful shutdown: back to READY, and the attempt it gives up does not count against the budget.
+UPDATE executions
+SET status = 'READY', ready_at = coalesce(%(now)s::timestamptz, now()),
+    max_attempts = max_attempts + 1, lease_owner = NULL, lease_expires_at = NULL,
+    updated_at = coalesce(%(now)s::timestamptz, now())
+WHERE execution_id = %(execution_id)s AND status = 'RUNNING' AND fencing_token = %(fencing_token)s
+RETURNING attempt_count;

@@ -1,0 +1,164 @@
+"""Wake-up hints between processes through PostgreSQL's LISTEN/NOTIFY.
+
+A store sends ``NOTIFY`` inside the transaction that made the change, so the signal is delivered
+at commit, together with the rows, and never for a rolled-back change. Each store listens on one
+dedicated autocommit connection (not from the pool: a listening session must stay the same
+session), opened at the first wait; a background task turns notifications into one
+``asyncio.Event`` per topic.
+
+Signals are hints and may be lost (a dropped connection, a store not listening yet): a woken
+service re-queries, and a waiting one polls at its timeout. Correctness never depends on them."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from collections.abc import Iterable
+from contextlib import aclosing
+from typing import Any
+
+from psycopg import AsyncConnection
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+from tickwheel.domain.states import ExecutionStatus
+from tickwheel.store.protocol import Topic
+
+log = logging.getLogger(__name__)
+
+CHANNELS: dict[Topic, str] = {Topic.DUE: "tickwheel_due", Topic.READY: "tickwheel_ready"}
+_TOPICS = {channel: topic for topic, channel in CHANNELS.items()}
+# Named channels, one statement each: LISTEN takes an identifier, not a parameter.
+_LISTEN = [f"LISTEN {channel}" for channel in CHANNELS.values()]
+# One call per channel per transaction, however many rows changed (and PostgreSQL delivers
+# identical notifications of one transaction once anyway).
+_NOTIFY = "SELECT pg_notify(channel, %(payload)s) FROM unnest(%(channels)s::text[]) AS channel"
+# Unless the URL says otherwise: notice a silently dead server within about a minute instead of
+# waiting on a half-open socket forever.
+_LISTENER_DEFAULTS = {
+    "keepalives": "1",
+    "keepalives_idle": "30",
+    "keepalives_interval": "10",
+    "keepalives_count": "3",
+    "connect_timeout": "10",
+}
+_BACKOFF_FIRST = 0.5
+_BACKOFF_MAX = 30.0
+
+
+# Whom executions entering a status concern: workers (READY), schedulers (SCHEDULED).
+# RETRY_WAIT wakes schedulers too: one asleep past the retry's time would otherwise oversleep it.
+_STATUS_TOPICS = {
+    ExecutionStatus.READY: Topic.READY,
+    ExecutionStatus.SCHEDULED: Topic.DUE,
+    ExecutionStatus.RETRY_WAIT: Topic.DUE,
+}
+
+
+def topics_for(statuses: Iterable[ExecutionStatus]) -> set[Topic]:
+    """The topics to signal after executions entered ``statuses``."""
+    return {_STATUS_TOPICS[s] for s in statuses if s in _STATUS_TOPICS}
+
+
+class Signals:
+    """One store's side of LISTEN/NOTIFY: sends its topics, and waits for anybody's."""
+
+    def __init__(self, conninfo: str) -> None:
+        self._conninfo = make_conninfo("", **{**_LISTENER_DEFAULTS, **conninfo_to_dict(conninfo)})
+        # Our own notifications come back to our listener; they carry this id so that they are
+        # not signalled twice (``signal`` already did it, right after the commit).
+        self._origin = uuid.uuid4().hex
+        self._events = {topic: asyncio.Event() for topic in Topic}
+        self._listening = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._failures = 0
+        self._retry_at = 0.0
+        self._deaf_since_listening = False
+        self._closed = False
+
+    async def notify(self, conn: AsyncConnection[Any], topics: Iterable[Topic]) -> None:
+        """Inside the caller's transaction: other processes' listeners hear it at commit."""
+        channels = sorted(CHANNELS[t] for t in set(topics))
+        if channels:
+            await conn.execute(_NOTIFY, {"payload": self._origin, "channels": channels})
+
+    def signal(self, topics: Iterable[Topic]) -> None:
+        """In this process, after the commit: waiters here wake without a round trip, even
+        before this store has started listening."""
+        for topic in topics:
+            self._events[topic].set()
+
+    async def wait_for(self, topic: Topic, timeout: float) -> bool:
+        self._start()
+        event = self._events[topic]
+        # Checked first: asyncio.wait_for with a timeout of 0 gives up without a look.
+        if not event.is_set():
+            try:
+                await asyncio.wait_for(event.wait(), timeout)
+            except TimeoutError:
+                return False
+        event.clear()
+        return True
+
+    async def listen(self, timeout: float) -> bool:
+        """Starts listening now rather than at the first wait; True once LISTEN is in effect, so
+        that no later notification is missed."""
+        self._start()
+        try:
+            await asyncio.wait_for(self._listening.wait(), timeout)
+        except TimeoutError:
+            return False
+        return True
+
+    async def close(self) -> None:
+        self._closed = True
+        if self._task is not None:
+            self._task.cancel()
+            # wait() neither raises the task's cancellation nor swallows one of our own.
+            await asyncio.wait([self._task])
+            self._task = None
+
+    def _start(self) -> None:
+        """(Re)starts the listener unless it runs, or failed lately and is backing off. While
+        it is down, waits still end at their timeout, and callers poll."""
+        if self._closed or (self._task is not None and not self._task.done()):
+            return
+        if time.monotonic() < self._retry_at:
+            return
+        self._task = asyncio.create_task(self._listen(), name="tickwheel-pg-listener")
+
+    async def _listen(self) -> None:
+        conn: AsyncConnection[Any] | None = None
+        try:
+            conn = await AsyncConnection.connect(self._conninfo, autocommit=True)
+            for statement in _LISTEN:
+                await conn.execute(statement)
+            self._failures = 0
+            if self._deaf_since_listening:
+                # Notifications sent while the connection was down are lost: wake everybody
+                # once so that they re-query.
+                self.signal(Topic)
+            self._listening.set()
+            async with aclosing(conn.notifies()) as notifications:
+                async for n in notifications:
+                    topic = _TOPICS.get(n.channel)
+                    if topic is not None and n.payload != self._origin:
+                        self._events[topic].set()
+            raise ConnectionError("the notification stream ended")  # pragma: no cover
+        except Exception as exc:
+            self._failures += 1
+            delay = min(_BACKOFF_MAX, _BACKOFF_FIRST * 2 ** (self._failures - 1))
+            self._retry_at = time.monotonic() + delay
+            log.warning(
+                "not listening for PostgreSQL notifications (%s: %s); retrying in %.1f s",
+                type(exc).__name__,
+                exc,
+                delay,
+            )
+        finally:
+            if self._listening.is_set():
+                self._deaf_since_listening = True
+                self._listening.clear()
+            if conn is not None:
+                await conn.close()
