@@ -77,8 +77,9 @@ async def ensure_admin_key(store: Store, settings: Settings) -> FirstKey | None:
 
 
 async def load_definitions(store: Store, directory: Path, tenant: str) -> list[str]:
-    """Registers every definition file of ``directory``; a conflict stops the start, because
-    serving with a definition other than the one on disk would surprise everyone."""
+    """Registers every definition file of ``directory`` and returns their URIs; a conflict stops
+    the start, because serving with a definition other than the one on disk would surprise
+    everyone."""
     if not directory.is_dir():
         raise StartupError(f"--definitions {directory}: not a directory")
     transport = InProcessTransport(store, tenant)
@@ -91,14 +92,21 @@ async def load_definitions(store: Store, directory: Path, tenant: str) -> list[s
             stored, created = await transport.apply_definition(definition)
         except Exception as exc:
             raise StartupError(f"definition file {path}: {exc}") from exc
-        loaded.append(
-            f"{stored.definition.name} v{stored.definition.version}"
-            + ("" if created else " (unchanged)")
-        )
+        d = stored.definition
+        log.info("definition %s v%d%s", d.name, d.version, "" if created else " (unchanged)")
+        loaded.append(d.uri)
     return loaded
 
 
-async def prepare(settings: Settings, *, serves_api: bool = True) -> tuple[Store, FirstKey | None]:
+@dataclass(frozen=True)
+class Prepared:
+    store: Store
+    first_key: FirstKey | None
+    definition_uris: list[str] | None
+    """The URIs of the ``--definitions`` folder, when one was given."""
+
+
+async def prepare(settings: Settings, *, serves_api: bool = True) -> Prepared:
     if settings.insecure_no_auth and not is_loopback(settings.host):
         raise StartupError(
             f"--insecure-no-auth is only allowed on a loopback address, not {settings.host}"
@@ -116,22 +124,22 @@ async def prepare(settings: Settings, *, serves_api: bool = True) -> tuple[Store
             )
         needs_key = serves_api and not settings.insecure_no_auth
         first_key = await ensure_admin_key(store, settings) if needs_key else None
+        uris = None
         if settings.definitions_dir:
-            for line in await load_definitions(
-                store, Path(settings.definitions_dir), settings.tenant
-            ):
-                log.info("definition %s", line)
+            folder = Path(settings.definitions_dir)
+            uris = await load_definitions(store, folder, settings.tenant)
     except BaseException:
         await store.close()
         raise
-    return store, first_key
+    return Prepared(store, first_key, uris)
 
 
 async def serve(settings: Settings, announce: Announce | None = None) -> None:
     """Runs until interrupted; ``announce`` tells the person at the terminal what started.
     With the engine on (the default), the scheduler, the reaper and a worker run beside the API
     in this one process; SIGTERM stops the API, then lets running attempts finish."""
-    store, first_key = await prepare(settings)
+    prepared = await prepare(settings)
+    store, first_key = prepared.store, prepared.first_key
     engine = Engine(store, settings) if settings.engine else None
     try:
         if announce:
@@ -159,8 +167,17 @@ async def run_roles(
     """``tickwheel scheduler`` / ``tickwheel worker``: engine services without the API, until
     SIGTERM or SIGINT; then running attempts get ``shutdown_grace_seconds`` to finish and what
     is left goes back to READY. (SIGKILL needs nothing: the reaper recovers the leases.)"""
-    store, _ = await prepare(settings, serves_api=False)
-    engine = Engine(store, settings, scheduler=scheduler, worker=worker, worker_id=worker_id)
+    prepared = await prepare(settings, serves_api=False)
+    store = prepared.store
+    # A worker started with --definitions runs those definitions only: its code is for them.
+    engine = Engine(
+        store,
+        settings,
+        scheduler=scheduler,
+        worker=worker,
+        worker_id=worker_id,
+        definition_uris=prepared.definition_uris,
+    )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -223,6 +240,7 @@ class Engine:
         scheduler: bool = True,
         worker: bool = True,
         worker_id: str | None = None,
+        definition_uris: list[str] | None = None,
     ) -> None:
         self.services: list[Service] = []
         self.worker: Worker | None = None
@@ -234,6 +252,7 @@ class Engine:
                 worker_id=worker_id,
                 concurrency=settings.worker_concurrency,
                 lease=timedelta(seconds=settings.lease_seconds),
+                definition_uris=definition_uris,
             )
             self.services.append(self.worker)
         self._tasks: list[asyncio.Task[None]] = []

@@ -74,7 +74,9 @@ def _uuid(text: str) -> Any:
 @pytest.fixture
 async def rig(store: Store) -> Rig:
     await register(store, "add", "add")
-    await register(store, "flaky", "fails", inputs={"depth": {"type": "integer", "default": 0}}, outputs={})
+    await register(
+        store, "flaky", "fails", inputs={"depth": {"type": "integer", "default": 0}}, outputs={}
+    )
     return Rig(store)
 
 
@@ -140,7 +142,9 @@ async def test_retry_waits_the_exact_backoff_then_dead_letters(rig: Rig) -> None
 
 async def test_a_stale_worker_cannot_commit(rig: Rig) -> None:
     eid = await rig.submit("add")
-    [claimed] = await rig.store.execution_claim_ready("zombie", 1, timedelta(seconds=30), rig.clock.now())
+    [claimed] = await rig.store.execution_claim_ready(
+        "zombie", 1, timedelta(seconds=30), rig.clock.now()
+    )
     rig.clock.advance(31)
     assert await rig.reaper.run_once() == 1
     got = await rig.client.get(_uuid(eid))
@@ -165,7 +169,9 @@ async def test_a_stale_worker_cannot_commit(rig: Rig) -> None:
 
 async def test_reaper_leaves_live_leases_alone(rig: Rig) -> None:
     await rig.submit("add")
-    [claimed] = await rig.store.execution_claim_ready("w9", 1, timedelta(seconds=30), rig.clock.now())
+    [claimed] = await rig.store.execution_claim_ready(
+        "w9", 1, timedelta(seconds=30), rig.clock.now()
+    )
     rig.clock.advance(20)
     assert claimed.fencing_token is not None
     assert await rig.store.execution_heartbeat(
@@ -206,3 +212,13 @@ async def test_invalid_output_is_a_permanent_failure(rig: Rig) -> None:
     got = await rig.client.get(_uuid(eid))
     assert got["status"] == str(ExecutionStatus.FAILED)
     assert got["error"]["kind"] == "invalid_output"
+
+
+async def test_a_worker_for_some_definitions_claims_only_those(rig: Rig) -> None:
+    flaky = await rig.submit("flaky")
+    add = await rig.submit("add")
+    only_add = Worker(rig.store, rig.clock, worker_id="w2", definition_uris=["registry://jobs/add"])
+    assert await only_add.run_once() == 1
+    await only_add.drain()
+    assert await rig.status(add) == "SUCCEEDED"
+    assert await rig.status(flaky) == "READY"

@@ -62,7 +62,9 @@ def test_retryable_failure_with_attempts_left_waits() -> None:
     ("kind", "attempt_status"),
     [("timeout", AttemptStatus.TIMED_OUT), ("lost", AttemptStatus.ABANDONED)],
 )
-def test_timeouts_and_lost_workers_mark_the_attempt(kind: str, attempt_status: AttemptStatus) -> None:
+def test_timeouts_and_lost_workers_mark_the_attempt(
+    kind: str, attempt_status: AttemptStatus
+) -> None:
     d = decide_failure(kind, 1, 5, POLICY, T0, top)
     assert d.attempt_status is attempt_status
     assert d.execution_status is ExecutionStatus.RETRY_WAIT

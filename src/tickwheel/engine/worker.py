@@ -13,7 +13,7 @@ import os
 import random
 import socket
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -49,6 +49,7 @@ class Worker(Service):
         runners: Mapping[str, Runner] | None = None,
         uniform: Uniform = random.uniform,
         poll: float = 1.0,
+        definition_uris: Sequence[str] | None = None,
     ) -> None:
         super().__init__(clock)
         if concurrency < 1:
@@ -62,6 +63,7 @@ class Worker(Service):
         self.runners = runners or default_runners(max_threads=2 * concurrency)
         self.uniform = uniform
         self.poll = poll
+        self.definition_uris = list(definition_uris) if definition_uris is not None else None
         self.running: dict[uuid.UUID, tuple[asyncio.Task[None], int]] = {}
         self._definitions: dict[tuple[str, int], Definition] = {}
         self.stale_writes = 0
@@ -83,7 +85,7 @@ class Worker(Service):
         if free <= 0 or self.stopping:
             return 0
         claimed = await self.store.execution_claim_ready(
-            self.worker_id, free, self.lease, self.store_now()
+            self.worker_id, free, self.lease, self.store_now(), self.definition_uris
         )
         for execution in claimed:
             assert execution.fencing_token is not None

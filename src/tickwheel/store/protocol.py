@@ -124,11 +124,17 @@ class Store(Protocol):
         ...
 
     async def execution_claim_ready(
-        self, worker_id: str, limit: int, lease: timedelta, now: datetime | None = None
+        self,
+        worker_id: str,
+        limit: int,
+        lease: timedelta,
+        now: datetime | None = None,
+        definition_uris: Sequence[str] | None = None,
     ) -> list[Execution]:
         """Claims up to ``limit`` READY executions (highest priority, then longest ready) in one
         short transaction: each becomes RUNNING with a new, strictly increasing fencing token, a
-        lease, and a RUNNING Attempt row. ``now=None`` uses the database's clock."""
+        lease, and a RUNNING Attempt row. ``now=None`` uses the database's clock.
+        ``definition_uris`` limits the claim to those definitions (None: any)."""
         ...
 
     async def attempt_finish(self, result: AttemptResult, now: datetime | None = None) -> bool:

@@ -277,13 +277,19 @@ class PostgresStore:
             return execution_from_row(row)
 
     async def execution_claim_ready(
-        self, worker_id: str, limit: int, lease: timedelta, now: datetime | None = None
+        self,
+        worker_id: str,
+        limit: int,
+        lease: timedelta,
+        now: datetime | None = None,
+        definition_uris: Sequence[str] | None = None,
     ) -> list[Execution]:
         params: dict[str, Any] = {
             "worker_id": worker_id,
             "limit": limit,
             "lease": lease,
             "now": opt_aware(now),
+            "definition_uris": list(definition_uris) if definition_uris is not None else None,
         }
         async with self._tx() as conn:
             # The candidates stay locked until commit. A cancel racing this claim either locked

@@ -267,12 +267,20 @@ class SqliteStore:
             return execution_row(row)
 
     async def execution_claim_ready(
-        self, worker_id: str, limit: int, lease: timedelta, now: datetime | None = None
+        self,
+        worker_id: str,
+        limit: int,
+        lease: timedelta,
+        now: datetime | None = None,
+        definition_uris: Sequence[str] | None = None,
     ) -> list[Execution]:
         now = now or datetime.now(UTC)
         claimed: list[Execution] = []
+        uris = json.dumps(list(definition_uris)) if definition_uris is not None else None
         async with self._tx() as conn:
-            cursor = await conn.execute(Q["execution_claim_candidates"], {"limit": limit})
+            cursor = await conn.execute(
+                Q["execution_claim_candidates"], {"limit": limit, "definition_uris": uris}
+            )
             ids = [r["execution_id"] for r in await cursor.fetchall()]
             if not ids:
                 return []

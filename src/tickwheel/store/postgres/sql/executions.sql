@@ -112,8 +112,10 @@ SELECT nextval('fencing_token_seq') AS value FROM generate_series(1, %(n)s);
 -- Served by the executions_ready partial index: no SCHEDULED or finished row is ever visited.
 -- SKIP LOCKED: concurrent claimers take disjoint rows instead of queueing behind each other, and
 -- a row a cancel has locked is left to the cancel. The locks last until the claim commits.
+-- A worker that runs only some definitions names them; NULL means any.
 SELECT execution_id FROM executions
 WHERE status = 'READY'
+  AND (%(definition_uris)s::text[] IS NULL OR definition_uri = ANY(%(definition_uris)s::text[]))
 ORDER BY priority DESC, ready_at
 LIMIT %(limit)s
 FOR UPDATE SKIP LOCKED;

@@ -69,8 +69,11 @@ ORDER BY a.attempt_number;
 UPDATE counters SET value = value + :n WHERE name = 'fencing_token' RETURNING value;
 
 -- name: execution_claim_candidates
+-- A worker that runs only some definitions names them (a JSON array); NULL means any.
 SELECT execution_id FROM executions
 WHERE status = 'READY'
+  AND (:definition_uris IS NULL
+       OR definition_uri IN (SELECT value FROM json_each(:definition_uris)))
 ORDER BY priority DESC, ready_at
 LIMIT :limit;
 
