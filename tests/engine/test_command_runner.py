@@ -18,7 +18,8 @@ ECHO = """
 import json, os, sys
 print("starting")
 inputs = json.load(sys.stdin)
-env = {k: os.environ[k] for k in sorted(os.environ) if k.startswith("TICKWHEEL_")}
+keys = ("TICKWHEEL_ATTEMPT", "TICKWHEEL_EXECUTION_ID", "TICKWHEEL_FENCING_TOKEN")
+env = {k: os.environ[k] for k in keys if k in os.environ}
 print(json.dumps({"inputs": inputs, "env": env, "args": sys.argv[1:]}))
 print("[1, 2]")
 print("done, not JSON")

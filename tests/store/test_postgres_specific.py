@@ -210,7 +210,8 @@ async def test_claim_candidates_use_the_ready_partial_index(
     async with await psycopg.AsyncConnection.connect(pg_url, autocommit=True) as conn:
         await conn.execute("ANALYZE executions")
         cursor = await conn.execute(
-            "EXPLAIN (FORMAT JSON) " + Q["execution_claim_candidates"], {"limit": 10}
+            "EXPLAIN (FORMAT JSON) " + Q["execution_claim_candidates"],
+            {"limit": 10, "definition_uris": None},
         )
         [(plan,)] = await cursor.fetchall()
     scans = list(_scans(plan[0]["Plan"]))
