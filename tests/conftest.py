@@ -51,7 +51,16 @@ def pg_url() -> Iterator[str]:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
-_PG_TABLES = ("execution_events", "attempts", "executions", "definitions", "api_keys")
+_PG_TABLES = (
+    "execution_events",
+    "attempts",
+    "executions",
+    "definitions",
+    "api_keys",
+    "cron_occurrences",
+    "cron_audit",
+    "cron_jobs",
+)
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])

@@ -2,6 +2,7 @@
 surface; everything else may change between releases."""
 
 from tickwheel.client.client import AsyncClient, Client
+from tickwheel.client.cron import CronJobInfo, FireTime, OccurrenceInfo
 from tickwheel.client.models import AttemptInfo, BatchItemResult, ExecutionInfo, ExecutionPage
 from tickwheel.domain.errors import (
     BadRequest,
@@ -27,12 +28,15 @@ __all__ = [
     "BatchItemResult",
     "Client",
     "Conflict",
+    "CronJobInfo",
     "ExecutionInfo",
     "ExecutionPage",
+    "FireTime",
     "Forbidden",
     "InvalidInput",
     "JobContext",
     "NotFound",
+    "OccurrenceInfo",
     "PayloadTooLarge",
     "PermanentError",
     "StaleFencingToken",

@@ -32,7 +32,25 @@ class Settings(BaseSettings):
         30.0, gt=0, description="how long a claim lasts between heartbeats"
     )
     shutdown_grace_seconds: float = Field(30.0, ge=0, description="SIGTERM: time to finish")
+    max_inline_output_bytes: int = Field(
+        64 * 1024, gt=0, description="larger outputs are stored by reference"
+    )
     engine: bool = Field(True, description="run scheduler, reaper and workers inside the server")
+    cron_lead_seconds: float = Field(
+        60.0, ge=0, description="cron occurrences are materialised this far ahead"
+    )
+    cron_misfire_grace_seconds: float = Field(
+        60.0, ge=0, description="a cron occurrence later than this is missed (misfire policy)"
+    )
+    cron_claim_seconds: float = Field(
+        30.0, gt=0, description="a cron instance's claim on a job; then another may take it"
+    )
+    retention_days: float = Field(
+        30.0, ge=0, description="terminal executions finished longer ago are pruned (0: never)"
+    )
+    dashboard_secret: str | None = Field(
+        None, description="signs dashboard session cookies (default: random per process)"
+    )
 
     def submit_limits(self) -> SubmitLimits:
         return SubmitLimits(

@@ -21,16 +21,20 @@ import uvicorn
 
 from tickwheel.api.app import create_app
 from tickwheel.api.auth import create_key
+from tickwheel.client.client import AsyncClient
 from tickwheel.client.transports.inprocess import InProcessTransport
 from tickwheel.config import Settings
+from tickwheel.cron.service import ClientFor, CronService
 from tickwheel.domain.clock import SystemClock
 from tickwheel.domain.definition_files import format_from_filename, parse_definition
 from tickwheel.domain.models import Scope
+from tickwheel.engine.pruner import Pruner
 from tickwheel.engine.reaper import Reaper
 from tickwheel.engine.scheduler import Scheduler
 from tickwheel.engine.service import Service
 from tickwheel.engine.worker import Worker
-from tickwheel.store.factory import open_store, redact
+from tickwheel.store.cron_protocol import CronStore
+from tickwheel.store.factory import cron_store_for, open_store, redact
 from tickwheel.store.protocol import Store
 
 log = logging.getLogger("tickwheel.server")
@@ -140,7 +144,7 @@ async def serve(settings: Settings, announce: Announce | None = None) -> None:
     in this one process; SIGTERM stops the API, then lets running attempts finish."""
     prepared = await prepare(settings)
     store, first_key = prepared.store, prepared.first_key
-    engine = Engine(store, settings) if settings.engine else None
+    engine = Engine(store, settings, cron=True) if settings.engine else None
     try:
         if announce:
             announce(settings, first_key)
@@ -150,6 +154,9 @@ async def serve(settings: Settings, announce: Announce | None = None) -> None:
             host=settings.host,
             port=settings.port,
             log_level=settings.log_level.lower(),
+            # No logging config of uvicorn's own: its records reach the root handler, in the
+            # format configure_logging chose (JSON lines off a terminal).
+            log_config=None,
             lifespan="off",
         )
         if engine:
@@ -241,11 +248,16 @@ class Engine:
         worker: bool = True,
         worker_id: str | None = None,
         definition_uris: list[str] | None = None,
+        cron: bool = False,
     ) -> None:
         self.services: list[Service] = []
         self.worker: Worker | None = None
+        self.cron = in_process_cron(store, settings) if cron else None
         if scheduler:
             self.services += [Scheduler(store), Reaper(store)]
+            if settings.retention_days > 0:  # retention beside the scheduler, hourly
+                retention = timedelta(days=settings.retention_days)
+                self.services.append(Pruner(store, retention=retention))
         if worker:
             self.worker = Worker(
                 store,
@@ -253,12 +265,15 @@ class Engine:
                 concurrency=settings.worker_concurrency,
                 lease=timedelta(seconds=settings.lease_seconds),
                 definition_uris=definition_uris,
+                max_inline_output=settings.max_inline_output_bytes,
             )
             self.services.append(self.worker)
         self._tasks: list[asyncio.Task[None]] = []
 
     def start(self) -> None:
         self._tasks = [asyncio.create_task(s.run(), name=s.name) for s in self.services]
+        if self.cron is not None:
+            self._tasks.append(asyncio.create_task(self.cron.run(), name=self.cron.name))
 
     async def wait(self) -> None:
         """Until a service ends (it only does when stopped, or on a bug: then raise it)."""
@@ -269,8 +284,76 @@ class Engine:
     async def stop(self, grace: float) -> None:
         for service in self.services:
             service.stop()
+        if self.cron is not None:
+            self.cron.stop()
         if self.worker is not None:
             await self.worker.shutdown(grace)
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
+
+
+def in_process_cron(store: Store, settings: Settings) -> CronService:
+    """The Cron Service inside ``tickwheel server``: it serves every tenant, each through an
+    in-process client bound to that tenant, so occurrences obey the API's rules exactly."""
+    clients: dict[str, AsyncClient] = {}
+
+    def client_for(tenant: str) -> AsyncClient:
+        if tenant not in clients:
+            transport = InProcessTransport(store, tenant, limits=settings.submit_limits())
+            clients[tenant] = AsyncClient(transport=transport)
+        return clients[tenant]
+
+    return _cron_service(cron_store_for(store), client_for, settings, tenant=None)
+
+
+def _cron_service(
+    cron: CronStore, client_for: ClientFor, settings: Settings, tenant: str | None
+) -> CronService:
+    return CronService(
+        cron,
+        client_for,
+        tenant=tenant,
+        lead=timedelta(seconds=settings.cron_lead_seconds),
+        grace=timedelta(seconds=settings.cron_misfire_grace_seconds),
+        lease=timedelta(seconds=settings.cron_claim_seconds),
+    )
+
+
+async def run_cron(settings: Settings, url: str, api_key: str | None, tenant: str) -> None:
+    """``tickwheel cron run``: the Cron Service alone, for one tenant. It claims that tenant's
+    due cron jobs from its own tables (``--database-url``) and materialises occurrences through
+    the HTTP API with ``api_key``, which must belong to the same tenant. Any number may run
+    against one PostgreSQL; SIGKILL needs nothing (the claims expire and others take over)."""
+    store = (await prepare(settings, serves_api=False)).store
+    cron = cron_store_for(store)
+    client = AsyncClient(url, api_key)
+    try:
+        await _check_tenant(cron, client, tenant)
+
+        def client_for(job_tenant: str) -> AsyncClient:
+            assert job_tenant == tenant, "claims are filtered by tenant"
+            return client
+
+        service = _cron_service(cron, client_for, settings, tenant)
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, service.stop)
+        await service.run()
+    finally:
+        await client.close()
+        await store.close()
+
+
+async def _check_tenant(cron: CronStore, client: AsyncClient, tenant: str) -> None:
+    """Executions go to the API key's tenant: refuse to run if that is not ``tenant``, judged
+    by whether the API and the database list the same cron jobs for it."""
+    stored = [j.name for j in await cron.cron_job_list(tenant, None, 5)]
+    seen = [j.name for j in (await client.cron.list(limit=5)).items]
+    if stored != seen:
+        raise StartupError(
+            f"the API key does not seem to belong to tenant {tenant!r} (the API lists cron jobs "
+            f"{seen or 'none'}, the database {stored or 'none'}): pass --tenant or another key"
+        )
+    if not stored:
+        log.warning("tenant %r has no cron jobs yet: cannot check the API key's tenant", tenant)

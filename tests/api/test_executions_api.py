@@ -249,3 +249,13 @@ async def test_health_readiness_and_openapi(api: Api) -> None:
     assert ready["status"] == "ok"
     spec = (await api.http.get("/openapi.json")).json()
     assert "/v1/executions" in spec["paths"]
+
+
+async def test_output_route(api: Api) -> None:
+    e = (await submit(api)).json()
+    path = f"/v1/executions/{e['executionId']}/output"
+    r = await api.http.get(path)
+    assert r.status_code == 200
+    assert r.json() == {"output": None, "outputReference": None}
+    other = await api.key(Scope.READ, tenant="globex")
+    assert (await api.http.get(path, headers=other)).status_code == 404

@@ -222,3 +222,23 @@ async def test_a_worker_for_some_definitions_claims_only_those(rig: Rig) -> None
     await only_add.drain()
     assert await rig.status(add) == "SUCCEEDED"
     assert await rig.status(flaky) == "READY"
+
+
+async def test_a_large_output_is_kept_by_reference(rig: Rig) -> None:
+    await register(rig.store, "big", "echo", inputs={"blob": "string"}, outputs={"blob": "string"})
+    rig.worker.max_inline_output = 1000
+    small = await rig.submit("big", blob="x" * 10)
+    large = await rig.submit("big", blob="y" * 5000)
+    await rig.work()
+    got_small = await rig.client.get(_uuid(small))
+    assert got_small["output"] == {"blob": "x" * 10}
+    assert got_small["outputReference"] is None
+    got_large = await rig.client.get(_uuid(large))
+    assert got_large["status"] == "SUCCEEDED"
+    assert got_large["output"] is None
+    assert got_large["outputReference"] == f"tickwheel://executions/{large}/output"
+    assert await rig.client.output(_uuid(large)) == {
+        "output": {"blob": "y" * 5000},
+        "outputReference": got_large["outputReference"],
+    }
+    assert (await rig.client.output(_uuid(small)))["output"] == {"blob": "x" * 10}

@@ -72,6 +72,72 @@ SQLITE_SCHEMA: Schema = {
         "indexes": {},
         "foreign_keys": [],
     },
+    "cron_audit": {
+        "columns": {
+            "audit_id": "INTEGER NOT NULL",  # INTEGER PRIMARY KEY: the rowid, never NULL
+            "tenant": "TEXT NOT NULL",
+            "cron_job_id": "TEXT NOT NULL",
+            "name": "TEXT NOT NULL",
+            "action": "TEXT NOT NULL",
+            "actor": "TEXT NOT NULL",
+            "at": "INTEGER NOT NULL",
+            "before": "TEXT",
+            "after": "TEXT",
+        },
+        "primary_key": "audit_id",
+        "unique": [],
+        "indexes": {"cron_audit_job": "tenant, cron_job_id, audit_id"},
+        "foreign_keys": [],
+    },
+    "cron_jobs": {
+        "columns": {
+            "cron_job_id": "TEXT NOT NULL",
+            "tenant": "TEXT NOT NULL",
+            "name": "TEXT NOT NULL",
+            "definition_uri": "TEXT NOT NULL",
+            "definition_version": "INTEGER",
+            "inputs": "TEXT NOT NULL",
+            "expression": "TEXT NOT NULL",
+            "timezone": "TEXT NOT NULL",
+            "dst_policy": "TEXT NOT NULL",
+            "status": "TEXT NOT NULL",
+            "misfire_policy": "TEXT NOT NULL",
+            "max_catch_up": "INTEGER NOT NULL",
+            "overlap_policy": "TEXT NOT NULL",
+            "jitter_seconds": "INTEGER NOT NULL",
+            "start_at": "INTEGER",
+            "end_at": "INTEGER",
+            "next_run_at": "INTEGER",
+            "last_occurrence": "INTEGER",
+            "last_execution_id": "TEXT",
+            "claimed_by": "TEXT",
+            "claim_expires_at": "INTEGER",
+            "version": "INTEGER NOT NULL",
+            "created_at": "INTEGER NOT NULL",
+            "updated_at": "INTEGER NOT NULL",
+            "paused_at": "INTEGER",
+        },
+        "primary_key": "cron_job_id",
+        "unique": ["tenant, name"],
+        "indexes": {"cron_jobs_due": "next_run_at WHERE status = 'ACTIVE'"},
+        "foreign_keys": [],
+    },
+    "cron_occurrences": {
+        "columns": {
+            "record_id": "INTEGER NOT NULL",  # INTEGER PRIMARY KEY: the rowid, never NULL
+            "cron_job_id": "TEXT NOT NULL",
+            "occurrence": "INTEGER NOT NULL",
+            "outcome": "TEXT NOT NULL",
+            "execution_id": "TEXT",
+            "execute_at": "INTEGER",
+            "reason": "TEXT",
+            "recorded_at": "INTEGER NOT NULL",
+        },
+        "primary_key": "record_id",
+        "unique": ["cron_job_id, occurrence, outcome"],
+        "indexes": {},
+        "foreign_keys": ["cron_job_id -> cron_jobs(cron_job_id) ON DELETE CASCADE"],
+    },
     "definitions": {
         "columns": {
             "name": "TEXT NOT NULL",
@@ -96,6 +162,18 @@ SQLITE_SCHEMA: Schema = {
         "primary_key": "event_id",
         "unique": [],
         "indexes": {"execution_events_execution": "execution_id, event_id"},
+        "foreign_keys": ["execution_id -> executions(execution_id) ON DELETE CASCADE"],
+    },
+    "execution_outputs": {
+        "columns": {
+            "execution_id": "TEXT NOT NULL",
+            "output": "TEXT NOT NULL",
+            "size_bytes": "INTEGER NOT NULL",
+            "created_at": "INTEGER NOT NULL",
+        },
+        "primary_key": "execution_id",
+        "unique": [],
+        "indexes": {},
         "foreign_keys": ["execution_id -> executions(execution_id) ON DELETE CASCADE"],
     },
     "executions": {
@@ -137,6 +215,8 @@ SQLITE_SCHEMA: Schema = {
             "executions_tenant_list": "tenant, execution_id",
             "executions_tenant_status": "tenant, status, execution_id",
             "executions_tenant_definition": "tenant, definition_uri, execution_id",
+            "executions_finished": "finished_at"
+            " WHERE status IN ('SUCCEEDED', 'FAILED', 'CANCELLED')",
         },
         "foreign_keys": [],
     },
@@ -186,6 +266,72 @@ POSTGRES_SCHEMA: Schema = {
         "indexes": {},
         "foreign_keys": ["execution_id -> executions(execution_id) ON DELETE CASCADE"],
     },
+    "cron_audit": {
+        "columns": {
+            "audit_id": "bigint NOT NULL",
+            "tenant": "text NOT NULL",
+            "cron_job_id": "uuid NOT NULL",
+            "name": "text NOT NULL",
+            "action": "text NOT NULL",
+            "actor": "text NOT NULL",
+            "at": "timestamptz NOT NULL",
+            "before": "jsonb",
+            "after": "jsonb",
+        },
+        "primary_key": "audit_id",
+        "unique": [],
+        "indexes": {"cron_audit_job": "tenant, cron_job_id, audit_id"},
+        "foreign_keys": [],
+    },
+    "cron_jobs": {
+        "columns": {
+            "cron_job_id": "uuid NOT NULL",
+            "tenant": "text NOT NULL",
+            "name": "text NOT NULL",
+            "definition_uri": "text NOT NULL",
+            "definition_version": "integer",
+            "inputs": "jsonb NOT NULL",
+            "expression": "text NOT NULL",
+            "timezone": "text NOT NULL",
+            "dst_policy": "jsonb NOT NULL",
+            "status": "text NOT NULL",
+            "misfire_policy": "text NOT NULL",
+            "max_catch_up": "integer NOT NULL",
+            "overlap_policy": "text NOT NULL",
+            "jitter_seconds": "integer NOT NULL",
+            "start_at": "timestamptz",
+            "end_at": "timestamptz",
+            "next_run_at": "timestamptz",
+            "last_occurrence": "timestamptz",
+            "last_execution_id": "uuid",
+            "claimed_by": "text",
+            "claim_expires_at": "timestamptz",
+            "version": "integer NOT NULL",
+            "created_at": "timestamptz NOT NULL",
+            "updated_at": "timestamptz NOT NULL",
+            "paused_at": "timestamptz",
+        },
+        "primary_key": "cron_job_id",
+        "unique": ["tenant, name"],
+        "indexes": {"cron_jobs_due": "next_run_at WHERE status = 'ACTIVE'"},
+        "foreign_keys": [],
+    },
+    "cron_occurrences": {
+        "columns": {
+            "record_id": "bigint NOT NULL",
+            "cron_job_id": "uuid NOT NULL",
+            "occurrence": "timestamptz NOT NULL",
+            "outcome": "text NOT NULL",
+            "execution_id": "uuid",
+            "execute_at": "timestamptz",
+            "reason": "text",
+            "recorded_at": "timestamptz NOT NULL",
+        },
+        "primary_key": "record_id",
+        "unique": ["cron_job_id, occurrence, outcome"],
+        "indexes": {},
+        "foreign_keys": ["cron_job_id -> cron_jobs(cron_job_id) ON DELETE CASCADE"],
+    },
     "definitions": {
         "columns": {
             "name": "text NOT NULL",
@@ -210,6 +356,18 @@ POSTGRES_SCHEMA: Schema = {
         "primary_key": "event_id",
         "unique": [],
         "indexes": {"execution_events_execution": "execution_id, event_id"},
+        "foreign_keys": ["execution_id -> executions(execution_id) ON DELETE CASCADE"],
+    },
+    "execution_outputs": {
+        "columns": {
+            "execution_id": "uuid NOT NULL",
+            "output": "jsonb NOT NULL",
+            "size_bytes": "integer NOT NULL",
+            "created_at": "timestamptz NOT NULL",
+        },
+        "primary_key": "execution_id",
+        "unique": [],
+        "indexes": {},
         "foreign_keys": ["execution_id -> executions(execution_id) ON DELETE CASCADE"],
     },
     "executions": {
@@ -251,6 +409,8 @@ POSTGRES_SCHEMA: Schema = {
             "executions_tenant_list": "tenant, execution_id",
             "executions_tenant_status": "tenant, status, execution_id",
             "executions_tenant_definition": "tenant, definition_uri, execution_id",
+            "executions_finished": "finished_at"
+            " WHERE status IN ('SUCCEEDED', 'FAILED', 'CANCELLED')",
         },
         "foreign_keys": [],
     },
@@ -284,8 +444,10 @@ def _column(type_: str, not_null: bool) -> str:
 
 
 def _predicate(text: str) -> str:
-    """``(status = 'READY'::text)`` and ``status = 'READY'`` both become ``status = 'READY'``."""
+    """``(status = 'READY'::text)`` and ``status = 'READY'`` both become ``status = 'READY'``;
+    PostgreSQL's ``status = ANY (ARRAY['A', 'B'])`` becomes ``status IN ('A', 'B')``."""
     text = re.sub(r"::\w+", "", " ".join(text.split()))
+    text = re.sub(r"= ANY \(ARRAY\[(.*?)\]\)", r"IN (\1)", text)
     while text.startswith("(") and text.endswith(")"):
         text = text[1:-1].strip()
     return text

@@ -1,5 +1,6 @@
 """Cron syntax and calendar: parsing, errors that say where, macros, 6 fields, L/W/#, the
-day-of-month OR day-of-week rule. Daylight saving is in test_cron_dst.py."""
+day-of-month OR day-of-week rule, checked against croniter at the end. Daylight saving is in
+test_cron_dst.py, the dstPolicy in test_cron_policy.py, the preview in test_cron_preview.py."""
 
 from __future__ import annotations
 
@@ -8,13 +9,17 @@ from datetime import UTC, date, datetime, timedelta, timezone
 from zoneinfo import ZoneInfo
 
 import pytest
+from croniter import croniter
 
 from tickwheel.domain.cron import (
     CronExpression,
-    next_fire_time,
+    DstPolicy,
+    fire_time,
+    fire_times,
     next_fire_times,
     parse_expression,
     parse_timezone,
+    preview,
 )
 from tickwheel.domain.errors import FieldError, InvalidInput
 
@@ -25,7 +30,7 @@ def at(text: str) -> datetime:
 
 
 def fires(expression: str, after: str, count: int, zone: str = "UTC") -> list[datetime]:
-    return next_fire_times(parse_expression(expression), ZoneInfo(zone), at(after), count)
+    return fire_times(parse_expression(expression), ZoneInfo(zone), at(after), count)
 
 
 def days(*texts: str) -> list[datetime]:
@@ -216,41 +221,39 @@ def test_unknown_timezones_are_invalid_input_with_a_hint(name: str, hint: str) -
 def test_results_are_utc_and_strictly_after_an_instant_in_any_offset() -> None:
     plus_two = timezone(timedelta(hours=2))
     after = datetime(2026, 6, 1, 4, 30, tzinfo=plus_two)  # 02:30Z: a fire time itself
-    result = next_fire_times(parse_expression("30 2 * * *"), ZoneInfo("UTC"), after, 2)
+    result = fire_times(parse_expression("30 2 * * *"), ZoneInfo("UTC"), after, 2)
     assert result == [at("2026-06-02 02:30"), at("2026-06-03 02:30")]
     assert all(r.tzinfo is UTC for r in result)
 
 
 def test_microseconds_in_after_do_not_lose_the_next_second() -> None:
     after = datetime(2026, 6, 1, 2, 29, 59, 999_999, tzinfo=UTC)
-    assert next_fire_time(parse_expression("30 2 * * *"), ZoneInfo("UTC"), after) == at(
+    assert fire_time(parse_expression("30 2 * * *"), ZoneInfo("UTC"), after) == at(
         "2026-06-01 02:30"
     )
 
 
-def test_count_zero_is_empty_and_next_fire_time_is_the_first() -> None:
+def test_count_zero_is_empty_and_fire_time_is_the_first() -> None:
     expr, utc = parse_expression("0 * * * *"), ZoneInfo("UTC")
-    assert next_fire_times(expr, utc, at("2026-06-01 00:00"), 0) == []
-    assert next_fire_time(expr, utc, at("2026-06-01 00:00")) == at("2026-06-01 01:00")
+    assert fire_times(expr, utc, at("2026-06-01 00:00"), 0) == []
+    assert fire_time(expr, utc, at("2026-06-01 00:00")) == at("2026-06-01 01:00")
 
 
 def test_a_naive_after_or_a_negative_count_is_invalid_input() -> None:
     expr, utc = parse_expression("0 * * * *"), ZoneInfo("UTC")
     with pytest.raises(InvalidInput) as caught:
-        next_fire_times(expr, utc, datetime(2026, 6, 1), 1)
+        fire_times(expr, utc, datetime(2026, 6, 1), 1)
     assert caught.value.errors[0].path == "after"
     with pytest.raises(InvalidInput) as caught:
-        next_fire_times(expr, utc, at("2026-06-01 00:00"), -1)
+        fire_times(expr, utc, at("2026-06-01 00:00"), -1)
     assert caught.value.errors[0].path == "count"
 
 
 def test_running_off_the_end_of_time_returns_what_there_is() -> None:
     result = fires("0 0 1 1 *", "9997-06-01 00:00", 5)
     assert result == days("9998-01-01", "9999-01-01")
-    assert (
-        next_fire_time(parse_expression("0 0 1 1 *"), ZoneInfo("UTC"), at("9999-06-01 00:00"))
-        is None
-    )
+    assert [row.at for row in preview("0 0 1 1 *", "UTC", at("9997-06-01 00:00"), 5)] == result
+    assert fire_time(parse_expression("0 0 1 1 *"), ZoneInfo("UTC"), at("9999-06-01 00:00")) is None
 
 
 # -- calendar ------------------------------------------------------------------------------
@@ -360,3 +363,68 @@ def test_a_day_field_starting_with_a_star_makes_it_and_again() -> None:
 
 def test_a_date_that_comes_once_every_four_years() -> None:
     assert fires("0 0 29 2 *", "2026-01-01 00:00", 2) == days("2028-02-29", "2032-02-29")
+
+
+# -- checked against a second library: croniter (a dev dependency) --------------------------
+# croniter is no reference for DST or for the quirks listed in docs/cron.md, so the table
+# leaves those out: fire times away from DST transitions (asserted), classic syntax croniter
+# reads the same way. Both day fields restricted is in: croniter ORs them as we do, unless a
+# field starts with "*" or uses "#" (docs/cron.md lists what croniter does there).
+
+CRONITER_TABLE = [
+    *("* * * * *", "*/7 * * * *", "5/20 9 * * *", "0 8-18/5 * * *", "15,45 */3 * * *"),
+    *("30 2 * * *", "0 9 * * MON-FRI", "0 0 * * 0", "0 0 * * 7", "0 0 * * SAT,SUN"),
+    *("0 0 * * */2", "0 12 1 * *", "0 0 L * *", "0 0 1,L * *", "0 0 L 2 *", "0 0 29 2 *"),
+    *("0 0 31 * *", "0 0 */7 * *", "0 0 1-31/2 * *", "0 6 * JAN-MAR,dec *", "0 0 * */3 *"),
+    *("0 0 1 1 *", "0 0 * * MON#2", "0 0 * * 1#5", "0 0 * * MON#1,WED#3"),
+    *("@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight", "@hourly"),
+    *("0 0 13 * FRI", "0 12 1,15 * WED", "0 0 L * FRI", "0 0 1-7 * MON"),
+    *("15 30 2 * * *", "*/20 * * * * *", "0 0 12 * * MON", "0 */5 * * * *"),
+]
+AWAY_FROM_DST = [
+    ("UTC", "2026-01-01 00:00"),
+    ("UTC", "2026-03-29 00:30"),  # UTC has no transitions: Europe's dates are nothing special
+    ("UTC", "2026-10-25 00:30"),
+    ("UTC", "2027-12-31 23:59"),
+    ("Europe/Berlin", "2026-06-01 00:00"),
+    ("America/New_York", "2026-12-01 12:00"),
+    ("Asia/Kathmandu", "2026-03-29 00:00"),  # +05:45
+    ("Australia/Lord_Howe", "2026-06-01 00:00"),  # +10:30
+]
+
+
+def croniter_times(expression: str, zone: str, after: datetime, count: int) -> list[datetime]:
+    seconds_first = len(expression.split()) == 6  # croniter's own 6-field form ends in seconds
+    it = croniter(expression, after.astimezone(ZoneInfo(zone)), second_at_beginning=seconds_first)
+    return [it.get_next(datetime).astimezone(UTC) for _ in range(count)]
+
+
+@pytest.mark.parametrize(("zone", "after"), AWAY_FROM_DST)
+@pytest.mark.parametrize("expression", CRONITER_TABLE)
+def test_agrees_with_croniter_away_from_dst(expression: str, zone: str, after: str) -> None:
+    rows = preview(expression, zone, at(after), 12)
+    assert all(row.fires and row.dst is None for row in rows)  # no transition involved
+    assert [row.at for row in rows] == croniter_times(expression, zone, at(after), 12)
+
+
+@pytest.mark.parametrize(
+    ("zone", "after"),
+    [
+        ("Europe/Berlin", "2026-03-28 12:00"),
+        ("Europe/Berlin", "2026-10-24 12:00"),
+        ("America/New_York", "2026-03-07 18:00"),
+        ("America/New_York", "2026-10-31 18:00"),
+    ],
+)
+@pytest.mark.parametrize(
+    "expression",
+    ["30 2 * * *", "0 1 * * *", "*/15 2 * * *", "0,30 1-3 * * *", "0 * * * *", "*/20 * * * *"],
+)
+def test_croniter_crosses_whole_hour_transitions_like_dst_policy_both(
+    expression: str, zone: str, after: str
+) -> None:
+    # croniter 7 shifts a nonexistent time forward and fires a repeated one twice: our
+    # DstPolicy(ambiguous="both"). It agrees on fixed hours and "*" in whole-hour zones.
+    both = DstPolicy(ambiguous="both")
+    ours = next_fire_times(expression, zone, at(after), 30, both)
+    assert ours == croniter_times(expression, zone, at(after), 30)

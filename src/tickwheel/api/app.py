@@ -8,9 +8,13 @@ from tickwheel import __version__
 from tickwheel.api import errors
 from tickwheel.api.deps import AppState
 from tickwheel.api.limits import BodyLimit
-from tickwheel.api.routes import definitions, executions, health
+from tickwheel.api.request_metrics import RequestMetrics
+from tickwheel.api.routes import cron, definitions, executions, health, metrics
 from tickwheel.config import Settings
+from tickwheel.dashboard import install as install_dashboard
 from tickwheel.domain.clock import Clock, SystemClock
+from tickwheel.observability.metrics import process_metrics
+from tickwheel.store.factory import cron_store_for, stats_store_for
 from tickwheel.store.protocol import Store
 
 
@@ -28,9 +32,16 @@ def create_app(store: Store, settings: Settings, clock: Clock | None = None) -> 
         limits=settings.submit_limits(),
         auth_disabled=settings.insecure_no_auth,
         default_tenant=settings.tenant,
+        cron=cron_store_for(store),
     )
     errors.install(app)
-    for module in (health, definitions, executions):
+    # The process's registry: the engine services of this process record into it too.
+    app.state.metrics = process_metrics()
+    for module in (health, metrics, definitions, executions, cron):
         app.include_router(module.router)
+    state = app.state.tickwheel
+    install_dashboard(app, stats_store_for(store), state.clock, settings.dashboard_secret)
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
+    # Added last, so outermost: it times every request, including those refused by BodyLimit.
+    app.add_middleware(RequestMetrics, metrics=app.state.metrics)
     return app

@@ -11,6 +11,7 @@ from tickwheel.client.transports.inprocess import InProcessTransport
 from tickwheel.domain.clock import Clock
 from tickwheel.domain.models import Scope
 from tickwheel.domain.submission import SubmitLimits
+from tickwheel.store.cron_protocol import CronStore
 from tickwheel.store.protocol import Store
 
 
@@ -21,6 +22,7 @@ class AppState:
     limits: SubmitLimits
     auth_disabled: bool
     default_tenant: str
+    cron: CronStore
 
 
 def app_state(request: Request) -> AppState:

@@ -1,6 +1,7 @@
 """The Client SDK: one interface, HTTP and in-process transports."""
 
 from tickwheel.client.client import AsyncClient, Client
+from tickwheel.client.cron import CronJobInfo, FireTime, OccurrenceInfo
 from tickwheel.client.models import AttemptInfo, BatchItemResult, ExecutionInfo, ExecutionPage
 
 __all__ = [
@@ -8,6 +9,9 @@ __all__ = [
     "AttemptInfo",
     "BatchItemResult",
     "Client",
+    "CronJobInfo",
     "ExecutionInfo",
     "ExecutionPage",
+    "FireTime",
+    "OccurrenceInfo",
 ]

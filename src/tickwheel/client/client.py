@@ -15,6 +15,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, TypeVar
 
+from tickwheel.client.cron import CronClient, CronSync, CronTransport
 from tickwheel.client.models import (
     AttemptInfo,
     BatchItemResult,
@@ -52,9 +53,14 @@ class AsyncClient:
         transport: Transport | None = None,
         clock: Clock | None = None,
         timeout: float = 10.0,
+        cron_transport: CronTransport | None = None,
     ) -> None:
         self.transport: Transport = transport or HttpTransport(url, api_key, timeout=timeout)
         self.clock = clock or SystemClock()
+        if cron_transport is None and isinstance(self.transport, HttpTransport):
+            cron_transport = self.transport
+        self.cron = CronClient(cron_transport)
+        """Cron jobs (``client/cron.py``)."""
 
     async def __aenter__(self) -> AsyncClient:
         return self
@@ -167,6 +173,10 @@ class AsyncClient:
     async def attempts(self, execution_id: ExecutionRef) -> builtins.list[AttemptInfo]:
         return [AttemptInfo.from_wire(w) for w in await self.transport.attempts(_id(execution_id))]
 
+    async def output(self, execution_id: ExecutionRef) -> Any:
+        """The whole output, also when it was too large to keep inline (``outputReference``)."""
+        return (await self.transport.output(_id(execution_id)))["output"]
+
     async def history(self, execution_id: ExecutionRef) -> builtins.list[dict[str, Any]]:
         return await self.transport.history(_id(execution_id))
 
@@ -210,6 +220,8 @@ class Client:
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
         self._thread.start()
         self._async = self._run(_make_async(url, api_key, timeout))
+        self.cron = CronSync(self._run, self._async.cron)
+        """Cron jobs (``client/cron.py``)."""
 
     def _run(self, coro: Coroutine[Any, Any, T]) -> T:
         future: Future[T] = asyncio.run_coroutine_threadsafe(coro, self._loop)
@@ -270,6 +282,9 @@ class Client:
 
     def attempts(self, execution_id: ExecutionRef) -> builtins.list[AttemptInfo]:
         return self._run(self._async.attempts(execution_id))
+
+    def output(self, execution_id: ExecutionRef) -> Any:
+        return self._run(self._async.output(execution_id))
 
     def history(self, execution_id: ExecutionRef) -> builtins.list[dict[str, Any]]:
         return self._run(self._async.history(execution_id))

@@ -1,10 +1,15 @@
-"""Cron time math: parse an expression, check a timezone, list the next fire times.
+"""Cron time math: parse an expression, check a timezone, list the next fire times, explain them.
+
+Entry points (docs/cron.md): ``next_fire_times`` and ``preview`` take the expression and the
+zone as strings; ``fire_times``, ``fire_time`` and ``fire_previews`` take them parsed, for a
+caller that computes many. All take a ``DstPolicy`` (default: shift forward, first occurrence).
 
 The one module that imports cronsim (pinned in pyproject.toml; docs/cron.md says why). cronsim
 does the calendar: which *wall-clock* times match an expression, with the classic rules (names,
 ranges, lists, steps, ``L``, ``LW``, ``#``, and day-of-month OR day-of-week). We always run it on
 naive wall times, where it has no DST logic at all; ``cron_dst`` then turns each wall time into
-real instants with one policy for every form of expression (5 fields, 6 fields, macros).
+real instants with the same rules for every form of expression (5 fields, 6 fields, macros),
+and ``cron_preview`` says which of them a DST rule moved, doubled or skipped, and why.
 
 Syntax errors are found here, before cronsim sees the expression, so that the message can say
 which field and which value is wrong; cronsim's own errors only name the field.
@@ -13,18 +18,36 @@ which field and which value is wrong; cronsim's own errors only name the field.
 from __future__ import annotations
 
 import difflib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import suppress
 from dataclasses import dataclass
 from datetime import datetime
 from functools import lru_cache
 from itertools import islice
+from typing import ParamSpec, TypeVar
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
 from cronsim import CronSim, CronSimError
 
-from tickwheel.domain.cron_dst import ONE_SECOND, fire_instants, walk_start
+from tickwheel.domain.cron_dst import (
+    DEFAULT_DST_POLICY,
+    ONE_SECOND,
+    DstPolicy,
+    Occurrence,
+    fire_instants,
+    occurrences,
+    walk_start,
+)
+from tickwheel.domain.cron_preview import FirePreview, explain
 from tickwheel.domain.errors import FieldError, InvalidInput
+
+# The names other layers use; DstPolicy and FirePreview live in cron_dst and cron_preview.
+__all__ = ["DEFAULT_DST_POLICY", "CronExpression", "DstPolicy", "FirePreview"]
+__all__ += ["fire_previews", "fire_time", "fire_times", "next_fire_times", "parse_expression"]
+__all__ += ["parse_timezone", "preview"]
+
+_P = ParamSpec("_P")
+_T = TypeVar("_T")
 
 MACROS = {
     "@yearly": "0 0 1 1 *",
@@ -117,34 +140,118 @@ def parse_timezone(name: str) -> ZoneInfo:
 
 
 def next_fire_times(
-    expr: CronExpression, tz: ZoneInfo, after: datetime, count: int
+    expression: str,
+    timezone: str,
+    after: datetime,
+    count: int,
+    dst_policy: DstPolicy = DEFAULT_DST_POLICY,
 ) -> list[datetime]:
     """The next ``count`` instants strictly after ``after`` (aware, any offset) at which
-    ``expr`` fires in ``tz``, in UTC, increasing, with tickwheel's DST policy (docs/cron.md).
+    ``expression`` fires in the IANA zone ``timezone``: aware UTC datetimes, increasing, with
+    tickwheel's DST rules (docs/cron.md). ``InvalidInput`` lists every bad argument.
 
     Fewer than ``count`` come back only if the expression has no further match within
     cronsim's horizon (50 years without a match, or the end of ``datetime``'s range).
     """
-    if after.utcoffset() is None:
-        raise InvalidInput(
-            "after must be an aware datetime",
-            [FieldError("after", "must include a timezone or UTC offset")],
-        )
-    if count < 0:
-        raise InvalidInput("count must not be negative", [FieldError("count", "must be >= 0")])
-    result: list[datetime] = []
-    with suppress(OverflowError):  # ran off either end of datetime's range (years 1 and 9999)
-        walls = _wall_matches(expr, walk_start(after, tz))
-        instants = fire_instants(walls, tz, elapsed_time=expr.follows_elapsed_time)
-        for instant in islice((i for i in instants if i > after), count):
-            result.append(instant)
-    return result
+    expr, tz = _parse_arguments(expression, timezone, after, count)
+    return fire_times(expr, tz, after, count, dst_policy)
 
 
-def next_fire_time(expr: CronExpression, tz: ZoneInfo, after: datetime) -> datetime | None:
+def fire_times(
+    expr: CronExpression,
+    tz: ZoneInfo,
+    after: datetime,
+    count: int,
+    dst_policy: DstPolicy = DEFAULT_DST_POLICY,
+) -> list[datetime]:
+    """``next_fire_times`` for an expression and a zone parsed already (once, by a caller
+    that computes many)."""
+    _check_arguments(after, count)
+    return list(islice(fire_instants(_occurrences(expr, tz, after, dst_policy)), count))
+
+
+def fire_time(
+    expr: CronExpression,
+    tz: ZoneInfo,
+    after: datetime,
+    dst_policy: DstPolicy = DEFAULT_DST_POLICY,
+) -> datetime | None:
     """The first fire instant strictly after ``after``, in UTC, or None if there is none."""
-    times = next_fire_times(expr, tz, after, 1)
+    times = fire_times(expr, tz, after, 1, dst_policy)
     return times[0] if times else None
+
+
+def preview(
+    expression: str,
+    timezone: str,
+    after: datetime,
+    count: int,
+    dst_policy: DstPolicy = DEFAULT_DST_POLICY,
+) -> list[FirePreview]:
+    """The next ``count`` fire times, as ``next_fire_times`` gives them, each with its local
+    time and, where a DST rule moved or doubled it, why; in between, in order, the
+    occurrences a DST rule kept from firing (``fires=False``), with why."""
+    expr, tz = _parse_arguments(expression, timezone, after, count)
+    return fire_previews(expr, tz, after, count, dst_policy)
+
+
+def fire_previews(
+    expr: CronExpression,
+    tz: ZoneInfo,
+    after: datetime,
+    count: int,
+    dst_policy: DstPolicy = DEFAULT_DST_POLICY,
+) -> list[FirePreview]:
+    """``preview`` for an expression and a zone parsed already."""
+    _check_arguments(after, count)
+    found = _occurrences(expr, tz, after, dst_policy)
+    elapsed, hour = expr.follows_elapsed_time, expr.fields[2]
+    return explain(found, tz, count, hour_field=hour, elapsed_time=elapsed, policy=dst_policy)
+
+
+def _parse_arguments(
+    expression: str, timezone: str, after: datetime, count: int
+) -> tuple[CronExpression, ZoneInfo]:
+    """Parse and check all four arguments, reporting every problem at once."""
+    problems: list[InvalidInput] = []
+    expr = _collect(problems, parse_expression, expression)
+    tz = _collect(problems, parse_timezone, timezone)
+    _collect(problems, _check_arguments, after, count)
+    if expr is None or tz is None or problems:
+        errors = [error for problem in problems for error in problem.errors]
+        raise InvalidInput("; ".join(problem.message for problem in problems), errors)
+    return expr, tz
+
+
+def _collect(
+    problems: list[InvalidInput], check: Callable[_P, _T], *args: _P.args, **kwargs: _P.kwargs
+) -> _T | None:
+    try:
+        return check(*args, **kwargs)
+    except InvalidInput as problem:
+        problems.append(problem)
+        return None
+
+
+def _check_arguments(after: datetime, count: int) -> None:
+    errors = []
+    if after.utcoffset() is None:
+        errors.append(FieldError("after", "must include a timezone or UTC offset"))
+    if count < 0:
+        errors.append(FieldError("count", "must be >= 0"))
+    if errors:
+        raise InvalidInput("; ".join(f"{e.path} {e.message}" for e in errors), errors)
+
+
+def _occurrences(
+    expr: CronExpression, tz: ZoneInfo, after: datetime, policy: DstPolicy
+) -> Iterator[Occurrence]:
+    """Every occurrence (firing or not) strictly after ``after``, in order, until the end of
+    cronsim's horizon or of datetime's range (years 1 and 9999)."""
+    with suppress(OverflowError):
+        walls = _wall_matches(expr, walk_start(after, tz))
+        found = occurrences(walls, tz, elapsed_time=expr.follows_elapsed_time, policy=policy)
+        yield from (occurrence for occurrence in found if occurrence.at > after)
 
 
 def _wall_matches(expr: CronExpression, start: datetime) -> Iterator[datetime]:

@@ -14,6 +14,7 @@ from tickwheel.domain.clock import Clock
 from tickwheel.domain.definitions import Definition, RetryPolicy
 from tickwheel.domain.retry import decide_failure
 from tickwheel.engine.service import Service
+from tickwheel.observability.logs import execution_fields
 from tickwheel.store.protocol import AttemptResult, Store
 
 
@@ -68,16 +69,12 @@ class Reaper(Service):
             )
             if await self.store.attempt_finish(result, self.store_now()):
                 reaped += 1
+                self.metrics.reaped(execution.definition_uri, str(decision.execution_status))
                 self.log.warning(
                     "attempt %d abandoned: lease of %s expired",
                     execution.attempt_count,
                     execution.lease_owner,
-                    extra={
-                        "execution_id": str(execution.execution_id),
-                        "attempt": execution.attempt_count,
-                        "fencing_token": execution.fencing_token,
-                        "worker_id": execution.lease_owner,
-                    },
+                    extra=execution_fields(execution, execution.lease_owner),
                 )
         self.reaped += reaped
         return reaped

@@ -47,6 +47,7 @@ class Scheduler(Service):
             if moved < self.batch:
                 break
         self.promoted += total
+        self.metrics.promoted.inc(total)
         return total
 
     async def sleep_seconds(self) -> float:

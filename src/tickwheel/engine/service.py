@@ -10,6 +10,7 @@ import logging
 from datetime import datetime
 
 from tickwheel.domain.clock import Clock, SystemClock
+from tickwheel.observability.metrics import Metrics, process_metrics
 
 
 class Service:
@@ -18,6 +19,8 @@ class Service:
     def __init__(self, clock: Clock | None = None) -> None:
         self.clock: Clock = clock or SystemClock()
         self.log = logging.getLogger(f"tickwheel.{self.name}")
+        # The process's metrics; a test swaps in a fresh ``Metrics`` to read exact values.
+        self.metrics: Metrics = process_metrics()
         self._stopping = asyncio.Event()
 
     def store_now(self) -> datetime | None:

@@ -9,12 +9,13 @@ worker moved on) the attempt is abandoned and its result dropped — a zombie ne
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import random
 import socket
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from tickwheel.domain.backoff import Uniform
@@ -25,10 +26,16 @@ from tickwheel.domain.retry import decide_failure
 from tickwheel.domain.states import AttemptStatus, ExecutionStatus
 from tickwheel.engine.runners import JobContext, Runner, RunOutcome, default_runners, run_attempt
 from tickwheel.engine.service import Service
+from tickwheel.observability.logs import bind, execution_fields
 from tickwheel.store.protocol import AttemptResult, Store, Topic
 
 # When a definition cannot be found, the failure is permanent: nothing to retry with.
 _NO_RETRY = RetryPolicy(max_attempts=1)
+
+
+def output_reference(execution_id: uuid.UUID) -> str:
+    """Where an output kept out of line is read: ``GET /v1/executions/{id}/output``."""
+    return f"tickwheel://executions/{execution_id}/output"
 
 
 def default_worker_id() -> str:
@@ -50,6 +57,7 @@ class Worker(Service):
         uniform: Uniform = random.uniform,
         poll: float = 1.0,
         definition_uris: Sequence[str] | None = None,
+        max_inline_output: int = 64 * 1024,
     ) -> None:
         super().__init__(clock)
         if concurrency < 1:
@@ -64,6 +72,7 @@ class Worker(Service):
         self.uniform = uniform
         self.poll = poll
         self.definition_uris = list(definition_uris) if definition_uris is not None else None
+        self.max_inline_output = max_inline_output
         self.running: dict[uuid.UUID, tuple[asyncio.Task[None], int]] = {}
         self._definitions: dict[tuple[str, int], Definition] = {}
         self.stale_writes = 0
@@ -89,6 +98,10 @@ class Worker(Service):
         )
         for execution in claimed:
             assert execution.fencing_token is not None
+            started = execution.started_at or self.clock.now()
+            late = (started - execution.execute_at).total_seconds()
+            self.metrics.started(execution.definition_uri, execution.attempt_count, late)
+            self.log.debug("claimed", extra=execution_fields(execution, self.worker_id))
             task = asyncio.create_task(
                 self._attempt(execution), name=f"attempt-{execution.execution_id}"
             )
@@ -148,6 +161,9 @@ class Worker(Service):
     async def _attempt(self, execution: Execution) -> None:
         token = execution.fencing_token
         assert token is not None
+        # This task's own context: whatever is logged while the attempt runs (runners included)
+        # names the execution, its attempt, token and this worker.
+        bind(execution_fields(execution, self.worker_id))
         ctx = JobContext(
             execution_id=execution.execution_id,
             attempt=execution.attempt_count,
@@ -155,10 +171,11 @@ class Worker(Service):
             definition_uri=execution.definition_uri,
             definition_version=execution.definition_version,
         )
+        started = self.clock.now()
         definition = await self._definition(execution)
         if definition is None:
             outcome = RunOutcome(ok=False, kind="permanent", message="the definition is gone")
-            await self._report(execution, None, outcome)
+            await self._report(execution, None, outcome, started)
             return
         work = asyncio.create_task(
             run_attempt(definition, execution.inputs, ctx, runners=self.runners)
@@ -173,7 +190,7 @@ class Worker(Service):
             return
         finally:
             beat.cancel()
-        await self._report(execution, definition, outcome)
+        await self._report(execution, definition, outcome, started)
 
     async def _heartbeat(self, execution: Execution, token: int, work: asyncio.Task[Any]) -> None:
         interval = max(self.lease.total_seconds() / 3, 0.05)
@@ -198,17 +215,26 @@ class Worker(Service):
         return self._definitions[key]
 
     async def _report(
-        self, execution: Execution, definition: Definition | None, outcome: RunOutcome
+        self,
+        execution: Execution,
+        definition: Definition | None,
+        outcome: RunOutcome,
+        started: datetime,
     ) -> None:
         token = execution.fencing_token
         assert token is not None
         if outcome.ok:
+            size = len(json.dumps(outcome.output, separators=(",", ":")).encode())
+            # A large output stays out of the hot executions row; the row keeps a reference.
+            large = size > self.max_inline_output
             result = AttemptResult(
                 execution.execution_id,
                 token,
                 AttemptStatus.SUCCEEDED,
                 ExecutionStatus.SUCCEEDED,
                 output=outcome.output,
+                output_reference=output_reference(execution.execution_id) if large else None,
+                output_size=size,
             )
         else:
             error = {**(outcome.error() or {}), "attempt": execution.attempt_count}
@@ -230,20 +256,29 @@ class Worker(Service):
             )
         if await self.store.attempt_finish(result, self.store_now()):
             self.finished += 1
+            seconds = (self.clock.now() - started).total_seconds()
+            self.metrics.finished(
+                execution.definition_uri,
+                str(result.execution_status),
+                str(result.attempt_status),
+                seconds,
+            )
+            self.log.debug(
+                "attempt %d finished: %s",
+                execution.attempt_count,
+                result.attempt_status,
+                extra=execution_fields(execution, self.worker_id),
+            )
         else:
             self._stale(execution, "the result came with a stale fencing token")
 
     def _stale(self, execution: Execution, why: str) -> None:
         self.stale_writes += 1
+        self.metrics.stale_fencing.inc()
         self.log.warning(
             "%s: result of attempt %d dropped (fencing token %s)",
             why,
             execution.attempt_count,
             execution.fencing_token,
-            extra={
-                "execution_id": str(execution.execution_id),
-                "attempt": execution.attempt_count,
-                "fencing_token": execution.fencing_token,
-                "worker_id": self.worker_id,
-            },
+            extra=execution_fields(execution, self.worker_id),
         )

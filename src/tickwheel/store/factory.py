@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from tickwheel.store.cron_protocol import CronStore
 from tickwheel.store.protocol import Store
+from tickwheel.store.stats_protocol import StatsStore
 
 
 async def open_store(url: str, *, pool_size: int = 10, connect_timeout: float = 10.0) -> Store:
@@ -36,3 +38,30 @@ def redact(url: str) -> str:
     creds, host = rest.rsplit("@", 1)
     user = creds.split(":", 1)[0]
     return f"{scheme}://{user}:***@{host}" if ":" in creds else url
+
+
+def cron_store_for(store: Store) -> CronStore:
+    """The Cron Service's tables on the same database as ``store``, sharing its connection (SQLite)
+    or its pool (PostgreSQL)."""
+    from tickwheel.store.postgres.cron import PostgresCronStore
+    from tickwheel.store.postgres.store import PostgresStore
+    from tickwheel.store.sqlite.store import SqliteStore
+
+    if isinstance(store, SqliteStore):
+        return store.cron
+    if isinstance(store, PostgresStore):
+        return PostgresCronStore(store.pool)
+    raise TypeError(f"no cron store for {type(store).__name__}")
+
+
+def stats_store_for(store: Store) -> StatsStore:
+    """The dashboard's aggregates on the same database as ``store`` (its connection or pool)."""
+    from tickwheel.store.postgres.stats import PostgresStatsStore
+    from tickwheel.store.postgres.store import PostgresStore
+    from tickwheel.store.sqlite.store import SqliteStore
+
+    if isinstance(store, SqliteStore):
+        return store.stats
+    if isinstance(store, PostgresStore):
+        return PostgresStatsStore(store.pool)
+    raise TypeError(f"no stats store for {type(store).__name__}")

@@ -50,6 +50,9 @@ class AttemptResult:
     next_attempt_at: datetime | None = None
     lease_expired_only: bool = False
     """The reaper's guard: write only if the lease is still expired (a late heartbeat wins)."""
+    output_size: int = 0
+    """Size of the output as JSON; with ``output_reference`` set, the store keeps the output
+    out of the executions row, in its own table."""
 
 
 class Topic(StrEnum):
@@ -178,8 +181,27 @@ class Store(Protocol):
         ABANDONED and the budget grows by one."""
         ...
 
+    async def execution_count_by_status(
+        self, finished_since: datetime | None = None
+    ) -> dict[ExecutionStatus, int]:
+        """How many executions are in each status (every status present, zeros included), over
+        all tenants. Non-terminal statuses are counted exactly, through their partial indexes;
+        terminal ones only among executions finished at or after ``finished_since`` (None: all
+        of them), so that the count stays cheap however much history is kept."""
+        ...
+
+    async def execution_prune(self, finished_before: datetime, limit: int) -> int:
+        """Deletes up to ``limit`` terminal executions (SUCCEEDED, FAILED, CANCELLED) that
+        finished before ``finished_before``, with their attempts, events and outputs; returns
+        how many. One short statement per call: callers loop until a batch comes back short."""
+        ...
+
     async def wait_for(self, topic: Topic, timeout: float) -> bool:
         """Sleeps until ``topic`` is signalled (True) or ``timeout`` seconds pass (False)."""
+        ...
+
+    async def execution_output_get(self, tenant: str, execution_id: uuid.UUID) -> Any:
+        """The output kept by reference (None when there is none)."""
         ...
 
     async def attempt_list(self, tenant: str, execution_id: uuid.UUID) -> list[Attempt]: ...

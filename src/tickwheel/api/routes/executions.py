@@ -88,6 +88,12 @@ async def get_attempts(execution_id: uuid.UUID, request: Request, who: Who) -> d
     return {"items": await transport_for(request, who).attempts(execution_id)}
 
 
+@router.get("/{execution_id}/output")
+async def get_output(execution_id: uuid.UUID, request: Request, who: Who) -> dict[str, Any]:
+    """The whole output, also when it was too large to keep in the execution (outputReference)."""
+    return await transport_for(request, who).output(execution_id)
+
+
 @router.get("/{execution_id}/history")
 async def get_history(execution_id: uuid.UUID, request: Request, who: Who) -> dict[str, Any]:
     """Cancels and replays, oldest first (attempts have their own route)."""

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import logging
 import sys
 from pathlib import Path
 from typing import Annotated, Any
@@ -12,6 +11,7 @@ import typer
 
 from tickwheel.cli.context import fail
 from tickwheel.config import Settings
+from tickwheel.observability.logs import configure_logging
 from tickwheel.server import StartupError, exit_past_stuck_jobs, run_roles
 
 DatabaseUrl = Annotated[str | None, typer.Option(envvar="TICKWHEEL_DATABASE_URL")]
@@ -20,10 +20,7 @@ LogLevel = Annotated[str | None, typer.Option(envvar="TICKWHEEL_LOG_LEVEL")]
 
 def _settings(**given: Any) -> Settings:
     settings = Settings(**{k: v for k, v in given.items() if v is not None})
-    logging.basicConfig(
-        level=settings.log_level.upper(),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    configure_logging(settings.log_level)
     return settings
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import logging
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -11,6 +10,7 @@ import typer
 
 from tickwheel.cli.context import console, err_console, fail
 from tickwheel.config import Settings
+from tickwheel.observability.logs import configure_logging
 from tickwheel.server import FirstKey, StartupError, exit_past_stuck_jobs, serve
 from tickwheel.store.factory import redact
 
@@ -65,9 +65,7 @@ def server(
     if not engine:
         overrides["engine"] = False
     settings = Settings(**overrides)
-    logging.basicConfig(
-        level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    configure_logging(settings.log_level)
     try:
         asyncio.run(serve(settings, _announce))
     except (StartupError, OSError) as exc:

@@ -13,6 +13,7 @@ from typing import Any
 import httpx
 
 from tickwheel.client.transport import Wire
+from tickwheel.client.transports.http_cron import HttpCronMethods
 from tickwheel.domain.errors import (
     BadRequest,
     Conflict,
@@ -46,7 +47,7 @@ def request_body(request: SubmitRequest) -> dict[str, Any]:
     return body
 
 
-class HttpTransport:
+class HttpTransport(HttpCronMethods):
     def __init__(
         self,
         base_url: str,
@@ -137,6 +138,9 @@ class HttpTransport:
     async def attempts(self, execution_id: uuid.UUID) -> builtins.list[Wire]:
         path = f"/v1/executions/{execution_id}/attempts"
         return list((await self._ok("GET", path))[1]["items"])
+
+    async def output(self, execution_id: uuid.UUID) -> Wire:
+        return dict((await self._ok("GET", f"/v1/executions/{execution_id}/output"))[1])
 
     async def history(self, execution_id: uuid.UUID) -> builtins.list[Wire]:
         path = f"/v1/executions/{execution_id}/history"

@@ -41,7 +41,8 @@ from tickwheel.domain.submission import (
     definition_name,
     prepare_execution,
 )
-from tickwheel.store.protocol import Store, StoredDefinition
+from tickwheel.observability.metrics import definition_label, process_metrics
+from tickwheel.store.protocol import InsertOutcome, Store, StoredDefinition
 
 MAX_PAGE = 500
 
@@ -106,6 +107,7 @@ class InProcessTransport:
     async def submit(self, request: SubmitRequest) -> tuple[Wire, bool]:
         item = await self._prepare(request, {})
         [outcome] = await self.store.execution_insert_many([item])
+        _count_created([outcome])
         return execution_to_wire(self._same_or_conflict(item, outcome.execution)), outcome.created
 
     async def submit_many(self, requests: Sequence[SubmitRequest]) -> builtins.list[Wire]:
@@ -120,6 +122,7 @@ class InProcessTransport:
             except TickwheelError as exc:
                 results[index] = _item_error(422, exc)
         outcomes = await self.store.execution_insert_many([item for _, item in valid])
+        _count_created(outcomes)
         for (index, item), outcome in zip(valid, outcomes, strict=True):
             try:
                 execution = self._same_or_conflict(item, outcome.execution)
@@ -192,6 +195,13 @@ class InProcessTransport:
             attempt_to_wire(a) for a in await self.store.attempt_list(self.tenant, execution_id)
         ]
 
+    async def output(self, execution_id: uuid.UUID) -> Wire:
+        execution = await self._get(execution_id)
+        output = execution.output
+        if execution.output_reference is not None:
+            output = await self.store.execution_output_get(self.tenant, execution_id)
+        return {"output": output, "outputReference": execution.output_reference}
+
     async def history(self, execution_id: uuid.UUID) -> builtins.list[Wire]:
         await self._get(execution_id)
         events = await self.store.execution_event_list(self.tenant, execution_id)
@@ -225,3 +235,11 @@ def _item_error(status: int, exc: TickwheelError) -> Wire:
         "status": status,
         "error": {"code": exc.code, "message": exc.message, "details": exc.details},
     }
+
+
+def _count_created(outcomes: Sequence[InsertOutcome]) -> None:
+    """Counts what the store created: an idempotent repeat of a submission is not a new one."""
+    submitted = process_metrics().submitted
+    for outcome in outcomes:
+        if outcome.created:
+            submitted.labels(definition_label(outcome.execution.definition_uri)).inc()

@@ -17,6 +17,7 @@ slot instead of starving every later sync job. At shutdown the pool is abandoned
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import functools
 import importlib
 import inspect
@@ -126,7 +127,9 @@ class PythonRunner:
             if _is_async(func):
                 result = await func(**kwargs)
             else:
-                future = self._executor.submit(functools.partial(func, **kwargs))
+                # In a copy of this task's context: the job's log lines name its execution.
+                call = functools.partial(func, **kwargs)
+                future = self._executor.submit(contextvars.copy_context().run, call)
                 try:
                     result = await asyncio.wrap_future(future)
                 except asyncio.CancelledError:

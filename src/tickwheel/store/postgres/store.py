@@ -63,6 +63,11 @@ class PostgresStore:
         self._pool = pool
         self._signals = Signals(url)
 
+    @property
+    def pool(self) -> AsyncConnectionPool[Conn]:
+        """The connection pool, shared with stores of other services' tables (cron)."""
+        return self._pool
+
     @classmethod
     async def open(
         cls, url: str, *, max_size: int = 10, min_size: int = 1, timeout: float = 30.0
@@ -322,7 +327,7 @@ class PostgresStore:
                     "execution_id": result.execution_id,
                     "fencing_token": result.fencing_token,
                     "status": str(result.execution_status),
-                    "output": jsonb(result.output),
+                    "output": None if result.output_reference else jsonb(result.output),
                     "output_reference": result.output_reference,
                     "error": error,
                     "next_attempt_at": opt_aware(result.next_attempt_at),
@@ -334,6 +339,16 @@ class PostgresStore:
             if row is None:
                 return False
             topics.update(topics_for([result.execution_status]))
+            if result.output_reference is not None:
+                await conn.execute(
+                    Q["execution_output_put"],
+                    {
+                        "execution_id": result.execution_id,
+                        "output": jsonb(result.output),
+                        "size_bytes": result.output_size,
+                        "now": opt_aware(now),
+                    },
+                )
             await conn.execute(
                 Q["attempt_finish"],
                 {
@@ -420,6 +435,28 @@ class PostgresStore:
         """Starts listening for other processes' signals now instead of at the first
         ``wait_for``; True once listening (no signal sent from then on is missed)."""
         return await self._signals.listen(timeout)
+
+    # -- retention and counts -------------------------------------------------------------------
+
+    async def execution_count_by_status(
+        self, finished_since: datetime | None = None
+    ) -> dict[ExecutionStatus, int]:
+        rows = await self._all(
+            "execution_count_by_status", {"finished_since": opt_aware(finished_since)}
+        )
+        counts = dict.fromkeys(ExecutionStatus, 0)
+        counts.update({ExecutionStatus(r["status"]): int(r["n"]) for r in rows})
+        return counts
+
+    async def execution_prune(self, finished_before: datetime, limit: int) -> int:
+        params = {"finished_before": require_aware(finished_before), "limit": limit}
+        return await self._rowcount("execution_prune", params)
+
+    async def execution_output_get(self, tenant: str, execution_id: uuid.UUID) -> Any:
+        row = await self._one(
+            "execution_output_get", {"tenant": tenant, "execution_id": execution_id}
+        )
+        return row["output"] if row else None
 
     async def attempt_list(self, tenant: str, execution_id: uuid.UUID) -> list[Attempt]:
         rows = await self._all("attempt_list", {"tenant": tenant, "execution_id": execution_id})

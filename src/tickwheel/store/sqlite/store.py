@@ -33,6 +33,7 @@ from tickwheel.store.migrate import load_migrations, pending
 from tickwheel.store.protocol import AttemptResult, InsertOutcome, StoredDefinition, Topic
 from tickwheel.store.sqlfile import load_queries
 from tickwheel.store.sqlite.codec import from_us, jload, opt_us, to_us
+from tickwheel.store.sqlite.cron import SqliteCronStore
 from tickwheel.store.sqlite.rows import (
     api_key_row,
     attempt_row,
@@ -40,6 +41,7 @@ from tickwheel.store.sqlite.rows import (
     execution_row,
     insert_params,
 )
+from tickwheel.store.sqlite.stats import SqliteStatsStore
 
 Q = load_queries("tickwheel.store.sqlite.sql")
 
@@ -52,6 +54,16 @@ class SqliteStore:
         self._lock = asyncio.Lock()
         self._events = {topic: asyncio.Event() for topic in Topic}
         self.path = path
+
+    @property
+    def cron(self) -> SqliteCronStore:
+        """The Cron Service's tables on this same connection (and its lock)."""
+        return SqliteCronStore(self._conn, self._lock)
+
+    @property
+    def stats(self) -> SqliteStatsStore:
+        """The dashboard's read-only aggregates on this same connection (and its lock)."""
+        return SqliteStatsStore(self._conn, self._lock)
 
     @classmethod
     async def open(cls, path: str) -> SqliteStore:
@@ -316,7 +328,7 @@ class SqliteStore:
                     "execution_id": str(result.execution_id),
                     "fencing_token": result.fencing_token,
                     "status": str(result.execution_status),
-                    "output": json.dumps(result.output) if result.output is not None else None,
+                    "output": _inline_output(result),
                     "output_reference": result.output_reference,
                     "error": error,
                     "next_attempt_at": opt_us(result.next_attempt_at),
@@ -327,6 +339,16 @@ class SqliteStore:
             row = await cursor.fetchone()
             if row is None:
                 return False
+            if result.output_reference is not None:
+                await conn.execute(
+                    Q["execution_output_put"],
+                    {
+                        "execution_id": str(result.execution_id),
+                        "output": json.dumps(result.output),
+                        "size_bytes": result.output_size,
+                        "now": now_us,
+                    },
+                )
             await conn.execute(
                 Q["attempt_finish"],
                 {
@@ -435,6 +457,31 @@ class SqliteStore:
     def _signal(self, topic: Topic) -> None:
         self._events[topic].set()
 
+    # -- retention and counts -------------------------------------------------------------------
+
+    async def execution_count_by_status(
+        self, finished_since: datetime | None = None
+    ) -> dict[ExecutionStatus, int]:
+        rows = await self._all(
+            "execution_count_by_status", {"finished_since": opt_us(finished_since)}
+        )
+        counts = dict.fromkeys(ExecutionStatus, 0)
+        counts.update({ExecutionStatus(r["status"]): int(r["n"]) for r in rows})
+        return counts
+
+    async def execution_prune(self, finished_before: datetime, limit: int) -> int:
+        async with self._tx() as conn:
+            cursor = await conn.execute(
+                Q["execution_prune"], {"finished_before": to_us(finished_before), "limit": limit}
+            )
+            return cursor.rowcount
+
+    async def execution_output_get(self, tenant: str, execution_id: uuid.UUID) -> Any:
+        row = await self._one(
+            "execution_output_get", {"tenant": tenant, "execution_id": str(execution_id)}
+        )
+        return jload(row["output"]) if row else None
+
     async def attempt_list(self, tenant: str, execution_id: uuid.UUID) -> list[Attempt]:
         rows = await self._all(
             "attempt_list", {"tenant": tenant, "execution_id": str(execution_id)}
@@ -488,6 +535,12 @@ class SqliteStore:
     async def api_key_count(self) -> int:
         row = await self._one("api_key_count", {})
         return int(row["n"]) if row else 0
+
+
+def _inline_output(result: AttemptResult) -> str | None:
+    if result.output is None or result.output_reference is not None:
+        return None
+    return json.dumps(result.output)
 
 
 def _now_us(now: datetime | None) -> int:

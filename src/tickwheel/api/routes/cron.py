@@ -1,0 +1,209 @@
+"""Cron Jobs: durable recurrence rules, each occurrence materialised as one Execution.
+
+Scopes: any key may read (GET, and the preview); creating, changing, pausing, resuming,
+deleting and applying need ``submit`` (a cron job only ever submits executions, which a
+``submit`` key may do itself). Jobs are tenant-scoped like executions: another tenant's job is
+a 404. A job is named in paths by its id or by its name.
+
+``definitionVersion``: null (or ``"latest"``) resolves the latest version at every occurrence
+(``definitionVersionPolicy: latest``); a number pins that version (``pinned``).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Body, Depends, Query, Request, Response
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr
+
+from tickwheel.api.auth import Principal
+from tickwheel.api.deps import app_state, principal
+from tickwheel.cron.jobs import CronJobs
+from tickwheel.domain.models import Scope
+
+router = APIRouter(prefix="/v1", tags=["cron"])
+Who = Annotated[Principal, Depends(principal)]
+
+
+class DstPolicyBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    nonexistent: Literal["shift_forward", "skip"] | None = None
+    ambiguous: Literal["first", "second", "both"] | None = None
+
+
+class CronJobChanges(BaseModel):
+    """Every field of a cron job; in a PATCH, only those given change."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: StrictStr | None = Field(None, max_length=128)
+    definitionUri: StrictStr | None = Field(None, max_length=300)
+    definitionVersion: StrictInt | Literal["latest"] | None = None
+    inputs: dict[str, Any] | None = None
+    expression: StrictStr | None = Field(None, max_length=200)
+    timezone: StrictStr | None = Field(None, max_length=64)
+    dstPolicy: DstPolicyBody | None = None
+    misfirePolicy: Literal["skip", "run_once", "catch_up"] | None = None
+    maxCatchUp: StrictInt | None = None
+    overlapPolicy: Literal["allow", "forbid", "replace"] | None = None
+    jitter: StrictInt | None = Field(None, description="seconds (deterministic per occurrence)")
+    startAt: AwareDatetime | None = None
+    endAt: AwareDatetime | None = None
+
+    def document(self) -> dict[str, Any]:
+        return self.model_dump(mode="json", exclude_unset=True, exclude={"version"})
+
+
+class CronJobBody(CronJobChanges):
+    name: StrictStr = Field(max_length=128)
+    definitionUri: StrictStr = Field(max_length=300)
+    expression: StrictStr = Field(max_length=200)
+
+
+class CronJobPatch(CronJobChanges):
+    version: StrictInt | None = Field(
+        None, description="the version you read: 409 if the job changed since"
+    )
+
+
+class ResumeBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    catchUp: StrictBool = Field(
+        False,
+        description="true: occurrences missed while paused follow the misfire policy; false: "
+        "they are recorded SKIPPED_PAUSED and the job continues from now",
+    )
+
+
+class ApplyBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    cronJobs: list[dict[str, Any]] = Field(max_length=1000)
+    prune: StrictBool = False
+    dryRun: StrictBool = False
+
+
+def jobs_for(request: Request, who: Principal) -> CronJobs:
+    state = app_state(request)
+    actor = f"key:{who.key_id}" if who.key_id else "insecure-no-auth admin"
+    return CronJobs(state.cron, state.store, who.tenant, actor, state.clock)
+
+
+@router.post("/cron-jobs", status_code=201)
+async def create_cron_job(
+    body: CronJobBody, request: Request, response: Response, who: Who
+) -> dict[str, Any]:
+    """201 with the new job and its next fire times; 200 with the existing one when a job of
+    that name exists with the same settings (a retried create); 409 when it differs."""
+    who.require(Scope.SUBMIT)
+    wire, created = await jobs_for(request, who).cron_create(body.document())
+    response.status_code = 201 if created else 200
+    return wire
+
+
+@router.get("/cron-jobs")
+async def list_cron_jobs(
+    request: Request,
+    who: Who,
+    cursor: str | None = None,
+    limit: Annotated[int, Query(ge=1, le=200)] = 50,
+) -> dict[str, Any]:
+    """By name; ``nextCursor`` pages on."""
+    return await jobs_for(request, who).cron_list(cursor, limit)
+
+
+@router.post("/cron-jobs/apply")
+async def apply_cron_jobs(body: ApplyBody, request: Request, who: Who) -> dict[str, Any]:
+    """Reconciles declared cron jobs (by name) with the stored ones and returns the plan;
+    ``dryRun`` only plans, ``prune`` deletes stored jobs the list no longer declares. Every
+    document is checked first: one invalid document and nothing is applied (422)."""
+    who.require(Scope.SUBMIT)
+    return await jobs_for(request, who).cron_apply(body.cronJobs, body.prune, body.dryRun)
+
+
+@router.get("/cron-jobs/{ref}")
+async def get_cron_job(ref: str, request: Request, who: Who) -> dict[str, Any]:
+    """The job, with ``nextFireTimes``: the next 5 fire instants in UTC (``at``) and in the
+    job's zone (``local``), each marked where a DST rule moved, doubled or skipped it."""
+    return await jobs_for(request, who).cron_get(ref)
+
+
+@router.patch("/cron-jobs/{ref}")
+async def update_cron_job(
+    ref: str, body: CronJobPatch, request: Request, who: Who
+) -> dict[str, Any]:
+    """Changes the fields given. A change to the expression, zone, dstPolicy or bounds
+    recomputes ``nextRunAt`` from now. ``version`` (recommended): 409 if it is not current."""
+    who.require(Scope.SUBMIT)
+    document = {
+        **body.document(),
+        **({"version": body.version} if body.version is not None else {}),
+    }
+    return await jobs_for(request, who).cron_update(ref, document)
+
+
+@router.post("/cron-jobs/{ref}/pause")
+async def pause_cron_job(ref: str, request: Request, who: Who) -> dict[str, Any]:
+    """Stops materialising occurrences (idempotent). Those already materialised, at most the
+    service's lead (60 s) ahead, still run."""
+    who.require(Scope.SUBMIT)
+    return await jobs_for(request, who).cron_pause(ref)
+
+
+@router.post("/cron-jobs/{ref}/resume")
+async def resume_cron_job(
+    ref: str, request: Request, who: Who, body: Annotated[ResumeBody | None, Body()] = None
+) -> dict[str, Any]:
+    who.require(Scope.SUBMIT)
+    catch_up = body.catchUp if body else False
+    return await jobs_for(request, who).cron_resume(ref, catch_up)
+
+
+@router.delete("/cron-jobs/{ref}")
+async def delete_cron_job(
+    ref: str, request: Request, who: Who, version: int | None = None
+) -> dict[str, Any]:
+    """Deletes the job and its history; the audit trail keeps a record. Executions already
+    materialised are left as they are."""
+    who.require(Scope.SUBMIT)
+    return await jobs_for(request, who).cron_delete(ref, version)
+
+
+@router.get("/cron-jobs/{ref}/executions")
+async def cron_job_executions(
+    ref: str,
+    request: Request,
+    who: Who,
+    cursor: str | None = None,
+    limit: Annotated[int, Query(ge=1, le=200)] = 50,
+) -> dict[str, Any]:
+    """The job's history, newest occurrence first: each occurrence with the execution it became
+    (and that execution's status), or the reason it did not become one (skipped by overlap,
+    dropped or coalesced by the misfire policy, moved or skipped by a DST rule, paused)."""
+    return await jobs_for(request, who).cron_history(ref, cursor, limit)
+
+
+@router.get("/cron-jobs/{ref}/audit")
+async def cron_job_audit(ref: str, request: Request, who: Who) -> dict[str, Any]:
+    """Who changed the job, when, and what it was before and after."""
+    return await jobs_for(request, who).cron_audit(ref)
+
+
+@router.get("/cron/preview")
+async def preview(
+    request: Request,
+    who: Who,
+    expression: Annotated[str, Query(max_length=200)],
+    timezone: Annotated[str, Query(max_length=64)] = "UTC",
+    after: Annotated[AwareDatetime | None, Query(alias="from")] = None,
+    count: Annotated[int, Query(ge=1, le=100)] = 10,
+    nonexistent: str | None = None,
+    ambiguous: str | None = None,
+) -> dict[str, Any]:
+    """The next ``count`` fire times of an expression, strictly after ``from`` (default: now),
+    with DST marks and reasons; ``nonexistent``/``ambiguous`` set the dstPolicy. Nothing is
+    stored; a bad expression or zone is a 422 saying what is wrong."""
+    policy = {"nonexistent": nonexistent, "ambiguous": ambiguous}
+    return await jobs_for(request, who).cron_preview(expression, timezone, after, count, policy)

@@ -1,0 +1,261 @@
+"""The JSON shapes of the cron API (camelCase), shared by the Cron Service's in-process rules
+that render and read them and by the SDK, so neither can drift from the other.
+
+``spec_from_wire`` is the one reader of a cron job document: the API's request bodies, the
+documents of a ``tickwheel cron apply`` file and the SDK's arguments all go through it, so a bad
+field gets the same 422, with the same path, whichever way it came in."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+from dataclasses import replace
+from datetime import datetime
+from typing import Any
+
+from tickwheel.client.wire import iso
+from tickwheel.domain.cron import DstPolicy, FirePreview
+from tickwheel.domain.cron_jobs import (
+    AuditEntry,
+    CronJob,
+    CronJobSpec,
+    MisfirePolicy,
+    OccurrenceRecord,
+    OverlapPolicy,
+    validate_spec,
+)
+from tickwheel.domain.errors import ErrorList, FieldError, InvalidInput
+from tickwheel.domain.submission import DEFINITION_URI_PREFIX
+
+Wire = dict[str, Any]
+
+SPEC_FIELDS = (
+    "name",
+    "definitionUri",
+    "definitionVersion",
+    "inputs",
+    "expression",
+    "timezone",
+    "dstPolicy",
+    "misfirePolicy",
+    "maxCatchUp",
+    "overlapPolicy",
+    "jitter",
+    "startAt",
+    "endAt",
+)
+REQUIRED = ("name", "definitionUri", "expression")
+
+
+def spec_to_wire(spec: CronJobSpec) -> Wire:
+    return {
+        "name": spec.name,
+        "definitionUri": spec.definition_uri,
+        "definitionVersion": spec.definition_version,
+        "inputs": spec.inputs,
+        "expression": spec.expression,
+        "timezone": spec.timezone,
+        "dstPolicy": spec.dst_policy.to_document(),
+        "misfirePolicy": str(spec.misfire_policy),
+        "maxCatchUp": spec.max_catch_up,
+        "overlapPolicy": str(spec.overlap_policy),
+        "jitter": spec.jitter_seconds,
+        "startAt": iso(spec.start_at),
+        "endAt": iso(spec.end_at),
+    }
+
+
+def spec_from_wire(
+    doc: Mapping[str, Any], base: CronJobSpec | None = None, *, allow: tuple[str, ...] = ()
+) -> CronJobSpec:
+    """A validated spec from a document; with ``base``, a partial document changes only the
+    fields it names (PATCH). Unknown fields are refused, except those in ``allow`` (which the
+    caller reads itself, e.g. ``version``). Every bad field is reported at once."""
+    errors = ErrorList()
+    if not isinstance(doc, Mapping):
+        raise InvalidInput(
+            "a cron job must be a JSON object", [FieldError("body", "not an object")]
+        )
+    for key in doc:
+        if key not in SPEC_FIELDS and key not in allow:
+            errors.add(key, "is not a known field")
+    if base is None:
+        for key in REQUIRED:
+            if doc.get(key) is None:
+                errors.add(key, "is required")
+    read = _Reader(doc, errors)
+    changes: dict[str, Any] = {
+        "name": read.text("name"),
+        "definition_uri": read.uri("definitionUri"),
+        "definition_version": read.version("definitionVersion"),
+        "inputs": read.object("inputs"),
+        "expression": read.text("expression"),
+        "timezone": read.text("timezone"),
+        "dst_policy": read.dst_policy("dstPolicy"),
+        "misfire_policy": read.choice("misfirePolicy", MisfirePolicy),
+        "max_catch_up": read.integer("maxCatchUp"),
+        "overlap_policy": read.choice("overlapPolicy", OverlapPolicy),
+        "jitter_seconds": read.integer("jitter"),
+        "start_at": read.instant("startAt"),
+        "end_at": read.instant("endAt"),
+    }
+    if errors.items:
+        found = "; ".join(f"{e.path}: {e.message}" for e in errors.items)
+        raise InvalidInput(f"the cron job is invalid: {found}", errors.items)
+    given = {k: v for k, v in changes.items() if v is not _ABSENT}
+    if base is None:
+        spec = CronJobSpec(**{k: v for k, v in given.items() if v is not None or k in _NULLABLE})
+    else:
+        spec = replace(base, **given)
+    validate_spec(spec)
+    return spec
+
+
+_ABSENT: Any = object()
+_NULLABLE = {"definition_version", "start_at", "end_at"}
+
+
+class _Reader:
+    """Reads one field at a time, noting what is wrong; ``_ABSENT`` for a field not given."""
+
+    def __init__(self, doc: Mapping[str, Any], errors: ErrorList) -> None:
+        self.doc, self.errors = doc, errors
+
+    def _get(self, key: str) -> Any:
+        return self.doc.get(key, _ABSENT)
+
+    def _bad(self, key: str, message: str) -> Any:
+        self.errors.add(key, message)
+        return _ABSENT
+
+    def text(self, key: str) -> Any:
+        value = self._get(key)
+        if value is _ABSENT:
+            return value
+        if not isinstance(value, str) or not value.strip():
+            return self._bad(key, "must be a non-empty string")
+        return value.strip()
+
+    def uri(self, key: str) -> Any:
+        value = self.text(key)
+        if isinstance(value, str) and "://" not in value:
+            return DEFINITION_URI_PREFIX + value  # the bare definition name
+        return value
+
+    def version(self, key: str) -> Any:
+        value = self._get(key)
+        if value is None or value == "latest":
+            return None
+        if value is _ABSENT or (isinstance(value, int) and not isinstance(value, bool)):
+            return value
+        return self._bad(key, "must be a positive integer, or null (or 'latest') for the latest")
+
+    def object(self, key: str) -> Any:
+        value = self._get(key)
+        if value is None:
+            return {}
+        if value is _ABSENT or isinstance(value, dict):
+            return value
+        return self._bad(key, "must be an object")
+
+    def integer(self, key: str) -> Any:
+        value = self._get(key)
+        if value is _ABSENT or (isinstance(value, int) and not isinstance(value, bool)):
+            return value
+        return self._bad(key, "must be an integer")
+
+    def choice(self, key: str, kind: type[MisfirePolicy] | type[OverlapPolicy]) -> Any:
+        value = self._get(key)
+        if value is _ABSENT:
+            return value
+        try:
+            return kind(value)
+        except ValueError:
+            options = ", ".join(str(k) for k in kind)
+            return self._bad(key, f"must be one of {options}, got {value!r}")
+
+    def dst_policy(self, key: str) -> Any:
+        value = self._get(key)
+        if value is _ABSENT:
+            return value
+        try:
+            return DstPolicy.from_document(value, key)
+        except InvalidInput as exc:
+            self.errors.items.extend(exc.errors)
+            return _ABSENT
+
+    def instant(self, key: str) -> Any:
+        value = self._get(key)
+        if value is _ABSENT or value is None:
+            return value
+        if not isinstance(value, str):
+            return self._bad(key, "must be an RFC 3339 time such as 2026-01-01T09:00:00Z")
+        try:
+            parsed = datetime.fromisoformat(value)
+        except ValueError:
+            return self._bad(key, "must be an RFC 3339 time such as 2026-01-01T09:00:00Z")
+        if parsed.tzinfo is None:
+            return self._bad(key, "must carry a UTC offset (RFC 3339), e.g. Z or +02:00")
+        return parsed
+
+
+def job_to_wire(job: CronJob, next_fires: list[FirePreview] | None = None) -> Wire:
+    wire: Wire = {
+        "cronJobId": str(job.cron_job_id),
+        **spec_to_wire(job.spec),
+        "definitionVersionPolicy": "latest" if job.spec.definition_version is None else "pinned",
+        "status": str(job.status),
+        "nextRunAt": iso(job.next_run_at),
+        "lastOccurrence": iso(job.last_occurrence),
+        "lastExecutionId": str(job.last_execution_id) if job.last_execution_id else None,
+        "version": job.version,
+        "createdAt": iso(job.created_at),
+        "updatedAt": iso(job.updated_at),
+        "pausedAt": iso(job.paused_at),
+    }
+    if next_fires is not None:
+        wire["nextFireTimes"] = [preview_to_wire(p) for p in next_fires]
+    return wire
+
+
+def preview_to_wire(preview: FirePreview) -> Wire:
+    """One fire time, in UTC (``at``) and in the job's zone (``local``), and what a DST rule
+    did to it (``dst``: shifted, first, second, repeated, skipped) and why."""
+    return {
+        "at": iso(preview.at),
+        "local": preview.local.isoformat(),
+        "zone": preview.local.tzname(),
+        "fires": preview.fires,
+        "dst": preview.dst,
+        "reason": preview.reason,
+    }
+
+
+def record_to_wire(record: OccurrenceRecord, execution_status: str | None = None) -> Wire:
+    return {
+        "occurrence": iso(record.occurrence),
+        "outcome": str(record.outcome),
+        "executionId": str(record.execution_id) if record.execution_id else None,
+        "executionStatus": execution_status,
+        "executeAt": iso(record.execute_at),
+        "reason": record.reason,
+        "recordedAt": iso(record.recorded_at),
+    }
+
+
+def audit_to_wire(entry: AuditEntry) -> Wire:
+    return {
+        "action": str(entry.action),
+        "actor": entry.actor,
+        "at": iso(entry.at),
+        "before": entry.before,
+        "after": entry.after,
+    }
+
+
+def parse_ref(ref: str) -> uuid.UUID | str:
+    """A cron job is named in paths by its id or by its name."""
+    try:
+        return uuid.UUID(ref)
+    except ValueError:
+        return ref

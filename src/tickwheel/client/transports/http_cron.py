@@ -1,0 +1,73 @@
+"""The cron API over HTTP: mixed into ``HttpTransport``, using its retries and error mapping.
+
+A retried create is safe (the same job again is a 200); a retried pause or resume finds the
+state the first try produced, which is the answer either way; PATCH and DELETE carry the
+version when the caller gives one, so a retry after a lost response gets a clear 409."""
+
+from __future__ import annotations
+
+import builtins
+from datetime import datetime
+from typing import Any
+from urllib.parse import quote
+
+from tickwheel.client.cron_wire import Wire
+
+
+class HttpCronMethods:
+    async def _ok(self, method: str, path: str, **kwargs: Any) -> tuple[int, Any]:
+        raise NotImplementedError  # HttpTransport's
+
+    @staticmethod
+    def _job(ref: str, tail: str = "") -> str:
+        return f"/v1/cron-jobs/{quote(ref, safe='')}{tail}"
+
+    async def cron_create(self, doc: Wire) -> tuple[Wire, bool]:
+        status, body = await self._ok("POST", "/v1/cron-jobs", json=doc)
+        return dict(body), status == 201
+
+    async def cron_list(self, cursor: str | None, limit: int) -> Wire:
+        params: dict[str, Any] = {"limit": limit, **({"cursor": cursor} if cursor else {})}
+        return dict((await self._ok("GET", "/v1/cron-jobs", params=params))[1])
+
+    async def cron_get(self, ref: str) -> Wire:
+        return dict((await self._ok("GET", self._job(ref)))[1])
+
+    async def cron_update(self, ref: str, doc: Wire) -> Wire:
+        return dict((await self._ok("PATCH", self._job(ref), json=doc))[1])
+
+    async def cron_pause(self, ref: str) -> Wire:
+        return dict((await self._ok("POST", self._job(ref, "/pause")))[1])
+
+    async def cron_resume(self, ref: str, catch_up: bool) -> Wire:
+        body = {"catchUp": catch_up}
+        return dict((await self._ok("POST", self._job(ref, "/resume"), json=body))[1])
+
+    async def cron_delete(self, ref: str, version: int | None = None) -> Wire:
+        params = {"version": version} if version is not None else {}
+        return dict((await self._ok("DELETE", self._job(ref), params=params))[1])
+
+    async def cron_history(self, ref: str, cursor: str | None, limit: int) -> Wire:
+        params: dict[str, Any] = {"limit": limit, **({"cursor": cursor} if cursor else {})}
+        return dict((await self._ok("GET", self._job(ref, "/executions"), params=params))[1])
+
+    async def cron_audit(self, ref: str) -> Wire:
+        return dict((await self._ok("GET", self._job(ref, "/audit")))[1])
+
+    async def cron_preview(
+        self,
+        expression: str,
+        timezone: str,
+        after: datetime | None,
+        count: int,
+        dst_policy: dict[str, Any] | None = None,
+    ) -> Wire:
+        params: dict[str, Any] = {"expression": expression, "timezone": timezone, "count": count}
+        if after is not None:
+            params["from"] = after.isoformat()
+        params.update({k: v for k, v in (dst_policy or {}).items() if v is not None})
+        return dict((await self._ok("GET", "/v1/cron/preview", params=params))[1])
+
+    async def cron_apply(self, docs: builtins.list[Any], prune: bool, dry_run: bool) -> Wire:
+        body = {"cronJobs": docs, "prune": prune, "dryRun": dry_run}
+        return dict((await self._ok("POST", "/v1/cron-jobs/apply", json=body))[1])

@@ -1,0 +1,380 @@
+"""The cron API's rules applied straight to the stores: the in-process cron transport.
+
+The API routes call it for the caller's tenant (and name the caller as the actor of the audit
+trail); SDK code running inside the server can hand it to ``AsyncClient(cron_transport=...)``.
+It speaks the same wire format as the HTTP API (``client/cron_wire.py``), so both transports
+behave alike.
+
+Rules worth knowing:
+* ``definitionVersion`` null means *latest*, resolved again at every occurrence (the job shows
+  ``definitionVersionPolicy: latest``); a number pins that version. Either way the definition
+  must exist and accept the job's inputs when the job is created or changed.
+* Every change is guarded by the job's ``version``: a PATCH or DELETE that names an older one
+  gets 409, and a change made between reading and writing here gets 409 too.
+* Creating a job whose name exists with the same content returns it (200), so a retried create
+  is harmless; with other content it is a 409.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import uuid
+from dataclasses import replace
+from datetime import datetime
+from typing import Any
+
+from tickwheel.client.cron_wire import (
+    Wire,
+    audit_to_wire,
+    job_to_wire,
+    parse_ref,
+    preview_to_wire,
+    record_to_wire,
+    spec_from_wire,
+    spec_to_wire,
+)
+from tickwheel.client.wire import iso
+from tickwheel.cron.policies import RECORD_LIMIT
+from tickwheel.cron.schedule import TINY, Schedule
+from tickwheel.domain.clock import Clock, SystemClock
+from tickwheel.domain.cron import DstPolicy, preview
+from tickwheel.domain.cron_jobs import (
+    AuditAction,
+    AuditEntry,
+    CronJob,
+    CronJobSpec,
+    CronJobStatus,
+    OccurrenceRecord,
+    Outcome,
+)
+from tickwheel.domain.errors import BadRequest, Conflict, FieldError, InvalidInput, NotFound
+from tickwheel.domain.fieldtypes import validate_values
+from tickwheel.domain.ids import uuid7
+from tickwheel.domain.submission import definition_name
+from tickwheel.store.cron_protocol import CronStore, HistoryCursor
+from tickwheel.store.protocol import Store
+
+NEXT_FIRES = 5
+MAX_PAGE = 200
+MAX_PREVIEW = 100
+
+
+class CronJobs:
+    def __init__(
+        self,
+        cron: CronStore,
+        store: Store,
+        tenant: str,
+        actor: str,
+        clock: Clock | None = None,
+    ) -> None:
+        self.cron = cron
+        self.store = store
+        self.tenant = tenant
+        self.actor = actor
+        self.clock = clock or SystemClock()
+
+    async def close(self) -> None:
+        """The stores belong to whoever opened them."""
+
+    # -- reading --------------------------------------------------------------------------------
+
+    async def find(self, ref: str | uuid.UUID) -> CronJob:
+        """By id or by name, in this tenant only (another tenant's job is simply not found)."""
+        key = parse_ref(ref) if isinstance(ref, str) else ref
+        if isinstance(key, uuid.UUID):
+            job = await self.cron.cron_job_get(self.tenant, key)
+        else:
+            job = await self.cron.cron_job_get_by_name(self.tenant, key)
+        if job is None:
+            raise NotFound(f"no cron job {ref}")
+        return job
+
+    def render(self, job: CronJob, *, next_fires: bool = True) -> Wire:
+        if not next_fires:
+            return job_to_wire(job)
+        upcoming = []
+        if job.status is CronJobStatus.ACTIVE and job.next_run_at is not None:
+            upcoming = Schedule(job.spec).upcoming(self.clock.now(), NEXT_FIRES)
+        return job_to_wire(job, upcoming)
+
+    async def cron_get(self, ref: str) -> Wire:
+        return self.render(await self.find(ref))
+
+    async def cron_list(self, cursor: str | None, limit: int) -> Wire:
+        limit = max(1, min(limit, MAX_PAGE))
+        jobs = await self.cron.cron_job_list(self.tenant, cursor, limit + 1)
+        page = jobs[:limit]
+        more = len(jobs) > limit
+        return {
+            "items": [self.render(j, next_fires=False) for j in page],
+            "nextCursor": page[-1].name if more and page else None,
+        }
+
+    async def cron_history(self, ref: str, cursor: str | None, limit: int) -> Wire:
+        """Every occurrence, newest first: the executions it became, with their status, and
+        the ones that did not become one, with the reason."""
+        job = await self.find(ref)
+        limit = max(1, min(limit, MAX_PAGE))
+        before = _decode_cursor(cursor) if cursor else None
+        rows = await self.cron.cron_occurrence_list(self.tenant, job.cron_job_id, before, limit + 1)
+        page = rows[:limit]
+        items = []
+        for row in page:
+            status = None
+            if row.execution_id is not None:
+                execution = await self.store.execution_get(self.tenant, row.execution_id)
+                status = str(execution.status) if execution else None
+            items.append(record_to_wire(row, status))
+        more = len(rows) > limit and page
+        return {
+            "cronJobId": str(job.cron_job_id),
+            "items": items,
+            "nextCursor": _encode_cursor(page[-1]) if more else None,
+        }
+
+    async def cron_audit(self, ref: str, limit: int = MAX_PAGE) -> Wire:
+        job = await self.find(ref)
+        entries = await self.cron.cron_audit_list(self.tenant, job.cron_job_id, limit)
+        return {"items": [audit_to_wire(e) for e in entries]}
+
+    async def cron_preview(
+        self,
+        expression: str,
+        timezone: str,
+        after: datetime | None,
+        count: int,
+        dst_policy: dict[str, Any] | None = None,
+    ) -> Wire:
+        """For people writing expressions: nothing is stored."""
+        if not 1 <= count <= MAX_PREVIEW:
+            message = f"must be between 1 and {MAX_PREVIEW}"
+            raise InvalidInput(f"count {message}", [FieldError("count", message)])
+        policy = DstPolicy.from_document(dst_policy)
+        start = after or self.clock.now()
+        rows = preview(expression, timezone, start, count, policy)
+        return {
+            "expression": expression,
+            "timezone": timezone,
+            "from": iso(start),
+            "dstPolicy": policy.to_document(),
+            "items": [preview_to_wire(r) for r in rows],
+        }
+
+    # -- changing -------------------------------------------------------------------------------
+
+    async def check_definition(self, spec: CronJobSpec, path: str = "") -> None:
+        """The definition must exist (the pinned version, or any for latest) and accept the
+        inputs, so that a mistake shows now rather than at 02:00 in the job's history."""
+        name = definition_name(spec.definition_uri)
+        assert name is not None  # validate_spec checked the form
+        stored = await self.store.definition_get(name, spec.definition_version)
+        if stored is None:
+            which = f"version {spec.definition_version} of " if spec.definition_version else ""
+            field = "definitionVersion" if spec.definition_version else "definitionUri"
+            message = f"no definition is registered as {which}{spec.definition_uri}"
+            raise InvalidInput(message, [FieldError(path + field, "no such definition")])
+        d = stored.definition
+        validate_values(
+            d.inputs, spec.inputs, path + "inputs", context=f"{d.uri} version {d.version}"
+        )
+
+    def first_run(self, spec: CronJobSpec, now: datetime) -> datetime | None:
+        return Schedule(spec).next_fire(now)[0]
+
+    def _audit(
+        self, job: CronJob, action: AuditAction, before: CronJob | None, now: datetime
+    ) -> AuditEntry:
+        return AuditEntry(
+            tenant=self.tenant,
+            cron_job_id=job.cron_job_id,
+            name=job.name,
+            action=action,
+            actor=self.actor,
+            at=now,
+            before=_snapshot(before),
+            after=_snapshot(job) if action is not AuditAction.DELETED else None,
+        )
+
+    async def cron_create(self, doc: Wire) -> tuple[Wire, bool]:
+        spec = spec_from_wire(doc)
+        await self.check_definition(spec)
+        return await self.create(spec)
+
+    async def create(self, spec: CronJobSpec) -> tuple[Wire, bool]:
+        now = self.clock.now()
+        existing = await self.cron.cron_job_get_by_name(self.tenant, spec.name)
+        if existing is None:
+            job = CronJob(
+                cron_job_id=uuid7(now),
+                tenant=self.tenant,
+                spec=spec,
+                status=CronJobStatus.ACTIVE,
+                next_run_at=self.first_run(spec, now),
+                version=1,
+                created_at=now,
+                updated_at=now,
+            )
+            if await self.cron.cron_job_insert(
+                job, self._audit(job, AuditAction.CREATED, None, now)
+            ):
+                return self.render(job), True
+            existing = await self.cron.cron_job_get_by_name(self.tenant, spec.name)
+            assert existing is not None, "insert refused but no job holds the name"
+        if existing.spec == spec:
+            return self.render(existing), False
+        raise Conflict(
+            f"a cron job named {spec.name!r} already exists with other settings "
+            f"(id {existing.cron_job_id}); change it with PATCH "
+            f"/v1/cron-jobs/{existing.cron_job_id} or choose another name",
+            {"name": spec.name, "cronJobId": str(existing.cron_job_id)},
+        )
+
+    async def cron_update(self, ref: str, doc: Wire) -> Wire:
+        job = await self.find(ref)
+        version = doc.get("version")
+        if version is not None and (not isinstance(version, int) or isinstance(version, bool)):
+            raise InvalidInput(
+                "version must be an integer", [FieldError("version", "must be an integer")]
+            )
+        self._check_version(job, version)
+        spec = spec_from_wire({k: v for k, v in doc.items() if k != "version"}, job.spec)
+        if spec == job.spec:
+            return self.render(job)
+        if (spec.definition_uri, spec.definition_version, spec.inputs) != (
+            job.spec.definition_uri,
+            job.spec.definition_version,
+            job.spec.inputs,
+        ):
+            await self.check_definition(spec)
+        return self.render(await self.update(job, spec))
+
+    async def update(self, job: CronJob, spec: CronJobSpec) -> CronJob:
+        """Writes ``spec``; a change to when the job fires recomputes its next run from now (a
+        change to inputs or policies keeps it)."""
+        now = self.clock.now()
+        next_run = job.next_run_at
+        if spec.schedule_key() != job.spec.schedule_key():
+            next_run = self.first_run(spec, now)
+        changed = replace(
+            job, spec=spec, next_run_at=next_run, version=job.version + 1, updated_at=now
+        )
+        return await self._write(job, changed, AuditAction.UPDATED, now)
+
+    async def _write(
+        self,
+        job: CronJob,
+        changed: CronJob,
+        action: AuditAction,
+        now: datetime,
+        records: list[OccurrenceRecord] | None = None,
+    ) -> CronJob:
+        audit = self._audit(changed, action, job, now)
+        written = await self.cron.cron_job_update(changed, job.version, audit, records or [])
+        if written is None:
+            raise _changed_meanwhile(job)
+        return written
+
+    def _check_version(self, job: CronJob, version: int | None) -> None:
+        if version is not None and version != job.version:
+            raise Conflict(
+                f"cron job {job.name!r} is at version {job.version}, not {version}: it changed "
+                "since you read it; read it again and retry",
+                {"version": job.version, "expected": version},
+            )
+
+    async def cron_pause(self, ref: str) -> Wire:
+        """Idempotent. Occurrences already materialised (at most the service's lead, 60 s by
+        default, ahead) still run; the service materialises nothing more until resumed."""
+        job = await self.find(ref)
+        if job.status is CronJobStatus.PAUSED:
+            return self.render(job)
+        now = self.clock.now()
+        paused = replace(
+            job, status=CronJobStatus.PAUSED, paused_at=now, version=job.version + 1, updated_at=now
+        )
+        return self.render(await self._write(job, paused, AuditAction.PAUSED, now))
+
+    async def cron_resume(self, ref: str, catch_up: bool) -> Wire:
+        """``catch_up``: the occurrences missed while paused follow the job's misfire policy.
+        Otherwise they are recorded SKIPPED_PAUSED and the job continues from now."""
+        job = await self.find(ref)
+        if job.status is CronJobStatus.ACTIVE:
+            return self.render(job)
+        now = self.clock.now()
+        records: list[OccurrenceRecord] = []
+        next_run = job.next_run_at
+        if not catch_up and next_run is not None and next_run < now:
+            records = _paused_records(job, now)
+            next_run = Schedule(job.spec).next_fire(now - TINY)[0]
+        resumed = replace(
+            job,
+            status=CronJobStatus.ACTIVE,
+            paused_at=None,
+            next_run_at=next_run,
+            version=job.version + 1,
+            updated_at=now,
+        )
+        return self.render(await self._write(job, resumed, AuditAction.RESUMED, now, records))
+
+    async def cron_delete(self, ref: str, version: int | None = None) -> Wire:
+        job = await self.find(ref)
+        self._check_version(job, version)
+        now = self.clock.now()
+        audit = self._audit(job, AuditAction.DELETED, job, now)
+        if not await self.cron.cron_job_delete(self.tenant, job.cron_job_id, job.version, audit):
+            raise _changed_meanwhile(job)
+        return {"deleted": True, "cronJob": self.render(job, next_fires=False)}
+
+    async def cron_apply(self, docs: list[Any], prune: bool, dry_run: bool) -> Wire:
+        from tickwheel.cron.apply import apply_jobs
+
+        return await apply_jobs(self, docs, prune=prune, dry_run=dry_run)
+
+
+def _paused_records(job: CronJob, now: datetime) -> list[OccurrenceRecord]:
+    assert job.next_run_at is not None
+    reason = f"the job was paused (since {iso(job.paused_at)}) and resumed without catch-up"
+    tail, earlier = Schedule(job.spec).last_firing(job.next_run_at - TINY, now, RECORD_LIMIT)
+    rows = [
+        OccurrenceRecord(job.cron_job_id, r.at, Outcome.SKIPPED_PAUSED, now, reason=reason)
+        for r in tail.firing
+    ]
+    if earlier and rows:
+        summary = f"{reason}; this row stands for every occurrence from {iso(job.next_run_at)} "
+        summary += f"up to {iso(rows[0].occurrence)}, too many to list one by one"
+        rows.insert(
+            0,
+            OccurrenceRecord(
+                job.cron_job_id, job.next_run_at, Outcome.SKIPPED_PAUSED, now, reason=summary
+            ),
+        )
+    return rows
+
+
+def _changed_meanwhile(job: CronJob) -> Conflict:
+    return Conflict(
+        f"cron job {job.name!r} changed while this request was handled; read it again and retry",
+        {"version": job.version},
+    )
+
+
+def _snapshot(job: CronJob | None) -> dict[str, Any] | None:
+    if job is None:
+        return None
+    return {**spec_to_wire(job.spec), "status": str(job.status), "version": job.version}
+
+
+def _encode_cursor(row: OccurrenceRecord) -> str:
+    text = json.dumps([iso(row.occurrence), row.record_id])
+    return base64.urlsafe_b64encode(text.encode()).decode().rstrip("=")
+
+
+def _decode_cursor(cursor: str) -> HistoryCursor:
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+        occurrence, record_id = json.loads(raw)
+        return HistoryCursor(datetime.fromisoformat(occurrence), int(record_id))
+    except (ValueError, TypeError) as exc:
+        raise BadRequest("the cursor is not one this API returned; start again without it") from exc

@@ -1,0 +1,171 @@
+"""The Cron Service's decisions, pure: which occurrences of a claimed job to materialise this
+tick, which to record as skipped or coalesced (and why), where to continue, and the jitter.
+
+The service feeds in the job, its schedule and the claim's ``now``; nothing here does I/O, so
+every misfire and DST rule is tested without a database or a clock (STYLE.md: policy in the
+service, SQL in the store).
+
+Terms: an occurrence is *due* once it is within the lead (``occurrence <= now + lead``; for
+jobs that forbid or replace overlapping runs, the lead is zero, because their overlap check
+must see the previous run at fire time). It is *missed* when it is more than the misfire grace
+in the past (``occurrence < now - grace``): the service was down, or the job paused, when it
+should have been materialised. Missed occurrences follow the misfire policy; the others run.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+from tickwheel.cron.schedule import TINY, Schedule
+from tickwheel.domain.cron import FirePreview
+from tickwheel.domain.cron_jobs import CronJob, MisfirePolicy, Outcome, OverlapPolicy
+
+RECORD_LIMIT = 100
+"""Missed occurrences listed one by one in the history; older ones share one summary row."""
+MAX_PER_TICK = 500
+"""Due occurrences materialised per job and tick; a job with more continues in the next."""
+
+
+@dataclass(frozen=True)
+class Step:
+    """One occurrence and what to do with it: submit it (``outcome`` None), or record the
+    ``outcome``. ``reason`` explains anything unusual, also on a submitted occurrence (late
+    under a misfire policy, moved by a DST rule)."""
+
+    occurrence: datetime
+    outcome: Outcome | None = None
+    reason: str | None = None
+
+    @property
+    def submit(self) -> bool:
+        return self.outcome is None
+
+
+@dataclass(frozen=True)
+class Plan:
+    steps: list[Step]
+    next_run_at: datetime | None
+
+
+def plan_tick(
+    job: CronJob, schedule: Schedule, now: datetime, lead: timedelta, grace: timedelta
+) -> Plan:
+    """Everything due for ``job`` at ``now``, in occurrence order, and the next run after it."""
+    start = job.next_run_at
+    if start is None:
+        return Plan([], None)
+    allow = job.spec.overlap_policy is OverlapPolicy.ALLOW
+    horizon = now + lead if allow else now
+    cutoff = now - grace
+    after = start - TINY
+    steps: list[Step] = []
+    if start < cutoff:
+        steps += _missed(job, schedule, after, cutoff, now)
+        after = cutoff - TINY
+    window = schedule.window(after, horizon, MAX_PER_TICK)
+    steps += [_on_time(row) for row in window.rows]
+    last = window.rows[-1].at if not window.complete else max(horizon, after)
+    next_run_at, dst_skipped = schedule.next_fire(last)
+    steps += [_on_time(row) for row in dst_skipped]
+    return Plan(steps, next_run_at)
+
+
+def _on_time(row: FirePreview) -> Step:
+    if not row.fires:
+        return Step(row.at, Outcome.SKIPPED_DST, row.reason)
+    return Step(row.at, None, row.reason)
+
+
+def _missed(
+    job: CronJob, schedule: Schedule, after: datetime, cutoff: datetime, now: datetime
+) -> list[Step]:
+    policy = job.spec.misfire_policy
+    keep = {
+        MisfirePolicy.SKIP: 0,
+        MisfirePolicy.RUN_ONCE: 1,
+        MisfirePolicy.CATCH_UP: job.spec.max_catch_up,
+    }[policy]
+    tail, earlier = schedule.last_firing(after, cutoff, keep + RECORD_LIMIT)
+    firing = tail.firing
+    run = {row.at for row in firing[len(firing) - keep :]} if keep else set()
+    latest = firing[-1].at if firing else None
+    steps: list[Step] = []
+    if earlier and firing:
+        first = after + TINY
+        steps.append(
+            Step(
+                first,
+                _dropped_outcome(policy),
+                f"{_dropped_reason(job, latest)}; this row stands for every missed occurrence "
+                f"from {_iso(first)} up to {_iso(firing[0].at)}, too many to list one by one",
+            )
+        )
+    for row in tail.rows:
+        if not row.fires:
+            steps.append(Step(row.at, Outcome.SKIPPED_DST, row.reason))
+        elif row.at in run:
+            late = f"missed by {_duration(now - row.at)} (the service was down or the job paused)"
+            how = {
+                MisfirePolicy.RUN_ONCE: "run once now for the missed occurrences "
+                "(misfirePolicy run_once)",
+                MisfirePolicy.CATCH_UP: "caught up late (misfirePolicy catch_up)",
+            }.get(policy, "")
+            reason = f"{late}; {how}" + (f"; {row.reason}" if row.reason else "")
+            steps.append(Step(row.at, None, reason))
+        else:
+            steps.append(Step(row.at, _dropped_outcome(policy), _dropped_reason(job, latest)))
+    return steps
+
+
+def _dropped_outcome(policy: MisfirePolicy) -> Outcome:
+    return Outcome.COALESCED if policy is MisfirePolicy.RUN_ONCE else Outcome.SKIPPED_MISFIRE
+
+
+def _dropped_reason(job: CronJob, latest: datetime | None) -> str:
+    policy = job.spec.misfire_policy
+    if policy is MisfirePolicy.RUN_ONCE:
+        return (
+            "missed (the service was down or the job paused); coalesced into one run for the "
+            f"latest missed occurrence, {_iso(latest)} (misfirePolicy run_once)"
+        )
+    if policy is MisfirePolicy.CATCH_UP:
+        return (
+            "missed (the service was down or the job paused) and more than maxCatchUp "
+            f"({job.spec.max_catch_up}) occurrences were missed; only the most recent "
+            f"{job.spec.max_catch_up} ran (misfirePolicy catch_up)"
+        )
+    return "missed (the service was down or the job paused); not run (misfirePolicy skip)"
+
+
+def jitter(cron_job_id: uuid.UUID, occurrence: datetime, jitter_seconds: int) -> timedelta:
+    """A delay in [0, ``jitter_seconds``) in whole milliseconds, the same every time for one
+    job and occurrence (a retried tick submits the same ``executeAt``) and spread evenly across
+    jobs, so that a thousand ``0 * * * *`` jobs do not all start in the same second."""
+    if jitter_seconds <= 0:
+        return timedelta(0)
+    digest = hashlib.sha256(f"{cron_job_id}|{_iso(occurrence)}".encode()).digest()
+    return timedelta(milliseconds=int.from_bytes(digest[:8], "big") % (jitter_seconds * 1000))
+
+
+def idempotency_key(cron_job_id: uuid.UUID, occurrence: datetime) -> str:
+    """``cron:<cronJobId>:<occurrence in UTC, RFC 3339>``: the unjittered occurrence, so that
+    whichever instance submits it, however often, one execution exists for it."""
+    return f"cron:{cron_job_id}:{_iso(occurrence)}"
+
+
+def _iso(instant: datetime | None) -> str:
+    if instant is None:
+        return "-"
+    return instant.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
+def _duration(delta: timedelta) -> str:
+    seconds = int(delta.total_seconds())
+    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
+        if seconds >= size:
+            whole, rest = divmod(seconds, size)
+            return f"{whole} {unit}" + (f" {rest // 60} min" if unit == "h" and rest >= 60 else "")
+    return f"{seconds} s"

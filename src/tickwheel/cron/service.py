@@ -1,0 +1,389 @@
+"""The Cron Service: turns due occurrences of cron jobs into Executions, each exactly once.
+
+One tick: claim a small batch of due jobs (a lease, so a killed instance's jobs move on to
+another), plan each with ``policies.plan_tick``, materialise the occurrences through the
+Client SDK with the key ``cron:<cronJobId>:<occurrence>``, then record the history and advance
+``next_run_at`` in one guarded write. A crash between submitting and advancing leaves the job
+where it was; whoever claims it next submits the same keys again and gets the same executions
+back: nothing new is created, and the history rows, unique per occurrence and outcome, are
+written once.
+
+The service never touches the executions table: it sees executions only through the SDK
+(in-process inside ``tickwheel server``, HTTP as ``tickwheel cron run``), so every occurrence
+obeys the same validation and idempotency rules as any other submission.
+
+It deliberately does not use ``engine.service.Service``: cron is built on the client and must
+not import the engine (an import-linter contract says so), so its loop, a few lines, is its own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import secrets
+import socket
+import uuid
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from tickwheel.client.client import AsyncClient
+from tickwheel.cron.policies import Plan, Step, idempotency_key, jitter, plan_tick
+from tickwheel.cron.schedule import Schedule
+from tickwheel.domain.clock import Clock, SystemClock
+from tickwheel.domain.cron_jobs import CronJob, OccurrenceRecord, Outcome, OverlapPolicy
+from tickwheel.domain.errors import Conflict, InvalidInput, NotFound
+from tickwheel.domain.states import ExecutionStatus
+from tickwheel.domain.submission import SubmitRequest
+from tickwheel.observability.metrics import Metrics, process_metrics
+from tickwheel.store.cron_protocol import CronAdvance, CronStore
+
+MAX_LATE = timedelta(days=1)
+"""A missed occurrence run later than this gets ``executeAt = now - MAX_LATE`` rather than its
+own time, so that it stays inside the API's window for past ``executeAt`` (7 days by default)."""
+NOT_STARTED = {ExecutionStatus.SCHEDULED, ExecutionStatus.READY}
+SUBMIT_CHUNK = 500
+
+ClientFor = Callable[[str], AsyncClient]
+
+
+@dataclass(frozen=True)
+class _Done:
+    """What became of one submitted step."""
+
+    outcome: Outcome
+    execution_id: uuid.UUID | None = None
+    execute_at: datetime | None = None
+    reason: str | None = None
+
+
+class CronService:
+    name = "cron"
+
+    def __init__(
+        self,
+        store: CronStore,
+        client_for: ClientFor,
+        *,
+        clock: Clock | None = None,
+        owner: str | None = None,
+        tenant: str | None = None,
+        lead: timedelta = timedelta(seconds=60),
+        grace: timedelta = timedelta(seconds=60),
+        lease: timedelta = timedelta(seconds=30),
+        batch: int = 50,
+        poll: float = 0.5,
+    ) -> None:
+        self.store = store
+        self.client_for = client_for
+        self.clock: Clock = clock or SystemClock()
+        self.owner = owner or f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(3)}"
+        self.tenant = tenant
+        self.lead, self.grace, self.lease = lead, grace, lease
+        self.batch, self.poll = batch, poll
+        self.counts: Counter[Outcome] = Counter()
+        """Occurrences by outcome since start (tests read it; /metrics has the same counts)."""
+        self.metrics: Metrics = process_metrics()
+        self.log = logging.getLogger("tickwheel.cron")
+        self._stopping = asyncio.Event()
+
+    # -- the loop -------------------------------------------------------------------------------
+
+    def store_now(self) -> datetime | None:
+        """None in production: the database's clock decides what is due and when a claim
+        expires, so instances with skewed clocks still agree. A test's fake clock otherwise."""
+        return None if isinstance(self.clock, SystemClock) else self.clock.now()
+
+    def stop(self) -> None:
+        self._stopping.set()
+
+    async def run(self) -> None:
+        self.log.info("cron service %s started", self.owner)
+        while not self._stopping.is_set():
+            try:
+                did = await self.run_once()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                # A database or API hiccup must not kill the service: log, back off, retry.
+                # Unfinished claims were released; the next tick resubmits the same keys.
+                self.log.exception("cron tick failed; retrying")
+                did = 0
+                await self._pause(1.0)
+            if not did:
+                await self._pause(self.poll)
+        self.log.info("cron service %s stopped", self.owner)
+
+    async def _pause(self, seconds: float) -> None:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._stopping.wait(), seconds)
+
+    # -- one tick -------------------------------------------------------------------------------
+
+    async def run_once(self) -> int:
+        """Claims one batch of due jobs and handles it; returns how many jobs it advanced."""
+        claim = await self.store.cron_job_claim_due(
+            self.owner, self.batch, self.lead, self.lease, self.tenant, self.store_now()
+        )
+        if not claim.jobs:
+            return 0
+        unfinished = {job.cron_job_id for job in claim.jobs}
+        try:
+            advanced = 0
+            for tenant in sorted({job.tenant for job in claim.jobs}):
+                jobs = [job for job in claim.jobs if job.tenant == tenant]
+                advanced += await self._tick(self.client_for(tenant), jobs, claim.now, unfinished)
+            return advanced
+        finally:
+            if unfinished:  # a failure part-way: let the next tick (any instance) retry soon
+                await self.store.cron_job_release(self.owner, sorted(unfinished))
+
+    async def _tick(
+        self, client: AsyncClient, jobs: list[CronJob], now: datetime, unfinished: set[uuid.UUID]
+    ) -> int:
+        plans: dict[uuid.UUID, Plan] = {}
+        for job in jobs:
+            try:
+                plans[job.cron_job_id] = plan_tick(
+                    job, Schedule(job.spec), now, self.lead, self.grace
+                )
+            except InvalidInput:  # e.g. its zone vanished from this machine's tz database
+                self.log.exception("cron job %s (%s) cannot be planned", job.name, job.cron_job_id)
+                unfinished.discard(job.cron_job_id)  # keep the claim: retry when it expires
+        done: dict[tuple[uuid.UUID, datetime], _Done] = {}
+        extra: list[OccurrenceRecord] = []
+        free = [job for job in jobs if job.spec.overlap_policy is OverlapPolicy.ALLOW]
+        done |= await self._submit_batch(client, free, plans, now)
+        for job in jobs:
+            if job.spec.overlap_policy is not OverlapPolicy.ALLOW and job.cron_job_id in plans:
+                done |= await self._submit_guarded(client, job, plans[job.cron_job_id], now, extra)
+        advanced = 0
+        for job in jobs:
+            plan = plans.get(job.cron_job_id)
+            if plan is None:
+                continue
+            mine = [r for r in extra if r.cron_job_id == job.cron_job_id]
+            if await self._advance(job, plan, done, mine, now):
+                advanced += 1
+            unfinished.discard(job.cron_job_id)
+        return advanced
+
+    def _request(self, job: CronJob, occurrence: datetime, now: datetime) -> SubmitRequest:
+        execute_at = max(
+            occurrence + jitter(job.cron_job_id, occurrence, job.spec.jitter_seconds),
+            now - MAX_LATE,
+        )
+        return SubmitRequest(
+            definition_uri=job.spec.definition_uri,
+            inputs=job.spec.inputs,
+            definition_version=job.spec.definition_version,
+            execute_at=execute_at,
+            idempotency_key=idempotency_key(job.cron_job_id, occurrence),
+        )
+
+    async def _submit_batch(
+        self, client: AsyncClient, jobs: list[CronJob], plans: dict[uuid.UUID, Plan], now: datetime
+    ) -> dict[tuple[uuid.UUID, datetime], _Done]:
+        """Jobs that allow overlap: every due occurrence of the batch in one submission."""
+        keys = [
+            (job, step)
+            for job in jobs
+            if job.cron_job_id in plans
+            for step in plans[job.cron_job_id].steps
+            if step.submit
+        ]
+        if not keys:
+            return {}
+        requests = [self._request(job, step.occurrence, now) for job, step in keys]
+        results = []
+        for start in range(0, len(requests), SUBMIT_CHUNK):  # the API takes 1,000 at most
+            results += await client.submit_many(requests[start : start + SUBMIT_CHUNK])
+        done: dict[tuple[uuid.UUID, datetime], _Done] = {}
+        for (job, step), request, result in zip(keys, requests, results, strict=True):
+            key = (job.cron_job_id, step.occurrence)
+            if result.ok and result.execution is not None:
+                execution = result.execution
+                done[key] = _Done(Outcome.SUBMITTED, execution.execution_id, execution.execute_at)
+                continue
+            error = result.error or {}
+            done[key] = self._refused(result.status, error, request)
+        return done
+
+    def _refused(self, status: int, error: dict[str, object], request: SubmitRequest) -> _Done:
+        """A 409 means the key already names an execution, made from an earlier form of the job
+        (edited since, or a clamped executeAt): the occurrence *is* materialised, keep it. A 422
+        means the definition refuses it now; record why and move on rather than retry forever."""
+        details = error.get("details")
+        existing = details.get("executionId") if isinstance(details, dict) else None
+        if status == 409 and isinstance(existing, str):
+            return _Done(
+                Outcome.SUBMITTED,
+                uuid.UUID(existing),
+                request.execute_at,
+                "already materialised by an earlier tick (same idempotency key); kept as it was",
+            )
+        fields = (
+            [f"{d.get('path')}: {d.get('message')}" for d in details or [] if isinstance(d, dict)]
+            if isinstance(details, list)
+            else []
+        )
+        why = "; ".join([str(error.get("message")), *fields])
+        return _Done(Outcome.FAILED, None, None, f"the API refused it: {why}")
+
+    async def _submit_one(
+        self, client: AsyncClient, job: CronJob, occurrence: datetime, now: datetime
+    ) -> _Done:
+        request = self._request(job, occurrence, now)
+        try:
+            info = await client.submit(
+                request.definition_uri,
+                request.inputs,
+                request.execute_at,
+                request.idempotency_key,
+                version=request.definition_version,
+            )
+        except Conflict as exc:
+            return self._refused(409, {"message": exc.message, "details": exc.details}, request)
+        except InvalidInput as exc:
+            return self._refused(422, {"message": exc.message, "details": exc.details}, request)
+        return _Done(Outcome.SUBMITTED, info.execution_id, info.execute_at)
+
+    async def _submit_guarded(
+        self,
+        client: AsyncClient,
+        job: CronJob,
+        plan: Plan,
+        now: datetime,
+        extra: list[OccurrenceRecord],
+    ) -> dict[tuple[uuid.UUID, datetime], _Done]:
+        """Jobs that forbid or replace overlapping runs: one occurrence at a time, each checked
+        against the execution of the previous one (which may be from this very tick)."""
+        done: dict[tuple[uuid.UUID, datetime], _Done] = {}
+        previous, previous_at = job.last_execution_id, job.last_occurrence
+        for step in plan.steps:
+            if not step.submit:
+                continue
+            note: str | None = None
+            status = await self._status(client, previous) if previous else None
+            if previous is not None and status is not None:
+                if job.spec.overlap_policy is OverlapPolicy.FORBID:
+                    done[(job.cron_job_id, step.occurrence)] = _Done(
+                        Outcome.SKIPPED_OVERLAP,
+                        reason=f"the previous run (execution {previous}, occurrence "
+                        f"{_iso(previous_at)}) was still {status}; overlapPolicy forbid",
+                    )
+                    continue
+                note = await self._replace(
+                    client, job, previous, previous_at, status, step, extra, now
+                )
+            result = await self._submit_one(client, job, step.occurrence, now)
+            if note:
+                result = _Done(result.outcome, result.execution_id, result.execute_at, note)
+            done[(job.cron_job_id, step.occurrence)] = result
+            if result.execution_id is not None:
+                previous, previous_at = result.execution_id, step.occurrence
+        return done
+
+    async def _status(self, client: AsyncClient, execution_id: uuid.UUID) -> ExecutionStatus | None:
+        """The previous run's status while it is unfinished; None once finished (or gone)."""
+        try:
+            info = await client.get(execution_id)
+        except NotFound:
+            return None
+        return None if info.finished else info.status
+
+    async def _replace(
+        self,
+        client: AsyncClient,
+        job: CronJob,
+        previous: uuid.UUID,
+        previous_at: datetime | None,
+        status: ExecutionStatus,
+        step: Step,
+        extra: list[OccurrenceRecord],
+        now: datetime,
+    ) -> str | None:
+        """Cancels the previous run if it has not started; says so on both occurrences."""
+        if status in NOT_STARTED:
+            with contextlib.suppress(Conflict):  # it started meanwhile: fall through
+                await client.cancel(previous)
+                if previous_at is not None:
+                    extra.append(
+                        OccurrenceRecord(
+                            job.cron_job_id,
+                            previous_at,
+                            Outcome.REPLACED,
+                            now,
+                            execution_id=previous,
+                            reason=f"cancelled before it started ({status}) for the run of "
+                            f"{_iso(step.occurrence)} (overlapPolicy replace)",
+                        )
+                    )
+                return (
+                    f"replaced the previous run (execution {previous}), cancelled before it started"
+                )
+            status = ExecutionStatus.RUNNING
+        return (
+            f"the previous run (execution {previous}) had already started ({status}) and cannot "
+            "be cancelled; both run (overlapPolicy replace)"
+        )
+
+    async def _advance(
+        self,
+        job: CronJob,
+        plan: Plan,
+        done: dict[tuple[uuid.UUID, datetime], _Done],
+        extra: list[OccurrenceRecord],
+        now: datetime,
+    ) -> bool:
+        records: list[OccurrenceRecord] = list(extra)
+        last: tuple[datetime, uuid.UUID] | None = None
+        for step in plan.steps:
+            result = done.get((job.cron_job_id, step.occurrence)) if step.submit else None
+            if step.submit and result is None:
+                continue  # not attempted (cannot happen unless planning failed): not recorded
+            outcome = result.outcome if result else step.outcome
+            assert outcome is not None
+            reason = "; ".join(r for r in (step.reason, result.reason if result else None) if r)
+            records.append(
+                OccurrenceRecord(
+                    job.cron_job_id,
+                    step.occurrence,
+                    outcome,
+                    now,
+                    execution_id=result.execution_id if result else None,
+                    execute_at=result.execute_at if result else None,
+                    reason=reason or None,
+                )
+            )
+            if result and result.outcome is Outcome.SUBMITTED and result.execution_id:
+                last = (step.occurrence, result.execution_id)
+        advance = CronAdvance(
+            cron_job_id=job.cron_job_id,
+            expected_version=job.version,
+            expected_next_run_at=job.next_run_at,
+            next_run_at=plan.next_run_at,
+            last_occurrence=last[0] if last else None,
+            last_execution_id=last[1] if last else None,
+            records=records,
+        )
+        moved = await self.store.cron_job_advance(self.owner, advance, self.store_now())
+        self.counts.update(r.outcome for r in records)
+        for r in records:  # tickwheel_cron_occurrences{outcome} on /metrics
+            self.metrics.cron_occurrence(str(r.outcome))
+        if not moved:
+            self.log.info(
+                "cron job %s changed or was reclaimed during the tick; it continues from its "
+                "new state",
+                job.cron_job_id,
+            )
+        return moved
+
+
+def _iso(instant: datetime | None) -> str:
+    if instant is None:
+        return "-"
+    return instant.isoformat().replace("+00:00", "Z")

@@ -1,0 +1,26 @@
+"""The dashboard: server-rendered pages at ``/`` in the API process, for people.
+
+It sits beside ``tickwheel.api`` (an edge: render, no business rules) and reuses the API's
+authentication and its in-process transport, so every page shows and every button does exactly
+what the HTTP API would for the same key."""
+
+from __future__ import annotations
+
+from fastapi import FastAPI
+from fastapi.staticfiles import StaticFiles
+
+from tickwheel.dashboard import catalog, executions, home
+from tickwheel.dashboard.live import Hub
+from tickwheel.dashboard.session import Signer
+from tickwheel.dashboard.views import HERE, install_handlers
+from tickwheel.domain.clock import Clock
+from tickwheel.store.stats_protocol import StatsStore
+
+
+def install(app: FastAPI, stats: StatsStore, clock: Clock, secret: str | None) -> None:
+    app.state.dashboard_signer = Signer(secret)
+    app.state.dashboard_hub = Hub(stats, clock)
+    install_handlers(app)
+    for module in (home, executions, catalog):
+        app.include_router(module.router)
+    app.mount("/dashboard/static", StaticFiles(directory=HERE / "static"), name="dashboard-static")

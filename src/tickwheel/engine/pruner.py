@@ -1,0 +1,90 @@
+"""The pruner: deletes terminal executions (SUCCEEDED, FAILED, CANCELLED) that finished longer
+ago than the retention period, with their attempts, events and outputs.
+
+It deletes in bounded batches, each its own short transaction, looping until a batch comes back
+short: a backlog of millions never becomes one long transaction that holds locks, bloats the
+write-ahead log or stalls the claimers that share the database. Several pruners may run at once
+(one per scheduler process): each batch skips rows another one holds.
+
+The cut-off comes from this node's clock, not the database's: a retention period is days long,
+so a skew of seconds between nodes changes nothing that matters."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from datetime import datetime, timedelta
+
+from tickwheel.domain.clock import Clock
+from tickwheel.domain.states import TERMINAL
+from tickwheel.engine.service import Service
+from tickwheel.store.protocol import Store
+
+DEFAULT_RETENTION = timedelta(days=30)
+DEFAULT_BATCH = 1000
+DEFAULT_INTERVAL = 3600.0
+
+
+class Pruner(Service):
+    name = "pruner"
+
+    def __init__(
+        self,
+        store: Store,
+        clock: Clock | None = None,
+        *,
+        retention: timedelta = DEFAULT_RETENTION,
+        batch: int = DEFAULT_BATCH,
+        interval: float = DEFAULT_INTERVAL,
+    ) -> None:
+        super().__init__(clock)
+        if retention <= timedelta(0):
+            raise ValueError("retention must be positive (a retention of 0 runs no pruner)")
+        if batch < 1:
+            raise ValueError("batch must be at least 1")
+        self.store = store
+        self.retention = retention
+        self.batch = batch
+        self.interval = interval
+        self.pruned = 0
+
+    def cutoff(self) -> datetime:
+        return self.clock.now() - self.retention
+
+    async def run_once(self) -> int:
+        total = await prune(self.store, self.cutoff(), self.batch, stopping=lambda: self.stopping)
+        self.pruned += total
+        self.metrics.pruned.inc(total)
+        if total:
+            self.log.info("pruned %d executions finished before %s", total, self.cutoff())
+        return total
+
+    async def idle(self, did: int) -> None:
+        # Hourly is plenty: a retention period is days long, and one round clears the backlog.
+        await self.pause(self.interval)
+
+
+async def prune(
+    store: Store,
+    finished_before: datetime,
+    batch: int = DEFAULT_BATCH,
+    *,
+    stopping: Callable[[], bool] | None = None,
+) -> int:
+    """Deletes every terminal execution finished before ``finished_before``, ``batch`` at a
+    time, until a batch comes back short (or ``stopping()`` says so); returns how many."""
+    total = 0
+    while True:
+        deleted = await store.execution_prune(finished_before, batch)
+        total += deleted
+        if deleted < batch or (stopping is not None and stopping()):
+            return total
+        await asyncio.sleep(0)  # let the claims and heartbeats of this process through
+
+
+async def count_prunable(store: Store, finished_before: datetime) -> int:
+    """How many executions ``prune`` would delete now (for a dry run): all terminal ones, less
+    those finished since the cut-off."""
+    everything = await store.execution_count_by_status(None)
+    recent = await store.execution_count_by_status(finished_before)
+    return sum(everything[s] - recent[s] for s in TERMINAL)

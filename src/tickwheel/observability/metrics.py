@@ -1,0 +1,180 @@
+"""Prometheus metrics of one process, in a registry of its own.
+
+A registry per process, not prometheus_client's global one: ``/metrics`` then shows exactly
+tickwheel's series (no library's stray collectors), and a test can make a fresh ``Metrics`` and
+read exact values instead of deltas of a shared global.
+
+Services record where the event happens (the worker after a claim and a finish, the scheduler
+after a promotion, the reaper after a reap, the in-process transport after a submission), so a
+counter counts what the database accepted, never what was merely attempted. Labels stay
+bounded: definitions by name, statuses and outcomes from fixed sets, HTTP routes by template."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+# The classic text format, which every Prometheus version scrapes; our names and labels are all
+# plain ASCII, so what generate_latest writes is exactly that format.
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+# Scheduling lateness: the promise is "within a second", so resolve well below and around it.
+LATENESS_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+# Handlers run from milliseconds to hours.
+DURATION_BUCKETS = (0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 3600.0)
+HTTP_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
+
+
+def definition_label(definition_uri: str) -> str:
+    """``registry://jobs/send-email`` -> ``send-email``: names are unique, and shorter to read."""
+    return definition_uri.rsplit("/", 1)[-1]
+
+
+class Metrics:
+    """Every tickwheel series, registered in ``registry`` (a new one unless given)."""
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry if registry is not None else CollectorRegistry()
+        r = self.registry
+        by_def = ["definition"]
+        self.submitted = Counter(
+            "tickwheel_executions_submitted",
+            "Executions created by a submission (an idempotent repeat is not counted).",
+            by_def,
+            registry=r,
+        )
+        self.promoted = Counter(
+            "tickwheel_executions_promoted",
+            "Executions the scheduler moved to READY (SCHEDULED or RETRY_WAIT that came due).",
+            registry=r,
+        )
+        self.claimed = Counter(
+            "tickwheel_executions_claimed", "Executions claimed by a worker.", by_def, registry=r
+        )
+        self.succeeded = Counter(
+            "tickwheel_executions_succeeded", "Executions that ended SUCCEEDED.", by_def, registry=r
+        )
+        self.failed = Counter(
+            "tickwheel_executions_failed",
+            "Executions that ended FAILED (the dead letter), by a worker or the reaper.",
+            by_def,
+            registry=r,
+        )
+        self.lateness = Histogram(
+            "tickwheel_scheduling_lateness_seconds",
+            "First attempt's start minus executeAt.",
+            by_def,
+            buckets=LATENESS_BUCKETS,
+            registry=r,
+        )
+        self.attempt_duration = Histogram(
+            "tickwheel_attempt_duration_seconds",
+            "Wall time of an attempt from claim to its recorded outcome.",
+            ["definition", "outcome"],
+            buckets=DURATION_BUCKETS,
+            registry=r,
+        )
+        self.queue_depth = Gauge(
+            "tickwheel_queue_depth",
+            "Executions now in each non-terminal status (exact; refreshed at scrape).",
+            ["status"],
+            registry=r,
+        )
+        self.finished_recently = Gauge(
+            "tickwheel_executions_finished_recently",
+            "Executions that reached each terminal status within the recent window "
+            "(see tickwheel_executions_finished_window_seconds; refreshed at scrape).",
+            ["status"],
+            registry=r,
+        )
+        self.finished_window = Gauge(
+            "tickwheel_executions_finished_window_seconds",
+            "The window of tickwheel_executions_finished_recently.",
+            registry=r,
+        )
+        self.lease_expirations = Counter(
+            "tickwheel_lease_expirations",
+            "RUNNING attempts the reaper found with an expired lease and recovered.",
+            registry=r,
+        )
+        self.stale_fencing = Counter(
+            "tickwheel_stale_fencing_token_rejections",
+            "Worker writes refused because their fencing token was no longer current.",
+            registry=r,
+        )
+        self.cron_occurrences = Counter(
+            "tickwheel_cron_occurrences",
+            "Cron occurrences by outcome (submitted, skipped_misfire, skipped_overlap, ...).",
+            ["outcome"],
+            registry=r,
+        )
+        self.pruned = Counter(
+            "tickwheel_executions_pruned",
+            "Terminal executions deleted by the retention pruner.",
+            registry=r,
+        )
+        self.http_duration = Histogram(
+            "tickwheel_http_request_duration_seconds",
+            "API request latency by method, route template and status.",
+            ["method", "route", "status"],
+            buckets=HTTP_BUCKETS,
+            registry=r,
+        )
+
+    # -- helpers the services call ---------------------------------------------------------------
+
+    def started(self, definition_uri: str, attempt: int, lateness_seconds: float) -> None:
+        """A claim. Lateness is observed for first attempts only: a retry's start is late by
+        its backoff on purpose, which would drown the scheduler's own delay."""
+        name = definition_label(definition_uri)
+        self.claimed.labels(name).inc()
+        if attempt == 1:
+            self.lateness.labels(name).observe(max(0.0, lateness_seconds))
+
+    def finished(
+        self, definition_uri: str, execution_status: str, attempt_outcome: str, seconds: float
+    ) -> None:
+        """A recorded attempt outcome and, when it ended the execution, the execution's."""
+        name = definition_label(definition_uri)
+        self.attempt_duration.labels(name, attempt_outcome.lower()).observe(max(0.0, seconds))
+        if execution_status == "SUCCEEDED":
+            self.succeeded.labels(name).inc()
+        elif execution_status == "FAILED":
+            self.failed.labels(name).inc()
+
+    def reaped(self, definition_uri: str, execution_status: str) -> None:
+        """An attempt recovered by the reaper: its execution retries or, out of attempts, fails."""
+        self.lease_expirations.inc()
+        if execution_status == "FAILED":
+            self.failed.labels(definition_label(definition_uri)).inc()
+
+    def cron_occurrence(self, outcome: str) -> None:
+        """For the Cron Service: one recorded occurrence (``SUBMITTED``, ``SKIPPED_MISFIRE``...)."""
+        self.cron_occurrences.labels(outcome.lower()).inc()
+
+    def set_counts(
+        self, counts: Mapping[str, int], terminal: frozenset[str], window_seconds: float
+    ) -> None:
+        """Publishes a store's counts by status: non-terminal ones as queue depth, terminal ones
+        as finished within the window."""
+        self.finished_window.set(window_seconds)
+        for status, n in counts.items():
+            gauge = self.finished_recently if status in terminal else self.queue_depth
+            gauge.labels(status).set(n)
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)
+
+    def value(self, name: str, **labels: str) -> float:
+        """A sample's current value (0 when absent): for tests and the dashboard."""
+        got = self.registry.get_sample_value(name, labels)
+        return got if got is not None else 0.0
+
+
+_process = Metrics()
+
+
+def process_metrics() -> Metrics:
+    """This process's metrics: what ``/metrics`` serves and what services record into."""
+    return _process

@@ -1,0 +1,128 @@
+"""The CronStore protocol: the Cron Service's own tables, beside (never inside) the Store.
+
+Same conventions as ``store/protocol.py``: entity-first names, one unit of work per method, and
+guarded updates whose row count says who won. Two guards matter here:
+
+* a user's change names the ``version`` it read (optimistic concurrency: a stale edit changes
+  nothing and the caller answers 409);
+* the service's advance names the claim it holds, the version and the ``next_run_at`` it
+  planned from, so a claim that expired and moved to another instance, or a job edited or paused
+  meanwhile, makes the advance a no-op instead of moving the job past occurrences it never saw.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Protocol
+
+from tickwheel.domain.cron_jobs import AuditEntry, CronJob, OccurrenceRecord
+
+
+@dataclass(frozen=True)
+class CronClaim:
+    """Jobs claimed for one tick, and the instant the claim was made by the database's clock
+    (or the ``now`` passed in): the service plans with that instant, so every instance, whatever
+    its own clock says, agrees on what is due."""
+
+    jobs: list[CronJob]
+    now: datetime
+
+
+@dataclass(frozen=True)
+class CronAdvance:
+    """What one tick did for one claimed job: history rows to record and where to continue."""
+
+    cron_job_id: uuid.UUID
+    expected_version: int
+    expected_next_run_at: datetime | None
+    next_run_at: datetime | None
+    last_occurrence: datetime | None = None
+    last_execution_id: uuid.UUID | None = None
+    records: Sequence[OccurrenceRecord] = field(default_factory=tuple)
+
+
+@dataclass(frozen=True)
+class HistoryCursor:
+    """Keyset position in a job's history, newest first: (occurrence, record id)."""
+
+    occurrence: datetime
+    record_id: int
+
+
+class CronStore(Protocol):
+    async def cron_job_insert(self, job: CronJob, audit: AuditEntry) -> bool:
+        """False (nothing written) when the tenant already has a job of that name."""
+        ...
+
+    async def cron_job_get(self, tenant: str, cron_job_id: uuid.UUID) -> CronJob | None: ...
+
+    async def cron_job_get_by_name(self, tenant: str, name: str) -> CronJob | None: ...
+
+    async def cron_job_list(self, tenant: str, after_name: str | None, limit: int) -> list[CronJob]:
+        """By name, keyset-paged (``after_name`` is the last name of the previous page)."""
+        ...
+
+    async def cron_job_update(
+        self,
+        job: CronJob,
+        expected_version: int,
+        audit: AuditEntry,
+        records: Sequence[OccurrenceRecord] = (),
+    ) -> CronJob | None:
+        """Writes every user-settable column of ``job`` (and its status, next run, version) if
+        the stored version is still ``expected_version``; records the audit entry and history
+        rows in the same transaction. None when the guard did not match."""
+        ...
+
+    async def cron_job_delete(
+        self, tenant: str, cron_job_id: uuid.UUID, expected_version: int, audit: AuditEntry
+    ) -> bool:
+        """Deletes the job and its history (the audit trail stays) if the version matches."""
+        ...
+
+    async def cron_job_claim_due(
+        self,
+        owner: str,
+        limit: int,
+        lead: timedelta,
+        lease: timedelta,
+        tenant: str | None = None,
+        now: datetime | None = None,
+    ) -> CronClaim:
+        """Claims up to ``limit`` ACTIVE jobs that are due, oldest ``next_run_at`` first, and
+        not claimed by a live lease: due means ``next_run_at <= now + lead`` for jobs that allow
+        overlap and ``<= now`` for the others (their overlap check must happen at fire time).
+        ``tenant=None`` claims jobs of every tenant. ``now=None`` uses the database's clock."""
+        ...
+
+    async def cron_job_advance(
+        self, owner: str, advance: CronAdvance, now: datetime | None = None
+    ) -> bool:
+        """In one transaction: records the history rows (each at most once), then moves the
+        job on and releases the claim if the claim, version and next run are still those
+        planned from. False when the guard did not match (the rows are kept: their executions
+        exist); the claim is released either way if it is still ours."""
+        ...
+
+    async def cron_job_release(self, owner: str, cron_job_ids: Sequence[uuid.UUID]) -> None:
+        """Gives up claims without advancing (a tick that failed part-way)."""
+        ...
+
+    async def cron_occurrence_list(
+        self,
+        tenant: str,
+        cron_job_id: uuid.UUID,
+        before: HistoryCursor | None,
+        limit: int,
+    ) -> list[OccurrenceRecord]:
+        """Newest occurrence first, keyset-paged."""
+        ...
+
+    async def cron_audit_list(
+        self, tenant: str, cron_job_id: uuid.UUID, limit: int
+    ) -> list[AuditEntry]:
+        """Oldest first."""
+        ...

@@ -1,0 +1,332 @@
+"""The Cron Service's tables on PostgreSQL.
+
+Built on the main store's pool (``PostgresCronStore(store.pool)``), autocommit like it: a
+one-statement method is its own transaction, the others open one. Any number of ``tickwheel
+cron`` instances share the tables; ``cron_job_claim_due`` hands each a disjoint batch with
+``FOR UPDATE SKIP LOCKED`` and a lease, and the advance is guarded by that lease."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from psycopg import AsyncConnection
+from psycopg.rows import DictRow
+from psycopg.types.json import Jsonb
+from psycopg_pool import AsyncConnectionPool
+
+from tickwheel.domain.cron import DstPolicy
+from tickwheel.domain.cron_jobs import (
+    AuditAction,
+    AuditEntry,
+    CronJob,
+    CronJobSpec,
+    CronJobStatus,
+    MisfirePolicy,
+    OccurrenceRecord,
+    Outcome,
+    OverlapPolicy,
+)
+from tickwheel.store.cron_protocol import CronAdvance, CronClaim, HistoryCursor
+from tickwheel.store.sqlfile import load_queries
+
+Q = load_queries("tickwheel.store.postgres.sql")
+
+Conn = AsyncConnection[DictRow]
+Row = dict[str, Any]
+
+
+class PostgresCronStore:
+    def __init__(self, pool: AsyncConnectionPool[Conn]) -> None:
+        self._pool = pool
+
+    @asynccontextmanager
+    async def _tx(self) -> AsyncIterator[Conn]:
+        async with self._pool.connection() as conn, conn.transaction():
+            yield conn
+
+    async def _all(self, query: str, params: dict[str, Any]) -> list[DictRow]:
+        async with self._pool.connection() as conn:
+            cursor = await conn.execute(Q[query], params)
+            return await cursor.fetchall()
+
+    async def cron_job_insert(self, job: CronJob, audit: AuditEntry) -> bool:
+        async with self._tx() as conn:
+            cursor = await conn.execute(Q["cron_job_insert"], job_params(job))
+            if cursor.rowcount != 1:
+                return False
+            await conn.execute(Q["cron_audit_insert"], audit_params(audit))
+            return True
+
+    async def cron_job_get(self, tenant: str, cron_job_id: uuid.UUID) -> CronJob | None:
+        rows = await self._all("cron_job_get", {"tenant": tenant, "cron_job_id": cron_job_id})
+        return job_row(rows[0]) if rows else None
+
+    async def cron_job_get_by_name(self, tenant: str, name: str) -> CronJob | None:
+        rows = await self._all("cron_job_get_by_name", {"tenant": tenant, "name": name})
+        return job_row(rows[0]) if rows else None
+
+    async def cron_job_list(self, tenant: str, after_name: str | None, limit: int) -> list[CronJob]:
+        params = {"tenant": tenant, "after_name": after_name, "limit": limit}
+        return [job_row(r) for r in await self._all("cron_job_list", params)]
+
+    async def cron_job_update(
+        self,
+        job: CronJob,
+        expected_version: int,
+        audit: AuditEntry,
+        records: Sequence[OccurrenceRecord] = (),
+    ) -> CronJob | None:
+        async with self._tx() as conn:
+            params = {**job_params(job), "expected_version": expected_version}
+            cursor = await conn.execute(Q["cron_job_update"], params)
+            row = await cursor.fetchone()
+            if row is None:
+                return None
+            await conn.execute(Q["cron_audit_insert"], audit_params(audit))
+            if records:
+                async with conn.cursor() as cur:
+                    await cur.executemany(
+                        Q["cron_occurrence_insert"], [record_params(r) for r in records]
+                    )
+            return job_row(row)
+
+    async def cron_job_delete(
+        self, tenant: str, cron_job_id: uuid.UUID, expected_version: int, audit: AuditEntry
+    ) -> bool:
+        params = {
+            "tenant": tenant,
+            "cron_job_id": cron_job_id,
+            "expected_version": expected_version,
+        }
+        async with self._tx() as conn:
+            cursor = await conn.execute(Q["cron_job_delete"], params)
+            if cursor.rowcount != 1:
+                return False
+            await conn.execute(Q["cron_audit_insert"], audit_params(audit))
+            return True
+
+    async def cron_job_claim_due(
+        self,
+        owner: str,
+        limit: int,
+        lead: timedelta,
+        lease: timedelta,
+        tenant: str | None = None,
+        now: datetime | None = None,
+    ) -> CronClaim:
+        params = {
+            "owner": owner,
+            "lead": lead,
+            "lease": lease,
+            "tenant": tenant,
+            "limit": limit,
+            "now": now,
+        }
+        rows = await self._all("cron_job_claim_due", params)
+        if not rows:
+            return CronClaim([], now or await self._db_now())
+        jobs = sorted((job_row(r) for r in rows), key=_due_order)
+        return CronClaim(jobs, rows[0]["claimed_at"])
+
+    async def _db_now(self) -> datetime:
+        async with self._pool.connection() as conn:
+            cursor = await conn.execute("SELECT now() AS now")
+            row = await cursor.fetchone()
+        assert row is not None
+        value: datetime = row["now"]
+        return value
+
+    async def cron_job_advance(
+        self, owner: str, advance: CronAdvance, now: datetime | None = None
+    ) -> bool:
+        params = {
+            "cron_job_id": advance.cron_job_id,
+            "owner": owner,
+            "expected_version": advance.expected_version,
+            "expected_next_run_at": advance.expected_next_run_at,
+            "next_run_at": advance.next_run_at,
+            "last_occurrence": advance.last_occurrence,
+            "last_execution_id": advance.last_execution_id,
+        }
+        async with self._tx() as conn:
+            cursor = await conn.execute(Q["cron_job_lock"], {"cron_job_id": advance.cron_job_id})
+            if await cursor.fetchone() is None:
+                return False  # deleted meanwhile: its history went with it
+            if advance.records:
+                async with conn.cursor() as cur:
+                    await cur.executemany(
+                        Q["cron_occurrence_insert"], [record_params(r) for r in advance.records]
+                    )
+            cursor = await conn.execute(Q["cron_job_advance"], params)
+            if cursor.rowcount == 1:
+                return True
+            await conn.execute(
+                Q["cron_job_release"], {"cron_job_id": advance.cron_job_id, "owner": owner}
+            )
+            return False
+
+    async def cron_job_release(self, owner: str, cron_job_ids: Sequence[uuid.UUID]) -> None:
+        if not cron_job_ids:
+            return
+        async with self._tx() as conn, conn.cursor() as cur:
+            await cur.executemany(
+                Q["cron_job_release"], [{"cron_job_id": i, "owner": owner} for i in cron_job_ids]
+            )
+
+    async def cron_occurrence_list(
+        self,
+        tenant: str,
+        cron_job_id: uuid.UUID,
+        before: HistoryCursor | None,
+        limit: int,
+    ) -> list[OccurrenceRecord]:
+        params = {
+            "tenant": tenant,
+            "cron_job_id": cron_job_id,
+            "before_occurrence": before.occurrence if before else None,
+            "before_record_id": before.record_id if before else None,
+            "limit": limit,
+        }
+        return [record_row(r) for r in await self._all("cron_occurrence_list", params)]
+
+    async def cron_audit_list(
+        self, tenant: str, cron_job_id: uuid.UUID, limit: int
+    ) -> list[AuditEntry]:
+        params = {"tenant": tenant, "cron_job_id": cron_job_id, "limit": limit}
+        return [audit_row(r) for r in await self._all("cron_audit_list", params)]
+
+
+def _due_order(job: CronJob) -> tuple[datetime, str]:
+    return (job.next_run_at or datetime.max.replace(tzinfo=UTC), str(job.cron_job_id))
+
+
+def _aware(value: datetime | None) -> datetime | None:
+    if value is not None and value.tzinfo is None:
+        raise ValueError("naive datetimes are not stored: attach a timezone")
+    return value
+
+
+def _utc(value: datetime | None) -> datetime | None:
+    return value.astimezone(UTC) if value is not None else None
+
+
+def job_params(job: CronJob) -> dict[str, Any]:
+    s = job.spec
+    return {
+        "cron_job_id": job.cron_job_id,
+        "tenant": job.tenant,
+        "name": s.name,
+        "definition_uri": s.definition_uri,
+        "definition_version": s.definition_version,
+        "inputs": Jsonb(s.inputs),
+        "expression": s.expression,
+        "timezone": s.timezone,
+        "dst_policy": Jsonb(s.dst_policy.to_document()),
+        "status": str(job.status),
+        "misfire_policy": str(s.misfire_policy),
+        "max_catch_up": s.max_catch_up,
+        "overlap_policy": str(s.overlap_policy),
+        "jitter_seconds": s.jitter_seconds,
+        "start_at": _aware(s.start_at),
+        "end_at": _aware(s.end_at),
+        "next_run_at": _aware(job.next_run_at),
+        "last_occurrence": _aware(job.last_occurrence),
+        "last_execution_id": job.last_execution_id,
+        "version": job.version,
+        "created_at": _aware(job.created_at),
+        "updated_at": _aware(job.updated_at),
+        "paused_at": _aware(job.paused_at),
+    }
+
+
+def job_row(r: Row) -> CronJob:
+    spec = CronJobSpec(
+        name=r["name"],
+        definition_uri=r["definition_uri"],
+        expression=r["expression"],
+        timezone=r["timezone"],
+        definition_version=r["definition_version"],
+        inputs=r["inputs"],
+        dst_policy=DstPolicy.from_document(r["dst_policy"]),
+        misfire_policy=MisfirePolicy(r["misfire_policy"]),
+        max_catch_up=r["max_catch_up"],
+        overlap_policy=OverlapPolicy(r["overlap_policy"]),
+        jitter_seconds=r["jitter_seconds"],
+        start_at=_utc(r["start_at"]),
+        end_at=_utc(r["end_at"]),
+    )
+    created, updated = _utc(r["created_at"]), _utc(r["updated_at"])
+    assert created is not None and updated is not None
+    return CronJob(
+        cron_job_id=r["cron_job_id"],
+        tenant=r["tenant"],
+        spec=spec,
+        status=CronJobStatus(r["status"]),
+        next_run_at=_utc(r["next_run_at"]),
+        version=r["version"],
+        created_at=created,
+        updated_at=updated,
+        last_occurrence=_utc(r["last_occurrence"]),
+        last_execution_id=r["last_execution_id"],
+        paused_at=_utc(r["paused_at"]),
+    )
+
+
+def record_params(record: OccurrenceRecord) -> dict[str, Any]:
+    return {
+        "cron_job_id": record.cron_job_id,
+        "occurrence": _aware(record.occurrence),
+        "outcome": str(record.outcome),
+        "execution_id": record.execution_id,
+        "execute_at": _aware(record.execute_at),
+        "reason": record.reason,
+        "recorded_at": _aware(record.recorded_at),
+    }
+
+
+def record_row(r: Row) -> OccurrenceRecord:
+    occurrence, recorded = _utc(r["occurrence"]), _utc(r["recorded_at"])
+    assert occurrence is not None and recorded is not None
+    return OccurrenceRecord(
+        cron_job_id=r["cron_job_id"],
+        occurrence=occurrence,
+        outcome=Outcome(r["outcome"]),
+        recorded_at=recorded,
+        execution_id=r["execution_id"],
+        execute_at=_utc(r["execute_at"]),
+        reason=r["reason"],
+        record_id=r["record_id"],
+    )
+
+
+def audit_params(entry: AuditEntry) -> dict[str, Any]:
+    return {
+        "tenant": entry.tenant,
+        "cron_job_id": entry.cron_job_id,
+        "name": entry.name,
+        "action": str(entry.action),
+        "actor": entry.actor,
+        "at": _aware(entry.at),
+        "before": Jsonb(entry.before) if entry.before is not None else None,
+        "after": Jsonb(entry.after) if entry.after is not None else None,
+    }
+
+
+def audit_row(r: Row) -> AuditEntry:
+    at = _utc(r["at"])
+    assert at is not None
+    return AuditEntry(
+        tenant=r["tenant"],
+        cron_job_id=r["cron_job_id"],
+        name=r["name"],
+        action=AuditAction(r["action"]),
+        actor=r["actor"],
+        at=at,
+        before=r["before"],
+        after=r["after"],
+        audit_id=r["audit_id"],
+    )

@@ -1,0 +1,123 @@
+-- The Cron Service's tables (migration 0002). Policy lives in tickwheel.cron; these queries only
+-- read and write, each change guarded by what it expects to find.
+
+-- name: cron_job_insert
+-- The (tenant, name) constraint decides whether the name is free, also against a concurrent
+-- insert of the same name (ON CONFLICT waits for it, then skips).
+INSERT INTO cron_jobs (
+    cron_job_id, tenant, name, definition_uri, definition_version, inputs, expression, timezone,
+    dst_policy, status, misfire_policy, max_catch_up, overlap_policy, jitter_seconds, start_at,
+    end_at, next_run_at, last_occurrence, last_execution_id, version, created_at, updated_at,
+    paused_at
+) VALUES (
+    %(cron_job_id)s, %(tenant)s, %(name)s, %(definition_uri)s, %(definition_version)s,
+    %(inputs)s, %(expression)s, %(timezone)s, %(dst_policy)s, %(status)s, %(misfire_policy)s,
+    %(max_catch_up)s, %(overlap_policy)s, %(jitter_seconds)s, %(start_at)s, %(end_at)s,
+    %(next_run_at)s, %(last_occurrence)s, %(last_execution_id)s, %(version)s, %(created_at)s,
+    %(updated_at)s, %(paused_at)s
+)
+ON CONFLICT (tenant, name) DO NOTHING;
+
+-- name: cron_job_get
+SELECT * FROM cron_jobs WHERE tenant = %(tenant)s AND cron_job_id = %(cron_job_id)s;
+
+-- name: cron_job_get_by_name
+SELECT * FROM cron_jobs WHERE tenant = %(tenant)s AND name = %(name)s;
+
+-- name: cron_job_list
+SELECT * FROM cron_jobs
+WHERE tenant = %(tenant)s AND (%(after_name)s::text IS NULL OR name > %(after_name)s::text)
+ORDER BY name
+LIMIT %(limit)s;
+
+-- name: cron_job_update
+-- Optimistic concurrency: only the version the user read. The claim columns are left alone; the
+-- new version makes a claiming instance's advance a no-op, and it releases its claim.
+UPDATE cron_jobs
+SET name = %(name)s, definition_uri = %(definition_uri)s,
+    definition_version = %(definition_version)s, inputs = %(inputs)s,
+    expression = %(expression)s, timezone = %(timezone)s, dst_policy = %(dst_policy)s,
+    status = %(status)s, misfire_policy = %(misfire_policy)s, max_catch_up = %(max_catch_up)s,
+    overlap_policy = %(overlap_policy)s, jitter_seconds = %(jitter_seconds)s,
+    start_at = %(start_at)s, end_at = %(end_at)s, next_run_at = %(next_run_at)s,
+    version = %(version)s, updated_at = %(updated_at)s, paused_at = %(paused_at)s
+WHERE tenant = %(tenant)s AND cron_job_id = %(cron_job_id)s AND version = %(expected_version)s
+RETURNING *;
+
+-- name: cron_job_delete
+DELETE FROM cron_jobs
+WHERE tenant = %(tenant)s AND cron_job_id = %(cron_job_id)s AND version = %(expected_version)s;
+
+-- name: cron_job_claim_due
+-- Several `tickwheel cron` instances claim at once: SKIP LOCKED makes each take jobs the others
+-- are not taking, and the re-check of the WHERE clause on the locked row refuses a job another
+-- instance claimed and committed a moment ago. Jobs that forbid or replace overlapping runs are
+-- due only at their occurrence (their overlap check must see the previous run's state at fire
+-- time); the others a lead ahead. The database's clock decides unless the caller passes `now`.
+WITH clock AS (SELECT coalesce(%(now)s::timestamptz, now()) AS now),
+due AS (
+    SELECT j.cron_job_id FROM cron_jobs j, clock
+    WHERE j.status = 'ACTIVE'
+      AND j.next_run_at <= clock.now + %(lead)s::interval
+      AND (j.overlap_policy = 'allow' OR j.next_run_at <= clock.now)
+      AND (j.claim_expires_at IS NULL OR j.claim_expires_at <= clock.now)
+      AND (%(tenant)s::text IS NULL OR j.tenant = %(tenant)s::text)
+    ORDER BY j.next_run_at
+    LIMIT %(limit)s
+    FOR UPDATE OF j SKIP LOCKED
+)
+UPDATE cron_jobs c
+SET claimed_by = %(owner)s, claim_expires_at = clock.now + %(lease)s::interval
+FROM due, clock
+WHERE c.cron_job_id = due.cron_job_id
+RETURNING c.*, clock.now AS claimed_at;
+
+-- name: cron_job_lock
+-- Taken first by an advance: waits for a user's update or delete of the job in flight, and
+-- tells the advance when the job is gone (then it records nothing).
+SELECT cron_job_id FROM cron_jobs WHERE cron_job_id = %(cron_job_id)s FOR UPDATE;
+
+-- name: cron_job_advance
+-- Guarded three ways: the claim is still ours (not expired and taken over), no user changed
+-- the job (version), and it still continues from where this tick planned (next_run_at).
+UPDATE cron_jobs
+SET next_run_at = %(next_run_at)s,
+    last_occurrence = coalesce(%(last_occurrence)s, last_occurrence),
+    last_execution_id = coalesce(%(last_execution_id)s, last_execution_id),
+    claimed_by = NULL, claim_expires_at = NULL
+WHERE cron_job_id = %(cron_job_id)s AND claimed_by = %(owner)s
+  AND version = %(expected_version)s
+  AND next_run_at IS NOT DISTINCT FROM %(expected_next_run_at)s::timestamptz;
+
+-- name: cron_job_release
+UPDATE cron_jobs SET claimed_by = NULL, claim_expires_at = NULL
+WHERE cron_job_id = %(cron_job_id)s AND claimed_by = %(owner)s;
+
+-- name: cron_occurrence_insert
+INSERT INTO cron_occurrences (
+    cron_job_id, occurrence, outcome, execution_id, execute_at, reason, recorded_at
+) VALUES (
+    %(cron_job_id)s, %(occurrence)s, %(outcome)s, %(execution_id)s, %(execute_at)s, %(reason)s,
+    %(recorded_at)s
+)
+ON CONFLICT (cron_job_id, occurrence, outcome) DO NOTHING;
+
+-- name: cron_occurrence_list
+SELECT o.* FROM cron_occurrences o JOIN cron_jobs j ON j.cron_job_id = o.cron_job_id
+WHERE j.tenant = %(tenant)s AND o.cron_job_id = %(cron_job_id)s
+  AND (%(before_occurrence)s::timestamptz IS NULL
+       OR (o.occurrence, o.record_id)
+          < (%(before_occurrence)s::timestamptz, %(before_record_id)s::bigint))
+ORDER BY o.occurrence DESC, o.record_id DESC
+LIMIT %(limit)s;
+
+-- name: cron_audit_insert
+INSERT INTO cron_audit (tenant, cron_job_id, name, action, actor, at, before, after)
+VALUES (%(tenant)s, %(cron_job_id)s, %(name)s, %(action)s, %(actor)s, %(at)s, %(before)s,
+    %(after)s);
+
+-- name: cron_audit_list
+SELECT * FROM cron_audit
+WHERE tenant = %(tenant)s AND cron_job_id = %(cron_job_id)s
+ORDER BY audit_id
+LIMIT %(limit)s;

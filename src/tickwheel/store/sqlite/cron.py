@@ -1,0 +1,319 @@
+"""The Cron Service's tables on SQLite.
+
+It shares the main store's one connection and its lock (``SqliteStore.cron`` builds it), so a
+cron transaction and an execution insert made by the in-process client never interleave on the
+connection. Write transactions are ``BEGIN IMMEDIATE``: a claim's select-then-update is one step
+even against another process on the same file."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sqlite3
+import uuid
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import aiosqlite
+
+from tickwheel.domain.cron import DstPolicy
+from tickwheel.domain.cron_jobs import (
+    AuditAction,
+    AuditEntry,
+    CronJob,
+    CronJobSpec,
+    CronJobStatus,
+    MisfirePolicy,
+    OccurrenceRecord,
+    Outcome,
+    OverlapPolicy,
+)
+from tickwheel.store.cron_protocol import CronAdvance, CronClaim, HistoryCursor
+from tickwheel.store.sqlfile import load_queries
+from tickwheel.store.sqlite.codec import from_us, jload, opt_us, to_us
+
+Q = load_queries("tickwheel.store.sqlite.sql")
+
+
+class SqliteCronStore:
+    def __init__(self, conn: aiosqlite.Connection, lock: asyncio.Lock) -> None:
+        self._conn = conn
+        self._lock = lock
+
+    @asynccontextmanager
+    async def _tx(self) -> AsyncIterator[aiosqlite.Connection]:
+        async with self._lock:
+            await self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._conn
+            except BaseException:
+                await self._conn.execute("ROLLBACK")
+                raise
+            await self._conn.execute("COMMIT")
+
+    async def _all(self, query: str, params: dict[str, Any]) -> list[sqlite3.Row]:
+        async with self._lock:
+            cursor = await self._conn.execute(Q[query], params)
+            return list(await cursor.fetchall())
+
+    async def cron_job_insert(self, job: CronJob, audit: AuditEntry) -> bool:
+        async with self._tx() as conn:
+            cursor = await conn.execute(Q["cron_job_insert"], job_params(job))
+            if cursor.rowcount != 1:
+                return False
+            await conn.execute(Q["cron_audit_insert"], audit_params(audit))
+            return True
+
+    async def cron_job_get(self, tenant: str, cron_job_id: uuid.UUID) -> CronJob | None:
+        rows = await self._all("cron_job_get", {"tenant": tenant, "cron_job_id": str(cron_job_id)})
+        return job_row(rows[0]) if rows else None
+
+    async def cron_job_get_by_name(self, tenant: str, name: str) -> CronJob | None:
+        rows = await self._all("cron_job_get_by_name", {"tenant": tenant, "name": name})
+        return job_row(rows[0]) if rows else None
+
+    async def cron_job_list(self, tenant: str, after_name: str | None, limit: int) -> list[CronJob]:
+        params = {"tenant": tenant, "after_name": after_name, "limit": limit}
+        return [job_row(r) for r in await self._all("cron_job_list", params)]
+
+    async def cron_job_update(
+        self,
+        job: CronJob,
+        expected_version: int,
+        audit: AuditEntry,
+        records: Sequence[OccurrenceRecord] = (),
+    ) -> CronJob | None:
+        async with self._tx() as conn:
+            params = {**job_params(job), "expected_version": expected_version}
+            cursor = await conn.execute(Q["cron_job_update"], params)
+            row = await cursor.fetchone()
+            if row is None:
+                return None
+            await conn.execute(Q["cron_audit_insert"], audit_params(audit))
+            for record in records:
+                await conn.execute(Q["cron_occurrence_insert"], record_params(record))
+            return job_row(row)
+
+    async def cron_job_delete(
+        self, tenant: str, cron_job_id: uuid.UUID, expected_version: int, audit: AuditEntry
+    ) -> bool:
+        params = {
+            "tenant": tenant,
+            "cron_job_id": str(cron_job_id),
+            "expected_version": expected_version,
+        }
+        async with self._tx() as conn:
+            cursor = await conn.execute(Q["cron_job_delete"], params)
+            if cursor.rowcount != 1:
+                return False
+            await conn.execute(Q["cron_audit_insert"], audit_params(audit))
+            return True
+
+    async def cron_job_claim_due(
+        self,
+        owner: str,
+        limit: int,
+        lead: timedelta,
+        lease: timedelta,
+        tenant: str | None = None,
+        now: datetime | None = None,
+    ) -> CronClaim:
+        # SQLite has no server clock: the processes sharing the file share this machine's.
+        at = now or datetime.now(UTC)
+        params = {
+            "owner": owner,
+            "claim_expires_at": to_us(at + lease),
+            "horizon": to_us(at + lead),
+            "now": to_us(at),
+            "tenant": tenant,
+            "limit": limit,
+        }
+        async with self._tx() as conn:
+            cursor = await conn.execute(Q["cron_job_claim_due"], params)
+            rows = await cursor.fetchall()
+        jobs = sorted((job_row(r) for r in rows), key=_due_order)
+        return CronClaim(jobs, at)
+
+    async def cron_job_advance(
+        self, owner: str, advance: CronAdvance, now: datetime | None = None
+    ) -> bool:
+        job_id = str(advance.cron_job_id)
+        async with self._tx() as conn:
+            cursor = await conn.execute(Q["cron_job_lock"], {"cron_job_id": job_id})
+            if await cursor.fetchone() is None:
+                return False  # deleted meanwhile: its history went with it
+            for record in advance.records:
+                await conn.execute(Q["cron_occurrence_insert"], record_params(record))
+            cursor = await conn.execute(
+                Q["cron_job_advance"],
+                {
+                    "cron_job_id": job_id,
+                    "owner": owner,
+                    "expected_version": advance.expected_version,
+                    "expected_next_run_at": opt_us(advance.expected_next_run_at),
+                    "next_run_at": opt_us(advance.next_run_at),
+                    "last_occurrence": opt_us(advance.last_occurrence),
+                    "last_execution_id": _opt_str(advance.last_execution_id),
+                },
+            )
+            if cursor.rowcount == 1:
+                return True
+            await conn.execute(Q["cron_job_release"], {"cron_job_id": job_id, "owner": owner})
+            return False
+
+    async def cron_job_release(self, owner: str, cron_job_ids: Sequence[uuid.UUID]) -> None:
+        async with self._tx() as conn:
+            for job_id in cron_job_ids:
+                await conn.execute(
+                    Q["cron_job_release"], {"cron_job_id": str(job_id), "owner": owner}
+                )
+
+    async def cron_occurrence_list(
+        self,
+        tenant: str,
+        cron_job_id: uuid.UUID,
+        before: HistoryCursor | None,
+        limit: int,
+    ) -> list[OccurrenceRecord]:
+        params = {
+            "tenant": tenant,
+            "cron_job_id": str(cron_job_id),
+            "before_occurrence": to_us(before.occurrence) if before else None,
+            "before_record_id": before.record_id if before else None,
+            "limit": limit,
+        }
+        return [record_row(r) for r in await self._all("cron_occurrence_list", params)]
+
+    async def cron_audit_list(
+        self, tenant: str, cron_job_id: uuid.UUID, limit: int
+    ) -> list[AuditEntry]:
+        params = {"tenant": tenant, "cron_job_id": str(cron_job_id), "limit": limit}
+        return [audit_row(r) for r in await self._all("cron_audit_list", params)]
+
+
+def _due_order(job: CronJob) -> tuple[datetime, str]:
+    return (job.next_run_at or datetime.max.replace(tzinfo=UTC), str(job.cron_job_id))
+
+
+def _opt_str(value: uuid.UUID | None) -> str | None:
+    return str(value) if value is not None else None
+
+
+def job_params(job: CronJob) -> dict[str, Any]:
+    s = job.spec
+    return {
+        "cron_job_id": str(job.cron_job_id),
+        "tenant": job.tenant,
+        "name": s.name,
+        "definition_uri": s.definition_uri,
+        "definition_version": s.definition_version,
+        "inputs": json.dumps(s.inputs, sort_keys=True),
+        "expression": s.expression,
+        "timezone": s.timezone,
+        "dst_policy": json.dumps(s.dst_policy.to_document(), sort_keys=True),
+        "status": str(job.status),
+        "misfire_policy": str(s.misfire_policy),
+        "max_catch_up": s.max_catch_up,
+        "overlap_policy": str(s.overlap_policy),
+        "jitter_seconds": s.jitter_seconds,
+        "start_at": opt_us(s.start_at),
+        "end_at": opt_us(s.end_at),
+        "next_run_at": opt_us(job.next_run_at),
+        "last_occurrence": opt_us(job.last_occurrence),
+        "last_execution_id": _opt_str(job.last_execution_id),
+        "version": job.version,
+        "created_at": to_us(job.created_at),
+        "updated_at": to_us(job.updated_at),
+        "paused_at": opt_us(job.paused_at),
+    }
+
+
+def _opt_time(value: int | None) -> datetime | None:
+    return from_us(value) if value is not None else None
+
+
+def job_row(r: sqlite3.Row) -> CronJob:
+    spec = CronJobSpec(
+        name=r["name"],
+        definition_uri=r["definition_uri"],
+        expression=r["expression"],
+        timezone=r["timezone"],
+        definition_version=r["definition_version"],
+        inputs=json.loads(r["inputs"]),
+        dst_policy=DstPolicy.from_document(json.loads(r["dst_policy"])),
+        misfire_policy=MisfirePolicy(r["misfire_policy"]),
+        max_catch_up=r["max_catch_up"],
+        overlap_policy=OverlapPolicy(r["overlap_policy"]),
+        jitter_seconds=r["jitter_seconds"],
+        start_at=_opt_time(r["start_at"]),
+        end_at=_opt_time(r["end_at"]),
+    )
+    last_execution = r["last_execution_id"]
+    return CronJob(
+        cron_job_id=uuid.UUID(r["cron_job_id"]),
+        tenant=r["tenant"],
+        spec=spec,
+        status=CronJobStatus(r["status"]),
+        next_run_at=_opt_time(r["next_run_at"]),
+        version=r["version"],
+        created_at=from_us(r["created_at"]),
+        updated_at=from_us(r["updated_at"]),
+        last_occurrence=_opt_time(r["last_occurrence"]),
+        last_execution_id=uuid.UUID(last_execution) if last_execution else None,
+        paused_at=_opt_time(r["paused_at"]),
+    )
+
+
+def record_params(record: OccurrenceRecord) -> dict[str, Any]:
+    return {
+        "cron_job_id": str(record.cron_job_id),
+        "occurrence": to_us(record.occurrence),
+        "outcome": str(record.outcome),
+        "execution_id": _opt_str(record.execution_id),
+        "execute_at": opt_us(record.execute_at),
+        "reason": record.reason,
+        "recorded_at": to_us(record.recorded_at),
+    }
+
+
+def record_row(r: sqlite3.Row) -> OccurrenceRecord:
+    execution = r["execution_id"]
+    return OccurrenceRecord(
+        cron_job_id=uuid.UUID(r["cron_job_id"]),
+        occurrence=from_us(r["occurrence"]),
+        outcome=Outcome(r["outcome"]),
+        recorded_at=from_us(r["recorded_at"]),
+        execution_id=uuid.UUID(execution) if execution else None,
+        execute_at=_opt_time(r["execute_at"]),
+        reason=r["reason"],
+        record_id=r["record_id"],
+    )
+
+
+def audit_params(entry: AuditEntry) -> dict[str, Any]:
+    return {
+        "tenant": entry.tenant,
+        "cron_job_id": str(entry.cron_job_id),
+        "name": entry.name,
+        "action": str(entry.action),
+        "actor": entry.actor,
+        "at": to_us(entry.at),
+        "before": json.dumps(entry.before) if entry.before is not None else None,
+        "after": json.dumps(entry.after) if entry.after is not None else None,
+    }
+
+
+def audit_row(r: sqlite3.Row) -> AuditEntry:
+    return AuditEntry(
+        tenant=r["tenant"],
+        cron_job_id=uuid.UUID(r["cron_job_id"]),
+        name=r["name"],
+        action=AuditAction(r["action"]),
+        actor=r["actor"],
+        at=from_us(r["at"]),
+        before=jload(r["before"]),
+        after=jload(r["after"]),
+        audit_id=r["audit_id"],
+    )

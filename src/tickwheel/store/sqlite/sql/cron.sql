@@ -1,0 +1,110 @@
+-- The Cron Service's tables (migration 0002). Policy lives in tickwheel.cron; these queries only
+-- read and write, each change guarded by what it expects to find.
+
+-- name: cron_job_insert
+-- The (tenant, name) constraint decides whether the name is free.
+INSERT INTO cron_jobs (
+    cron_job_id, tenant, name, definition_uri, definition_version, inputs, expression, timezone,
+    dst_policy, status, misfire_policy, max_catch_up, overlap_policy, jitter_seconds, start_at,
+    end_at, next_run_at, last_occurrence, last_execution_id, version, created_at, updated_at,
+    paused_at
+) VALUES (
+    :cron_job_id, :tenant, :name, :definition_uri, :definition_version, :inputs, :expression,
+    :timezone, :dst_policy, :status, :misfire_policy, :max_catch_up, :overlap_policy,
+    :jitter_seconds, :start_at, :end_at, :next_run_at, :last_occurrence, :last_execution_id,
+    :version, :created_at, :updated_at, :paused_at
+)
+ON CONFLICT (tenant, name) DO NOTHING;
+
+-- name: cron_job_get
+SELECT * FROM cron_jobs WHERE tenant = :tenant AND cron_job_id = :cron_job_id;
+
+-- name: cron_job_get_by_name
+SELECT * FROM cron_jobs WHERE tenant = :tenant AND name = :name;
+
+-- name: cron_job_list
+SELECT * FROM cron_jobs
+WHERE tenant = :tenant AND (:after_name IS NULL OR name > :after_name)
+ORDER BY name
+LIMIT :limit;
+
+-- name: cron_job_update
+-- Optimistic concurrency: only the version the user read. The claim columns are left alone; the
+-- new version makes a claiming instance's advance a no-op, and it releases its claim.
+UPDATE cron_jobs
+SET name = :name, definition_uri = :definition_uri, definition_version = :definition_version,
+    inputs = :inputs, expression = :expression, timezone = :timezone, dst_policy = :dst_policy,
+    status = :status, misfire_policy = :misfire_policy, max_catch_up = :max_catch_up,
+    overlap_policy = :overlap_policy, jitter_seconds = :jitter_seconds, start_at = :start_at,
+    end_at = :end_at, next_run_at = :next_run_at, version = :version, updated_at = :updated_at,
+    paused_at = :paused_at
+WHERE tenant = :tenant AND cron_job_id = :cron_job_id AND version = :expected_version
+RETURNING *;
+
+-- name: cron_job_delete
+DELETE FROM cron_jobs
+WHERE tenant = :tenant AND cron_job_id = :cron_job_id AND version = :expected_version;
+
+-- name: cron_job_claim_due
+-- Runs inside BEGIN IMMEDIATE: the write lock makes the select-then-update one step, so two
+-- processes sharing the file never claim the same job. Jobs that forbid or replace overlapping
+-- runs are due only at their occurrence (their overlap check must see the previous run's state
+-- at fire time); the others a lead ahead.
+UPDATE cron_jobs
+SET claimed_by = :owner, claim_expires_at = :claim_expires_at
+WHERE cron_job_id IN (
+    SELECT cron_job_id FROM cron_jobs
+    WHERE status = 'ACTIVE'
+      AND next_run_at <= :horizon
+      AND (overlap_policy = 'allow' OR next_run_at <= :now)
+      AND (claim_expires_at IS NULL OR claim_expires_at <= :now)
+      AND (:tenant IS NULL OR tenant = :tenant)
+    ORDER BY next_run_at
+    LIMIT :limit
+)
+RETURNING *;
+
+-- name: cron_job_lock
+-- The write transaction already holds the database lock; read the row the advance guards.
+SELECT cron_job_id FROM cron_jobs WHERE cron_job_id = :cron_job_id;
+
+-- name: cron_job_advance
+-- Guarded three ways: the claim is still ours (not expired and taken over), no user changed
+-- the job (version), and it still continues from where this tick planned (next_run_at).
+UPDATE cron_jobs
+SET next_run_at = :next_run_at,
+    last_occurrence = coalesce(:last_occurrence, last_occurrence),
+    last_execution_id = coalesce(:last_execution_id, last_execution_id),
+    claimed_by = NULL, claim_expires_at = NULL
+WHERE cron_job_id = :cron_job_id AND claimed_by = :owner AND version = :expected_version
+  AND next_run_at IS :expected_next_run_at;
+
+-- name: cron_job_release
+UPDATE cron_jobs SET claimed_by = NULL, claim_expires_at = NULL
+WHERE cron_job_id = :cron_job_id AND claimed_by = :owner;
+
+-- name: cron_occurrence_insert
+INSERT INTO cron_occurrences (
+    cron_job_id, occurrence, outcome, execution_id, execute_at, reason, recorded_at
+) VALUES (
+    :cron_job_id, :occurrence, :outcome, :execution_id, :execute_at, :reason, :recorded_at
+)
+ON CONFLICT (cron_job_id, occurrence, outcome) DO NOTHING;
+
+-- name: cron_occurrence_list
+SELECT o.* FROM cron_occurrences o JOIN cron_jobs j ON j.cron_job_id = o.cron_job_id
+WHERE j.tenant = :tenant AND o.cron_job_id = :cron_job_id
+  AND (:before_occurrence IS NULL OR o.occurrence < :before_occurrence
+       OR (o.occurrence = :before_occurrence AND o.record_id < :before_record_id))
+ORDER BY o.occurrence DESC, o.record_id DESC
+LIMIT :limit;
+
+-- name: cron_audit_insert
+INSERT INTO cron_audit (tenant, cron_job_id, name, action, actor, at, before, after)
+VALUES (:tenant, :cron_job_id, :name, :action, :actor, :at, :before, :after);
+
+-- name: cron_audit_list
+SELECT * FROM cron_audit
+WHERE tenant = :tenant AND cron_job_id = :cron_job_id
+ORDER BY audit_id
+LIMIT :limit;

@@ -1,0 +1,173 @@
+"""``client.cron`` over both transports (HTTP through the real app, and the in-process cron
+rules), and the Cron Service driving the HTTP transport, as ``tickwheel cron run`` does."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.factories import T0, definition, stored
+from tickwheel.api.app import create_app
+from tickwheel.api.auth import create_key
+from tickwheel.client.client import AsyncClient, Client
+from tickwheel.client.transports.http import HttpTransport
+from tickwheel.client.transports.inprocess import InProcessTransport
+from tickwheel.config import Settings
+from tickwheel.cron.jobs import CronJobs
+from tickwheel.cron.service import CronService
+from tickwheel.domain.clock import FakeClock
+from tickwheel.domain.errors import Conflict, InvalidInput, NotFound
+from tickwheel.domain.models import Scope
+from tickwheel.store.factory import cron_store_for
+from tickwheel.store.protocol import Store
+
+BASE = "http://testserver"
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock(T0)
+
+
+@pytest.fixture(params=["http", "inprocess"])
+async def client(
+    request: pytest.FixtureRequest, store: Store, clock: FakeClock
+) -> AsyncIterator[AsyncClient]:
+    await store.definition_insert(stored(definition()))
+    if request.param == "http":
+        settings = Settings(_env_file=None)  # type: ignore[call-arg]
+        app = httpx.ASGITransport(app=create_app(store, settings, clock))
+        _, key = await create_key(store, "acme", Scope.SUBMIT, "sdk", clock.now())
+        http = httpx.AsyncClient(transport=app, base_url=BASE)
+        transport = HttpTransport(BASE, key, http=http, backoff=0)
+        async with AsyncClient(transport=transport, clock=clock) as c:
+            yield c
+    else:
+        jobs = CronJobs(cron_store_for(store), store, "acme", "sdk test", clock)
+        inprocess = InProcessTransport(store, "acme", clock)
+        async with AsyncClient(transport=inprocess, clock=clock, cron_transport=jobs) as c:
+            yield c
+
+
+async def test_the_whole_cron_api_through_the_sdk(client: AsyncClient) -> None:
+    job = await client.cron.create(
+        "nightly", "greet", "0 2 * * *", "Europe/Berlin", {"name": "Ada"}, jitter=10
+    )
+    assert job.definition_version is None and job.wire["definitionVersionPolicy"] == "latest"
+    assert job.next_run_at is not None and len(job.next_fire_times) == 5
+    assert (
+        await client.cron.create(
+            "nightly", "greet", "0 2 * * *", "Europe/Berlin", {"name": "Ada"}, jitter=10
+        )
+    ).cron_job_id == job.cron_job_id
+    with pytest.raises(Conflict):
+        await client.cron.create("nightly", "greet", "0 3 * * *", "Europe/Berlin", {"name": "Ada"})
+    with pytest.raises(InvalidInput) as bad:
+        await client.cron.create("x", "greet", "0 2 * * *", "Europe/Berln", {"name": "Ada"})
+    assert [e.path for e in bad.value.errors] == ["timezone"]
+    assert [j.name for j in (await client.cron.list()).items] == ["nightly"]
+    assert (await client.cron.get("nightly")).cron_job_id == job.cron_job_id
+    changed = await client.cron.update(job.cron_job_id, version=1, expression="0 4 * * *")
+    assert changed.version == 2 and changed.expression == "0 4 * * *"
+    with pytest.raises(Conflict):
+        await client.cron.update("nightly", version=1, jitter=0)
+    assert (await client.cron.pause("nightly")).status == "PAUSED"
+    assert (await client.cron.resume("nightly", catch_up=True)).status == "ACTIVE"
+    assert (await client.cron.history("nightly")).items == []
+    assert [a["action"] for a in await client.cron.audit("nightly")] == [
+        "created",
+        "updated",
+        "paused",
+        "resumed",
+    ]
+    fires = await client.cron.preview("30 2 * * *", "Europe/Berlin", T0.replace(month=3, day=28), 2)
+    assert [f.dst for f in fires] == ["shifted", None]  # 29 March: 02:30 does not exist
+    plan = await client.cron.apply(
+        [
+            {
+                "name": "other",
+                "definitionUri": "greet",
+                "expression": "@daily",
+                "inputs": {"name": "Bo"},
+            }
+        ],
+        prune=True,
+        dry_run=True,
+    )
+    assert [(p["action"], p["name"]) for p in plan["plan"]] == [
+        ("create", "other"),
+        ("delete", "nightly"),
+    ]
+    assert (await client.cron.delete("nightly"))["deleted"] is True
+    with pytest.raises(NotFound):
+        await client.cron.get("nightly")
+
+
+async def test_apply_reads_a_yaml_file(client: AsyncClient, tmp_path: Path) -> None:
+    path = tmp_path / "cron.yaml"
+    path.write_text(
+        "cronJobs:\n"
+        "  - name: nightly\n"
+        "    definitionUri: greet\n"
+        "    expression: '0 2 * * *'\n"
+        "    timezone: Europe/Berlin\n"
+        "    inputs: {name: Ada}\n"
+    )
+    plan = await client.cron.apply(path)
+    assert plan["summary"]["create"] == 1
+    assert (await client.cron.apply(str(path)))["summary"]["unchanged"] == 1
+
+
+async def test_the_service_over_http_materialises_through_the_api(
+    store: Store, clock: FakeClock
+) -> None:
+    """``tickwheel cron run``: its own cron tables, executions only through the HTTP API."""
+    await store.definition_insert(stored(definition()))
+    app = httpx.ASGITransport(app=create_app(store, Settings(_env_file=None), clock))  # type: ignore[call-arg]
+    _, key = await create_key(store, "acme", Scope.SUBMIT, "cron", clock.now())
+    http = httpx.AsyncClient(transport=app, base_url=BASE)
+    async with AsyncClient(transport=HttpTransport(BASE, key, http=http), clock=clock) as client:
+        job = await client.cron.create("every-minute", "greet", "* * * * *", inputs={"name": "Ada"})
+        service = CronService(cron_store_for(store), lambda _: client, clock=clock, tenant="acme")
+        for _ in range(3):
+            clock.advance(60)
+            await service.run_once()
+        page = await client.list(limit=50)
+        keys = sorted(e.idempotency_key or "" for e in page.items)
+        assert keys == [f"cron:{job.cron_job_id}:2026-03-01T12:0{m}:00Z" for m in (1, 2, 3, 4)]
+        history = await client.cron.history(job.cron_job_id)
+        assert [h.outcome for h in history.items] == ["SUBMITTED"] * 4
+        assert all(isinstance(h.execution_id, uuid.UUID) for h in history.items)
+
+
+def test_the_sync_client_has_cron_too() -> None:
+    with Client("http://127.0.0.1:9", None, timeout=0.2) as client:
+        assert hasattr(client.cron, "create") and hasattr(client.cron, "preview")
+        with pytest.raises(httpx.TransportError):
+            client.cron.list()
+
+
+async def test_a_tick_larger_than_the_api_batch_limit_is_submitted_in_chunks(
+    store: Store, clock: FakeClock
+) -> None:
+    """20 every-second jobs, 60 occurrences each within the lead: 1,200 items, more than the
+    1,000 one batch request may carry."""
+    await store.definition_insert(stored(definition()))
+    app = httpx.ASGITransport(app=create_app(store, Settings(_env_file=None), clock))  # type: ignore[call-arg]
+    _, key = await create_key(store, "acme", Scope.SUBMIT, "cron", clock.now())
+    http = httpx.AsyncClient(transport=app, base_url=BASE)
+    async with AsyncClient(transport=HttpTransport(BASE, key, http=http), clock=clock) as client:
+        docs = [
+            {"name": f"s{i}", "definitionUri": "greet", "expression": "* * * * * *",
+             "inputs": {"name": "Ada"}}
+            for i in range(20)
+        ]  # fmt: skip
+        await client.cron.apply(docs)
+        service = CronService(cron_store_for(store), lambda _: client, clock=clock, batch=50)
+        assert await service.run_once() == 20
+        assert service.counts["SUBMITTED"] == 20 * 60
+        assert len((await client.list(limit=500)).items) == 500
