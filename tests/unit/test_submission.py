@@ -314,3 +314,19 @@ def test_inputs_that_are_not_an_object_are_refused() -> None:
         prepare_execution(req, definition(), "acme", T0)
     assert [e.path for e in info.value.errors] == ["inputs", "inputs.name"]
     assert "expected object" in info.value.errors[0].message
+
+
+@pytest.mark.parametrize(
+    ("span", "words"),
+    [
+        (timedelta(days=400), "400 days"),
+        (timedelta(days=1), "1 day"),
+        (timedelta(hours=36), "36 hours"),
+        (timedelta(minutes=90), "90 minutes"),
+        (timedelta(seconds=90.5), "90.5 seconds"),
+    ],
+)
+def test_horizons_are_described_in_words(span: timedelta, words: str) -> None:
+    from tickwheel.domain.submission import describe
+
+    assert describe(span) == words

@@ -87,10 +87,20 @@ def check_request_shape(request: SubmitRequest, now: datetime, limits: SubmitLim
         if at.tzinfo is None:
             errors.add("executeAt", "must carry a UTC offset (RFC 3339), e.g. 2026-01-01T09:00:00Z")
         elif at < now - limits.max_past:
-            errors.add("executeAt", f"is more than {limits.max_past} in the past")
+            errors.add("executeAt", f"is more than {describe(limits.max_past)} in the past")
         elif at > now + limits.max_future:
-            errors.add("executeAt", f"is more than {limits.max_future} in the future")
+            errors.add("executeAt", f"is more than {describe(limits.max_future)} in the future")
     errors.raise_if_any("the execution request is invalid")
+
+
+def describe(span: timedelta) -> str:
+    """A span in words people use for horizons: "400 days", "36 hours", "90 seconds"."""
+    seconds = span.total_seconds()
+    for unit, size in (("day", 86400), ("hour", 3600), ("minute", 60)):
+        if seconds >= size and seconds % size == 0:
+            count = int(seconds // size)
+            return f"{count} {unit}{'s' if count != 1 else ''}"
+    return f"{seconds:g} seconds"
 
 
 def fingerprint(request: SubmitRequest) -> str:
