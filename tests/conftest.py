@@ -52,6 +52,11 @@ def pg_url() -> Iterator[str]:
 
 
 _PG_TABLES = (
+    "workflow_events",
+    "workflow_task_runs",
+    "workflow_runs",
+    "workflow_definitions",
+    "workers",
     "execution_events",
     "attempts",
     "executions",

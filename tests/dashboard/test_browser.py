@@ -113,6 +113,8 @@ def test_the_dashboard_in_a_real_browser(server: ServerProcess, tmp_path: Path) 
             _execution_and_attempts(page, server, tmp_path)
             _replay_a_dead_letter(page, server, tmp_path)
             _pause_a_cron_job(page, server, tmp_path)
+            _edit_a_cron_job(page, server, tmp_path)
+            _cluster_lists_the_worker(page, tmp_path)
             page.set_viewport_size({"width": 390, "height": 844})
             page.goto(server.url + "/")
             page.wait_for_selector("#live-state:has-text('live')")
@@ -200,3 +202,32 @@ def _pause_a_cron_job(page: Any, server: ServerProcess, tmp_path: Path) -> None:
     assert page.locator("button[aria-label='Resume every-minute']").count() == 1
     assert api_call(server, "GET", "/v1/cron-jobs/every-minute")["status"] == "PAUSED"
     page.screenshot(path=str(tmp_path / "cron-jobs.png"), full_page=True)
+
+
+def _edit_a_cron_job(page: Any, server: ServerProcess, tmp_path: Path) -> None:
+    page.click("a[aria-label='Edit every-minute']")
+    page.fill("#e-expr", "15 8 * * *")
+    # The preview follows the typing (debounced): Berlin 08:15 local, five of them.
+    page.wait_for_function(
+        "() => Array.from(document.querySelectorAll('#preview-out li'))"
+        ".filter((li) => li.textContent.includes('T08:15:00')).length === 5"
+    )
+    page.fill("#e-inputs", '{"name": "Edited"}')
+    page.screenshot(path=str(tmp_path / "cron-edit.png"), full_page=True)
+    page.click("button:has-text('Save')")
+    assert "every-minute: saved" in page.locator(".notice").inner_text()
+    job = api_call(server, "GET", "/v1/cron-jobs/every-minute")
+    assert job["expression"] == "15 8 * * *" and job["inputs"] == {"name": "Edited"}
+
+
+def _cluster_lists_the_worker(page: Any, tmp_path: Path) -> None:
+    # Keyboard: the nav link is reachable and followed with Enter.
+    page.focus("nav >> text=Cluster")
+    page.keyboard.press("Enter")
+    page.wait_for_selector("#workers tr[data-state=alive]")
+    assert page.locator("#workers-alive").inner_text().startswith("1 alive")
+    page.screenshot(path=str(tmp_path / "cluster.png"), full_page=True)
+    page.goto(page.url.rsplit("/dashboard", 1)[0] + "/")
+    page.wait_for_function(
+        "n => document.getElementById('workers-alive').textContent === n", arg="1"
+    )

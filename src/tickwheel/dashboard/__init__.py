@@ -9,7 +9,7 @@ from __future__ import annotations
 from fastapi import FastAPI
 from fastapi.staticfiles import StaticFiles
 
-from tickwheel.dashboard import catalog, executions, home
+from tickwheel.dashboard import catalog, cluster, cron_edit, executions, home
 from tickwheel.dashboard.live import Hub
 from tickwheel.dashboard.session import Signer
 from tickwheel.dashboard.views import HERE, install_handlers
@@ -19,8 +19,11 @@ from tickwheel.store.stats_protocol import StatsStore
 
 def install(app: FastAPI, stats: StatsStore, clock: Clock, secret: str | None) -> None:
     app.state.dashboard_signer = Signer(secret)
-    app.state.dashboard_hub = Hub(stats, clock)
+    # The worker registry is not per tenant: the feed reads its alive count from the main store.
+    store = app.state.tickwheel.store
+    app.state.dashboard_hub = Hub(stats, clock, store.worker_count_alive)
     install_handlers(app)
-    for module in (home, executions, catalog):
+    # cron_edit before catalog: its POST /cron-jobs/{ref}/edit must win over {ref}/{action}.
+    for module in (home, executions, cron_edit, catalog, cluster):
         app.include_router(module.router)
     app.mount("/dashboard/static", StaticFiles(directory=HERE / "static"), name="dashboard-static")

@@ -14,6 +14,7 @@ from urllib.parse import urlencode
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import Response
 
+from tickwheel.dashboard.catalog import jobs_for
 from tickwheel.dashboard.session import Session
 from tickwheel.dashboard.views import back, checked_form, error_page, render, session_of, transport
 from tickwheel.domain.errors import BadRequest, Forbidden, NotFound, TickwheelError
@@ -24,7 +25,8 @@ router = APIRouter(prefix="/dashboard", include_in_schema=False)
 Sess = Annotated[Session, Depends(session_of)]
 PAGE = 50
 DEAD_LETTER_SCAN = 500
-FILTERS = ("status", "definition", "key", "from", "to")
+FILTERS = ("status", "definition", "cron", "key", "from", "to")
+CRON_CHOICES = 200
 
 
 def _instant(value: str, field: str) -> datetime | None:
@@ -43,12 +45,20 @@ def _filter(q: dict[str, str]) -> ExecutionFilter:
     if status and status not in ExecutionStatus.__members__:
         raise BadRequest(f"status: unknown status {status!r}")
     definition = q.get("definition", "")
+    cron = q.get("cron", "")
+    if cron:
+        try:
+            cron = str(uuid.UUID(cron))
+        except ValueError as exc:
+            raise BadRequest(f"cron: not a cron job id ({cron!r})") from exc
     return ExecutionFilter(
         statuses=(ExecutionStatus(status),) if status else (),
         definition_uri=(definition if "://" in definition else f"registry://jobs/{definition}")
         if definition
         else None,
         idempotency_key=q.get("key") or None,
+        # The Cron Service keys each occurrence's execution ``cron:<cronJobId>:<occurrence>``.
+        idempotency_key_prefix=f"cron:{cron}:" if cron else None,
         execute_from=_instant(q.get("from", ""), "from"),
         execute_to=_instant(q.get("to", ""), "to"),
     )
@@ -67,6 +77,8 @@ async def execution_list(request: Request, session: Sess) -> Response:
     if page["nextCursor"]:
         next_url = "?" + urlencode({**kept, "cursor": page["nextCursor"]})
     definitions = [d["name"] for d in await t.definition_list()]
+    jobs = jobs_for(request, session)
+    cron_jobs = await jobs.cron.cron_job_list(jobs.tenant, None, CRON_CHOICES)
     return render(
         request,
         "executions.html",
@@ -77,6 +89,7 @@ async def execution_list(request: Request, session: Sess) -> Response:
         first_url="?" + urlencode(kept) if q["cursor"] else None,
         statuses=[str(s) for s in ExecutionStatus],
         definitions=definitions,
+        cron_jobs=[(str(j.cron_job_id), j.name) for j in cron_jobs],
     )
 
 

@@ -9,7 +9,7 @@ from fastapi.responses import RedirectResponse, Response, StreamingResponse
 
 from tickwheel.api.deps import app_state
 from tickwheel.dashboard import stats
-from tickwheel.dashboard.live import Hub
+from tickwheel.dashboard.live import Hub, workers_alive
 from tickwheel.dashboard.session import (
     COOKIE,
     SIGNIN_COOKIE,
@@ -94,7 +94,7 @@ async def overview_data(request: Request, session: Sess) -> dict[str, Any]:
     if feed.series is None:
         feed.series = await stats.series(feed.stats, session.principal.tenant, now)
     snapshot["series"] = feed.series
-    snapshot["workers"] = await stats.workers(feed.stats, session.principal.tenant)
+    snapshot["workersAlive"] = await workers_alive(feed.alive, now)
     return snapshot
 
 

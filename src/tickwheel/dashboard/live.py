@@ -15,11 +15,13 @@ import contextlib
 import json
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
+from datetime import datetime, timedelta
 from typing import Any
 
 from tickwheel.dashboard import stats
 from tickwheel.domain.clock import Clock
+from tickwheel.engine.worker import ALIVE_WITHIN
 from tickwheel.store.stats_protocol import StatsStore
 
 log = logging.getLogger("tickwheel.dashboard")
@@ -29,6 +31,12 @@ STREAM_LIFETIME = 20.0
 """A stream ends after this long and the browser's EventSource reconnects on its own: a server
 shutting down then never waits long for open dashboards."""
 FINISHED = ("SUCCEEDED", "FAILED", "CANCELLED")
+AliveCount = Callable[[datetime], Awaitable[int]]
+"""The worker registry's alive count (workers heard from since the instant given)."""
+
+
+async def workers_alive(count: AliveCount | None, now: datetime) -> int | None:
+    return await count(now - timedelta(seconds=ALIVE_WITHIN)) if count is not None else None
 
 
 class Mailbox:
@@ -49,8 +57,12 @@ class Mailbox:
 
 
 class Feed:
-    def __init__(self, stats_store: StatsStore, tenant: str, clock: Clock) -> None:
+    def __init__(
+        self, stats_store: StatsStore, tenant: str, clock: Clock, alive: AliveCount | None = None
+    ) -> None:
         self.stats = stats_store
+        self.alive = alive
+        self.workers_alive: int | None = None
         self.tenant = tenant
         self.clock = clock
         self.clients: set[Mailbox] = set()
@@ -85,9 +97,12 @@ class Feed:
                     snapshot["finishedPerSecond"] = round(max(0.0, rate), 2)
                 previous = (began, finished)
                 if began - self._series_at >= SERIES_EVERY:
+                    # The heavier reads ride along with the series, not with every tick.
                     self.series = await stats.series(self.stats, self.tenant, self.clock.now())
+                    self.workers_alive = await workers_alive(self.alive, self.clock.now())
                     self._series_at = began
                     snapshot["series"] = self.series
+                snapshot["workersAlive"] = self.workers_alive
                 self.last = snapshot
                 for box in list(self.clients):
                     box.put(snapshot)
@@ -98,14 +113,17 @@ class Feed:
 
 
 class Hub:
-    def __init__(self, stats_store: StatsStore, clock: Clock) -> None:
+    def __init__(
+        self, stats_store: StatsStore, clock: Clock, alive: AliveCount | None = None
+    ) -> None:
         self.stats = stats_store
         self.clock = clock
+        self.alive = alive
         self.feeds: dict[str, Feed] = {}
 
     def feed(self, tenant: str) -> Feed:
         if tenant not in self.feeds:
-            self.feeds[tenant] = Feed(self.stats, tenant, self.clock)
+            self.feeds[tenant] = Feed(self.stats, tenant, self.clock, self.alive)
         return self.feeds[tenant]
 
     async def stream(self, tenant: str, is_disconnected: Any) -> AsyncIterator[str]:

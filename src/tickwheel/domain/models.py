@@ -97,6 +97,8 @@ class ExecutionFilter:
     statuses: tuple[ExecutionStatus, ...] = ()
     definition_uri: str | None = None
     idempotency_key: str | None = None
+    idempotency_key_prefix: str | None = None
+    """Keys starting with this text (a cron job's executions: ``cron:<cronJobId>:``)."""
     execute_from: datetime | None = None
     execute_to: datetime | None = None
 

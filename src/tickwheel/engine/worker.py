@@ -13,6 +13,7 @@ import json
 import os
 import random
 import socket
+import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
@@ -28,6 +29,11 @@ from tickwheel.engine.runners import JobContext, Runner, RunOutcome, default_run
 from tickwheel.engine.service import Service
 from tickwheel.observability.logs import bind, execution_fields
 from tickwheel.store.protocol import AttemptResult, Store, Topic
+
+REPORT_EVERY = 5.0
+"""Seconds between a worker's reports to the registry (one upsert each, never one per claim)."""
+ALIVE_WITHIN = 3 * REPORT_EVERY
+"""A worker is alive while its last report is at most this old: two missed reports tolerated."""
 
 # When a definition cannot be found, the failure is permanent: nothing to retry with.
 _NO_RETRY = RetryPolicy(max_attempts=1)
@@ -77,6 +83,8 @@ class Worker(Service):
         self._definitions: dict[tuple[str, int], Definition] = {}
         self.stale_writes = 0
         self.finished = 0
+        self.report_every = REPORT_EVERY
+        self._reported_at: float | None = None
 
     # -- claiming -------------------------------------------------------------------------------
 
@@ -89,7 +97,28 @@ class Worker(Service):
         """Slots lost to stuck threads beyond the spare threads of the pool."""
         return max(0, self.stuck_threads - self.concurrency)
 
+    async def report(self) -> None:
+        """Tells the registry this worker is up and how busy it is. A failed report is logged,
+        never raised: claiming must go on even when the registry write does not."""
+        self._reported_at = time.monotonic()
+        try:
+            await self.store.worker_heartbeat(
+                self.worker_id,
+                socket.gethostname(),
+                os.getpid(),
+                self.concurrency,
+                len(self.running),
+                self.store_now(),
+            )
+        except Exception as exc:
+            self.log.warning("worker registry report failed: %s", exc)
+
     async def run_once(self) -> int:
+        # run_once comes round at least every ``poll`` seconds (idle waits are bounded), so the
+        # report needs no task of its own.
+        due = self._reported_at is None or time.monotonic() - self._reported_at >= self.report_every
+        if due and not self.stopping:
+            await self.report()
         free = self.concurrency - len(self.running) - self.blocked_slots
         if free <= 0 or self.stopping:
             return 0
@@ -154,6 +183,10 @@ class Worker(Service):
             close = getattr(runner, "close", None)
             if callable(close):
                 close()
+        try:
+            await self.store.worker_stopped(self.worker_id, self.store_now())
+        except Exception as exc:
+            self.log.warning("worker registry: stop not recorded: %s", exc)
         return released
 
     # -- one attempt ----------------------------------------------------------------------------

@@ -93,6 +93,18 @@ class Metrics:
             "The window of tickwheel_executions_finished_recently.",
             registry=r,
         )
+        self.workers_alive = Gauge(
+            "tickwheel_workers_alive",
+            "Workers whose last registry report is recent (three report intervals) and that "
+            "have not stopped (refreshed at scrape).",
+            registry=r,
+        )
+        self.oldest_ready_age = Gauge(
+            "tickwheel_oldest_ready_age_seconds",
+            "How long the longest-waiting READY execution has waited, over all tenants; 0 "
+            "when none is READY (refreshed at scrape).",
+            registry=r,
+        )
         self.lease_expirations = Counter(
             "tickwheel_lease_expirations",
             "RUNNING attempts the reaper found with an expired lease and recovered.",

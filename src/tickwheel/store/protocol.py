@@ -55,6 +55,20 @@ class AttemptResult:
     out of the executions row, in its own table."""
 
 
+@dataclass(frozen=True)
+class WorkerInfo:
+    """A worker's row of the registry, as it last reported itself."""
+
+    worker_id: str
+    host: str
+    pid: int
+    concurrency: int
+    started_at: datetime
+    last_heartbeat_at: datetime
+    running: int
+    stopped_at: datetime | None
+
+
 class Topic(StrEnum):
     """Wake-up signals between processes. They are hints: a woken service always re-queries."""
 
@@ -62,6 +76,8 @@ class Topic(StrEnum):
     """An execution was inserted SCHEDULED: a scheduler may need to wake before it planned to."""
     READY = "ready"
     """Executions became READY (inserted due, promoted, replayed, released): workers, claim."""
+    WORKFLOW = "workflow"
+    """A workflow's execution finished (an outbox row was written): orchestrators, consume."""
 
 
 class Store(Protocol):
@@ -209,6 +225,33 @@ class Store(Protocol):
     async def execution_event_list(
         self, tenant: str, execution_id: uuid.UUID
     ) -> list[ExecutionEvent]: ...
+
+    # The worker registry: a row per worker, upserted every few seconds, never per claim.
+    async def worker_heartbeat(
+        self,
+        worker_id: str,
+        host: str,
+        pid: int,
+        concurrency: int,
+        running: int,
+        now: datetime | None = None,
+    ) -> None:
+        """Upserts the worker's row (``started_at`` from the first report only)."""
+        ...
+
+    async def worker_stopped(self, worker_id: str, now: datetime | None = None) -> None: ...
+
+    async def worker_list(self, alive_since: datetime) -> list[WorkerInfo]:
+        """Workers whose last report is at or after ``alive_since``, stopped ones included."""
+        ...
+
+    async def worker_count_alive(self, alive_since: datetime) -> int:
+        """Workers that reported at or after ``alive_since`` and have not stopped."""
+        ...
+
+    async def execution_oldest_ready_at(self) -> datetime | None:
+        """The longest-waiting READY execution's ``ready_at`` over all tenants (the backlog)."""
+        ...
 
     async def api_key_insert(self, key: ApiKey, key_hash: str) -> None: ...
 

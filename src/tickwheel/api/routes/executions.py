@@ -51,6 +51,9 @@ async def list_executions(
     status: Annotated[list[str], Query()] = [],  # noqa: B006 - FastAPI reads, never mutates
     definition: str | None = None,
     idempotency_key: Annotated[str | None, Query(alias="idempotencyKey")] = None,
+    key_prefix: Annotated[
+        str | None, Query(alias="idempotencyKeyPrefix", min_length=1, max_length=300)
+    ] = None,
     execute_from: Annotated[AwareDatetime | None, Query(alias="executeFrom")] = None,
     execute_to: Annotated[AwareDatetime | None, Query(alias="executeTo")] = None,
     cursor: str | None = None,
@@ -61,6 +64,7 @@ async def list_executions(
         statuses=_statuses(status),
         definition_uri=definition_uri(definition) if definition else None,
         idempotency_key=idempotency_key,
+        idempotency_key_prefix=key_prefix,
         execute_from=execute_from,
         execute_to=execute_to,
     )

@@ -15,6 +15,7 @@ from fastapi import APIRouter, Request, Response
 
 from tickwheel.api.deps import app_state
 from tickwheel.domain.states import TERMINAL
+from tickwheel.engine.worker import ALIVE_WITHIN
 from tickwheel.observability.metrics import CONTENT_TYPE, Metrics
 
 router = APIRouter(tags=["health"])
@@ -46,12 +47,17 @@ async def _refresh_counts(request: Request, registry: Metrics) -> None:
         return
     deps = app_state(request)
     try:
-        since = deps.clock.now() - FINISHED_WINDOW
-        counts = await deps.store.execution_count_by_status(since)
+        now = deps.clock.now()
+        counts = await deps.store.execution_count_by_status(now - FINISHED_WINDOW)
+        alive = await deps.store.worker_count_alive(now - timedelta(seconds=ALIVE_WITHIN))
+        oldest_ready = await deps.store.execution_oldest_ready_at()
     except Exception as exc:  # a database outage must not hide the process's own metrics
         log.warning("queue depth not refreshed: %s", exc)
         return
     registry.set_counts(
         {str(k): v for k, v in counts.items()}, _TERMINAL, FINISHED_WINDOW.total_seconds()
     )
+    registry.workers_alive.set(alive)
+    age = (now - oldest_ready).total_seconds() if oldest_ready is not None else 0.0
+    registry.oldest_ready_age.set(max(0.0, age))
     state.metrics_refreshed = time.monotonic()

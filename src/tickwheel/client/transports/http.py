@@ -127,6 +127,7 @@ class HttpTransport(HttpCronMethods):
         for name, value in (
             ("definition", flt.definition_uri),
             ("idempotencyKey", flt.idempotency_key),
+            ("idempotencyKeyPrefix", flt.idempotency_key_prefix),
             ("executeFrom", flt.execute_from.isoformat() if flt.execute_from else None),
             ("executeTo", flt.execute_to.isoformat() if flt.execute_to else None),
             ("cursor", cursor),

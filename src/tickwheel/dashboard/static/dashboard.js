@@ -33,7 +33,10 @@
     const oldest = document.getElementById("oldest-ready");
     if (oldest) oldest.textContent = fmtSeconds(snap.oldestReadyAgeSeconds);
     if (snap.series) drawSeries(snap.series);
-    if (snap.workers) drawWorkers(snap.workers);
+    const alive = document.getElementById("workers-alive");
+    if (alive && snap.workersAlive !== undefined) {
+      alive.textContent = snap.workersAlive === null ? "–" : String(snap.workersAlive);
+    }
   }
 
   function schedule(snap) {
@@ -87,25 +90,6 @@
     if (sampled) sampled.hidden = !series.sampled;
   }
 
-  function drawWorkers(workers) {
-    const body = document.getElementById("workers");
-    if (!body) return;
-    body.replaceChildren();
-    if (workers.length === 0) {
-      const tr = body.insertRow();
-      const td = tr.insertCell();
-      td.colSpan = 4;
-      td.textContent = "No worker holds a lease right now.";
-      return;
-    }
-    for (const w of workers) {
-      const tr = body.insertRow();
-      for (const v of [w.workerId, String(w.running), fmtTime(w.latestLeaseExpiresAt), fmtTime(w.oldestStartedAt)]) {
-        tr.insertCell().textContent = v;
-      }
-    }
-  }
-
   function connect(url) {
     const state = document.getElementById("live-state");
     const source = new EventSource(url);
@@ -129,7 +113,8 @@
     const out = document.getElementById("preview-out");
     let timer = null;
     function run() {
-      const q = new URLSearchParams(new FormData(form));
+      const data = new FormData(form);
+      const q = new URLSearchParams({ expression: data.get("expression") || "", timezone: data.get("timezone") || "UTC" });
       fetch(form.dataset.preview + "?" + q.toString(), { credentials: "same-origin" })
         .then(function (r) { return r.json(); })
         .then(function (body) {
@@ -153,7 +138,10 @@
       clearTimeout(timer);
       timer = setTimeout(run, 250);
     });
-    form.addEventListener("submit", function (ev) { ev.preventDefault(); run(); });
+    // The preview-only form never submits; an edit form posts as usual.
+    if (form.getAttribute("action") === "#") {
+      form.addEventListener("submit", function (ev) { ev.preventDefault(); run(); });
+    }
     run();
   }
 
@@ -162,7 +150,7 @@
     if (overview) initial(overview.dataset.initial);
     const live = document.querySelector("[data-live]");
     if (live) connect(live.dataset.live);
-    const preview = document.getElementById("cron-preview");
+    const preview = document.querySelector("form[data-preview]");
     if (preview) cronPreview(preview);
   });
 })();

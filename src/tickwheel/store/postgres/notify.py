@@ -27,7 +27,11 @@ from tickwheel.store.protocol import Topic
 
 log = logging.getLogger(__name__)
 
-CHANNELS: dict[Topic, str] = {Topic.DUE: "tickwheel_due", Topic.READY: "tickwheel_ready"}
+CHANNELS: dict[Topic, str] = {
+    Topic.DUE: "tickwheel_due",
+    Topic.READY: "tickwheel_ready",
+    Topic.WORKFLOW: "tickwheel_workflow",
+}
 _TOPICS = {channel: topic for topic, channel in CHANNELS.items()}
 # Named channels, one statement each: LISTEN takes an identifier, not a parameter.
 _LISTEN = [f"LISTEN {channel}" for channel in CHANNELS.values()]

@@ -46,6 +46,14 @@ def require_aware(value: datetime) -> datetime:
     return value
 
 
+def like_prefix(prefix: str | None) -> str | None:
+    """A LIKE pattern matching ``prefix`` literally at the start (``\\`` is the escape)."""
+    if prefix is None:
+        return None
+    escaped = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return escaped + "%"
+
+
 def opt_aware(value: datetime | None) -> datetime | None:
     return require_aware(value) if value is not None else None
 

@@ -40,10 +40,13 @@ from tickwheel.store.postgres.rows import (
     insert_arrays,
     insert_outcomes,
     jsonb,
+    like_prefix,
     opt_aware,
     require_aware,
     utc,
 )
+from tickwheel.store.postgres.workers import PostgresWorkerRegistry
+from tickwheel.store.postgres.workflows import workflow_event_record
 from tickwheel.store.protocol import AttemptResult, InsertOutcome, StoredDefinition, Topic
 from tickwheel.store.sqlfile import load_queries
 
@@ -56,7 +59,7 @@ MIGRATION_LOCK = 0x7469636B776865
 Conn = AsyncConnection[DictRow]
 
 
-class PostgresStore:
+class PostgresStore(PostgresWorkerRegistry):
     dialect = "postgresql"
 
     def __init__(self, pool: AsyncConnectionPool[Conn], url: str) -> None:
@@ -226,6 +229,7 @@ class PostgresStore:
             "statuses": [str(s) for s in flt.statuses] if flt.statuses else None,
             "definition_uri": flt.definition_uri,
             "idempotency_key": flt.idempotency_key,
+            "key_like": like_prefix(flt.idempotency_key_prefix),
             "execute_from": opt_aware(flt.execute_from),
             "execute_to": opt_aware(flt.execute_to),
             "limit": limit,
@@ -279,6 +283,10 @@ class PostgresStore:
                     "detail": Jsonb(detail),
                 },
             )
+            if event is ExecutionEventKind.CANCELLED and await workflow_event_record(
+                conn, row["idempotency_key"], row["execution_id"], row["status"], now
+            ):
+                topics.add(Topic.WORKFLOW)
             return execution_from_row(row)
 
     async def execution_claim_ready(
@@ -360,6 +368,14 @@ class PostgresStore:
                     "now": opt_aware(now),
                 },
             )
+            if await workflow_event_record(
+                conn,
+                row["idempotency_key"],
+                result.execution_id,
+                str(result.execution_status),
+                opt_aware(now),
+            ):
+                topics.add(Topic.WORKFLOW)
             return True
 
     # -- engine ---------------------------------------------------------------------------------

@@ -42,11 +42,13 @@ from tickwheel.store.sqlite.rows import (
     insert_params,
 )
 from tickwheel.store.sqlite.stats import SqliteStatsStore
+from tickwheel.store.sqlite.workers import SqliteWorkerRegistry
+from tickwheel.store.sqlite.workflows import SqliteWorkflowStore, workflow_event_record
 
 Q = load_queries("tickwheel.store.sqlite.sql")
 
 
-class SqliteStore:
+class SqliteStore(SqliteWorkerRegistry):
     dialect = "sqlite"
 
     def __init__(self, conn: aiosqlite.Connection, path: str) -> None:
@@ -59,6 +61,11 @@ class SqliteStore:
     def cron(self) -> SqliteCronStore:
         """The Cron Service's tables on this same connection (and its lock)."""
         return SqliteCronStore(self._conn, self._lock)
+
+    @property
+    def workflows(self) -> SqliteWorkflowStore:
+        """The DAG orchestrator's tables on this same connection (and its lock)."""
+        return SqliteWorkflowStore(self._conn, self._lock)
 
     @property
     def stats(self) -> SqliteStatsStore:
@@ -218,6 +225,7 @@ class SqliteStore:
             "statuses": json.dumps([str(s) for s in flt.statuses]) if flt.statuses else None,
             "definition_uri": flt.definition_uri,
             "idempotency_key": flt.idempotency_key,
+            "key_prefix": flt.idempotency_key_prefix,
             "execute_from": opt_us(flt.execute_from),
             "execute_to": opt_us(flt.execute_to),
             "limit": limit,
@@ -276,6 +284,10 @@ class SqliteStore:
                     "detail": json.dumps(detail),
                 },
             )
+            if event is ExecutionEventKind.CANCELLED and await workflow_event_record(
+                conn, row["idempotency_key"], params["execution_id"], row["status"], to_us(now)
+            ):
+                self._signal(Topic.WORKFLOW)
             return execution_row(row)
 
     async def execution_claim_ready(
@@ -360,6 +372,14 @@ class SqliteStore:
                     "now": now_us,
                 },
             )
+            if await workflow_event_record(
+                conn,
+                row["idempotency_key"],
+                result.execution_id,
+                str(result.execution_status),
+                now_us,
+            ):
+                self._signal(Topic.WORKFLOW)
         if result.execution_status is ExecutionStatus.READY:
             self._signal(Topic.READY)
         elif result.execution_status is ExecutionStatus.RETRY_WAIT:

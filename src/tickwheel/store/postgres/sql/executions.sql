@@ -47,6 +47,9 @@ WHERE tenant = %(tenant)s
   AND (%(statuses)s::text[] IS NULL OR status = ANY (%(statuses)s::text[]))
   AND (%(definition_uri)s::text IS NULL OR definition_uri = %(definition_uri)s::text)
   AND (%(idempotency_key)s::text IS NULL OR idempotency_key = %(idempotency_key)s::text)
+  -- A prefix: LIKE with the pattern's metacharacters escaped by the store (exact in any
+  -- collation); rows are read in the tenant's execution_id order and filtered.
+  AND (%(key_like)s::text IS NULL OR idempotency_key LIKE %(key_like)s::text ESCAPE '\')
   AND (%(execute_from)s::timestamptz IS NULL OR execute_at >= %(execute_from)s::timestamptz)
   AND (%(execute_to)s::timestamptz IS NULL OR execute_at < %(execute_to)s::timestamptz)
 ORDER BY execution_id DESC
@@ -154,7 +157,7 @@ WHERE execution_id = %(execution_id)s AND status = 'RUNNING' AND fencing_token =
   -- heartbeat's UPDATE holds the row lock, and this one re-checks the lease on the new version.
   AND (NOT %(lease_expired_only)s::boolean
        OR lease_expires_at < coalesce(%(now)s::timestamptz, now()))
-RETURNING attempt_count;
+RETURNING attempt_count, idempotency_key;
 
 -- name: attempt_finish
 UPDATE attempts

@@ -25,6 +25,11 @@ WHERE tenant = :tenant
   AND (:statuses IS NULL OR status IN (SELECT value FROM json_each(:statuses)))
   AND (:definition_uri IS NULL OR definition_uri = :definition_uri)
   AND (:idempotency_key IS NULL OR idempotency_key = :idempotency_key)
+  -- A prefix as a range (BINARY collation: code point order) on the (tenant, idempotency_key)
+  -- unique index; the substr test keeps it exact for keys holding U+10FFFF itself.
+  AND (:key_prefix IS NULL OR (idempotency_key >= :key_prefix
+       AND idempotency_key < :key_prefix || char(1114111)
+       AND substr(idempotency_key, 1, length(:key_prefix)) = :key_prefix))
   AND (:execute_from IS NULL OR execute_at >= :execute_from)
   AND (:execute_to IS NULL OR execute_at < :execute_to)
 ORDER BY execution_id DESC
@@ -99,7 +104,7 @@ SET status = :status, output = :output, output_reference = :output_reference, er
 WHERE execution_id = :execution_id AND status = 'RUNNING' AND fencing_token = :fencing_token
   -- The reaper's write must lose against a heartbeat that renewed the lease meanwhile.
   AND (:lease_expired_only = 0 OR lease_expires_at < :now)
-RETURNING attempt_count;
+RETURNING attempt_count, idempotency_key;
 
 -- name: attempt_finish
 UPDATE attempts SET status = :attempt_status, finished_at = :now, error = :error

@@ -1,0 +1,86 @@
+-- name: workflow_definition_insert
+INSERT INTO workflow_definitions (name, version, document, content_hash, created_at)
+VALUES (%(name)s, %(version)s, %(document)s, %(content_hash)s, %(created_at)s)
+ON CONFLICT (name, version) DO NOTHING;
+
+-- name: workflow_definition_get
+SELECT * FROM workflow_definitions
+WHERE name = %(name)s AND (%(version)s::integer IS NULL OR version = %(version)s::integer)
+ORDER BY version DESC LIMIT 1;
+
+-- name: workflow_definition_list
+SELECT DISTINCT ON (name) * FROM workflow_definitions ORDER BY name, version DESC;
+
+-- name: workflow_run_insert
+INSERT INTO workflow_runs (workflow_run_id, tenant, workflow_name, workflow_version, inputs,
+    status, idempotency_key, request_hash, retry_count, created_at, updated_at)
+VALUES (%(workflow_run_id)s, %(tenant)s, %(workflow_name)s, %(workflow_version)s, %(inputs)s,
+    %(status)s, %(idempotency_key)s, %(request_hash)s, %(retry_count)s, %(created_at)s,
+    %(updated_at)s)
+ON CONFLICT DO NOTHING;
+
+-- name: workflow_run_get
+SELECT * FROM workflow_runs
+WHERE workflow_run_id = %(workflow_run_id)s
+  AND (%(tenant)s::text IS NULL OR tenant = %(tenant)s::text);
+
+-- name: workflow_run_get_by_key
+SELECT * FROM workflow_runs
+WHERE tenant = %(tenant)s AND idempotency_key = %(idempotency_key)s;
+
+-- name: workflow_run_finish
+UPDATE workflow_runs SET status = %(status)s, updated_at = %(now)s, finished_at = %(now)s
+WHERE workflow_run_id = %(workflow_run_id)s AND status = 'RUNNING';
+
+-- name: workflow_run_retry
+UPDATE workflow_runs
+SET status = 'RUNNING', retry_count = retry_count + 1, updated_at = %(now)s, finished_at = NULL
+WHERE workflow_run_id = %(workflow_run_id)s AND tenant = %(tenant)s
+  AND status IN ('FAILED', 'CANCELLED');
+
+-- name: workflow_task_run_insert
+INSERT INTO workflow_task_runs (workflow_run_id, task_name, status, updated_at)
+VALUES (%(workflow_run_id)s, %(task_name)s, 'PENDING', %(now)s);
+
+-- name: workflow_task_run_list
+SELECT * FROM workflow_task_runs WHERE workflow_run_id = %(workflow_run_id)s ORDER BY ctid;
+
+-- name: workflow_task_run_reset
+UPDATE workflow_task_runs
+SET status = 'PENDING', execution_id = NULL, output = NULL, error = NULL, updated_at = %(now)s
+WHERE workflow_run_id = %(workflow_run_id)s AND task_name = %(task_name)s;
+
+-- name: workflow_task_run_update
+UPDATE workflow_task_runs
+SET status = %(status)s, execution_id = coalesce(%(execution_id)s::uuid, execution_id),
+    output = %(output)s, error = %(error)s, updated_at = %(now)s
+WHERE workflow_run_id = %(workflow_run_id)s AND task_name = %(task_name)s
+  AND status = ANY(%(expected)s::text[]);
+
+-- name: workflow_event_insert
+-- Written in the transaction that finishes the execution; the NOTIFY that wakes orchestrators
+-- is sent in the same transaction, so it is delivered at commit together with the row.
+INSERT INTO workflow_events (execution_id, workflow_run_id, status, created_at)
+VALUES (%(execution_id)s, %(workflow_run_id)s, %(status)s, coalesce(%(now)s::timestamptz, now()));
+
+-- name: workflow_event_claim
+-- Several orchestrators claim at once: SKIP LOCKED gives each rows the others are not taking;
+-- the lease hands a killed orchestrator's rows to another. The database's clock decides unless
+-- the caller passes `now`.
+WITH clock AS (SELECT coalesce(%(now)s::timestamptz, now()) AS now),
+picked AS (
+    SELECT e.event_id FROM workflow_events e, clock
+    WHERE e.claim_expires_at IS NULL OR e.claim_expires_at <= clock.now
+    ORDER BY e.event_id
+    LIMIT %(limit)s
+    FOR UPDATE OF e SKIP LOCKED
+)
+UPDATE workflow_events w
+SET claimed_by = %(owner)s, claim_expires_at = clock.now + %(lease)s::interval
+FROM picked, clock
+WHERE w.event_id = picked.event_id
+RETURNING w.*;
+
+-- name: workflow_event_delete
+DELETE FROM workflow_events
+WHERE claimed_by = %(owner)s AND event_id = ANY(%(event_ids)s::bigint[]);

@@ -1,0 +1,207 @@
+"""The DAG orchestrator's tables on PostgreSQL.
+
+Built on the main store's pool (``PostgresWorkflowStore(store.pool)``), autocommit like it: a
+one-statement method is its own transaction, the others open one. Any number of orchestrators
+share the tables; ``workflow_event_claim`` hands each a disjoint batch of outbox rows with
+``FOR UPDATE SKIP LOCKED`` and a lease."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from datetime import datetime, timedelta
+from typing import Any
+
+from psycopg import AsyncConnection
+from psycopg.rows import DictRow
+from psycopg.types.json import Jsonb
+from psycopg_pool import AsyncConnectionPool
+
+from tickwheel.domain.workflow_runs import RunStatus, TaskRunStatus
+from tickwheel.store.sqlfile import load_queries
+from tickwheel.store.workflow_protocol import (
+    StoredWorkflow,
+    TaskRunRecord,
+    WorkflowEvent,
+    WorkflowRunRecord,
+    workflow_run_of_key,
+)
+
+_TERMINAL = frozenset({"SUCCEEDED", "FAILED", "CANCELLED"})
+Q = load_queries("tickwheel.store.postgres.sql")
+
+Conn = AsyncConnection[DictRow]
+
+
+class PostgresWorkflowStore:
+    def __init__(self, pool: AsyncConnectionPool[Conn]) -> None:
+        self._pool = pool
+
+    @asynccontextmanager
+    async def _tx(self) -> AsyncIterator[Conn]:
+        async with self._pool.connection() as conn, conn.transaction():
+            yield conn
+
+    async def _all(self, query: str, params: dict[str, Any]) -> list[DictRow]:
+        async with self._pool.connection() as conn:
+            cursor = await conn.execute(Q[query], params)
+            return await cursor.fetchall()
+
+    async def _rowcount(self, query: str, params: dict[str, Any]) -> int:
+        async with self._pool.connection() as conn:
+            cursor = await conn.execute(Q[query], params)
+            return cursor.rowcount
+
+    async def workflow_definition_insert(self, stored: StoredWorkflow) -> bool:
+        params = {
+            "name": stored.name,
+            "version": stored.version,
+            "document": Jsonb(stored.document),
+            "content_hash": stored.content_hash,
+            "created_at": stored.created_at,
+        }
+        return await self._rowcount("workflow_definition_insert", params) == 1
+
+    async def workflow_definition_get(
+        self, name: str, version: int | None = None
+    ) -> StoredWorkflow | None:
+        rows = await self._all("workflow_definition_get", {"name": name, "version": version})
+        return StoredWorkflow(**rows[0]) if rows else None
+
+    async def workflow_definition_list(self) -> list[StoredWorkflow]:
+        return [StoredWorkflow(**r) for r in await self._all("workflow_definition_list", {})]
+
+    async def workflow_run_insert(self, run: WorkflowRunRecord, task_names: Sequence[str]) -> bool:
+        params = {
+            **{k: getattr(run, k) for k in run.__dataclass_fields__},
+            "inputs": Jsonb(run.inputs),
+            "status": str(run.status),
+        }
+        async with self._tx() as conn:
+            cursor = await conn.execute(Q["workflow_run_insert"], params)
+            if cursor.rowcount != 1:
+                return False
+            for name in task_names:
+                await conn.execute(
+                    Q["workflow_task_run_insert"],
+                    {
+                        "workflow_run_id": run.workflow_run_id,
+                        "task_name": name,
+                        "now": run.created_at,
+                    },
+                )
+            return True
+
+    async def workflow_run_get(
+        self, tenant: str | None, workflow_run_id: uuid.UUID
+    ) -> WorkflowRunRecord | None:
+        params = {"tenant": tenant, "workflow_run_id": workflow_run_id}
+        rows = await self._all("workflow_run_get", params)
+        return _run(rows[0]) if rows else None
+
+    async def workflow_run_get_by_key(
+        self, tenant: str, idempotency_key: str
+    ) -> WorkflowRunRecord | None:
+        params = {"tenant": tenant, "idempotency_key": idempotency_key}
+        rows = await self._all("workflow_run_get_by_key", params)
+        return _run(rows[0]) if rows else None
+
+    async def workflow_run_finish(
+        self, workflow_run_id: uuid.UUID, status: RunStatus, now: datetime
+    ) -> bool:
+        params = {"workflow_run_id": workflow_run_id, "status": str(status), "now": now}
+        return await self._rowcount("workflow_run_finish", params) == 1
+
+    async def workflow_run_retry(
+        self, tenant: str, workflow_run_id: uuid.UUID, task_names: Sequence[str], now: datetime
+    ) -> bool:
+        async with self._tx() as conn:
+            params = {"tenant": tenant, "workflow_run_id": workflow_run_id, "now": now}
+            cursor = await conn.execute(Q["workflow_run_retry"], params)
+            if cursor.rowcount != 1:
+                return False
+            for name in task_names:
+                await conn.execute(
+                    Q["workflow_task_run_reset"],
+                    {"workflow_run_id": workflow_run_id, "task_name": name, "now": now},
+                )
+            return True
+
+    async def workflow_task_run_list(self, workflow_run_id: uuid.UUID) -> list[TaskRunRecord]:
+        rows = await self._all("workflow_task_run_list", {"workflow_run_id": workflow_run_id})
+        return [TaskRunRecord(**{**r, "status": TaskRunStatus(r["status"])}) for r in rows]
+
+    async def workflow_task_run_update(
+        self,
+        workflow_run_id: uuid.UUID,
+        task_name: str,
+        expected: Sequence[TaskRunStatus],
+        status: TaskRunStatus,
+        now: datetime,
+        execution_id: uuid.UUID | None = None,
+        output: Any = None,
+        error: Any = None,
+    ) -> bool:
+        params = {
+            "workflow_run_id": workflow_run_id,
+            "task_name": task_name,
+            "expected": [str(s) for s in expected],
+            "status": str(status),
+            "execution_id": execution_id,
+            "output": None if output is None else Jsonb(output),
+            "error": None if error is None else Jsonb(error),
+            "now": now,
+        }
+        return await self._rowcount("workflow_task_run_update", params) == 1
+
+    async def workflow_event_claim(
+        self, owner: str, limit: int, lease: timedelta, now: datetime | None = None
+    ) -> list[WorkflowEvent]:
+        params = {"owner": owner, "limit": limit, "lease": lease, "now": now}
+        async with self._tx() as conn:
+            cursor = await conn.execute(Q["workflow_event_claim"], params)
+            rows = await cursor.fetchall()
+        events = [
+            WorkflowEvent(
+                event_id=r["event_id"],
+                execution_id=r["execution_id"],
+                workflow_run_id=r["workflow_run_id"],
+                status=r["status"],
+                created_at=r["created_at"],
+            )
+            for r in rows
+        ]
+        return sorted(events, key=lambda e: e.event_id)
+
+    async def workflow_event_delete(self, owner: str, event_ids: Sequence[int]) -> int:
+        params = {"owner": owner, "event_ids": list(event_ids)}
+        return await self._rowcount("workflow_event_delete", params)
+
+
+def _run(r: DictRow) -> WorkflowRunRecord:
+    return WorkflowRunRecord(**{**r, "status": RunStatus(r["status"])})
+
+
+async def workflow_event_record(
+    conn: Conn,
+    idempotency_key: str | None,
+    execution_id: uuid.UUID,
+    status: str,
+    now: datetime | None,
+) -> bool:
+    """Called by the main store inside the transaction that moves an execution to a terminal
+    ``status``: adds the outbox row when the execution is a workflow's task run (the caller
+    then NOTIFYs Topic.WORKFLOW in the same transaction). Executions not from workflows pay a
+    string comparison and nothing else: no statement, and no trigger on the hot table."""
+    run_id = workflow_run_of_key(idempotency_key)
+    if run_id is None or status not in _TERMINAL:
+        return False
+    params = {
+        "execution_id": execution_id,
+        "workflow_run_id": run_id,
+        "status": status,
+        "now": now,
+    }
+    await conn.execute(Q["workflow_event_insert"], params)
+    return True

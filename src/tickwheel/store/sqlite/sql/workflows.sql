@@ -1,0 +1,76 @@
+-- name: workflow_definition_insert
+INSERT INTO workflow_definitions (name, version, document, content_hash, created_at)
+VALUES (:name, :version, :document, :content_hash, :created_at)
+ON CONFLICT (name, version) DO NOTHING;
+
+-- name: workflow_definition_get
+SELECT * FROM workflow_definitions
+WHERE name = :name AND (:version IS NULL OR version = :version)
+ORDER BY version DESC LIMIT 1;
+
+-- name: workflow_definition_list
+SELECT d.* FROM workflow_definitions d
+WHERE d.version = (SELECT max(version) FROM workflow_definitions x WHERE x.name = d.name)
+ORDER BY d.name;
+
+-- name: workflow_run_insert
+INSERT INTO workflow_runs (workflow_run_id, tenant, workflow_name, workflow_version, inputs,
+    status, idempotency_key, request_hash, retry_count, created_at, updated_at)
+VALUES (:workflow_run_id, :tenant, :workflow_name, :workflow_version, :inputs, :status,
+    :idempotency_key, :request_hash, :retry_count, :created_at, :updated_at)
+ON CONFLICT DO NOTHING;
+
+-- name: workflow_run_get
+SELECT * FROM workflow_runs
+WHERE workflow_run_id = :workflow_run_id AND (:tenant IS NULL OR tenant = :tenant);
+
+-- name: workflow_run_get_by_key
+SELECT * FROM workflow_runs WHERE tenant = :tenant AND idempotency_key = :idempotency_key;
+
+-- name: workflow_run_finish
+UPDATE workflow_runs SET status = :status, updated_at = :now, finished_at = :now
+WHERE workflow_run_id = :workflow_run_id AND status = 'RUNNING';
+
+-- name: workflow_run_retry
+UPDATE workflow_runs
+SET status = 'RUNNING', retry_count = retry_count + 1, updated_at = :now, finished_at = NULL
+WHERE workflow_run_id = :workflow_run_id AND tenant = :tenant
+  AND status IN ('FAILED', 'CANCELLED');
+
+-- name: workflow_task_run_insert
+INSERT INTO workflow_task_runs (workflow_run_id, task_name, status, updated_at)
+VALUES (:workflow_run_id, :task_name, 'PENDING', :now);
+
+-- name: workflow_task_run_list
+SELECT * FROM workflow_task_runs WHERE workflow_run_id = :workflow_run_id ORDER BY rowid;
+
+-- name: workflow_task_run_reset
+UPDATE workflow_task_runs
+SET status = 'PENDING', execution_id = NULL, output = NULL, error = NULL, updated_at = :now
+WHERE workflow_run_id = :workflow_run_id AND task_name = :task_name;
+
+-- name: workflow_task_run_update
+-- Guarded by the statuses the caller expects (passed as a JSON array).
+UPDATE workflow_task_runs
+SET status = :status, execution_id = coalesce(:execution_id, execution_id), output = :output,
+    error = :error, updated_at = :now
+WHERE workflow_run_id = :workflow_run_id AND task_name = :task_name
+  AND status IN (SELECT value FROM json_each(:expected));
+
+-- name: workflow_event_insert
+INSERT INTO workflow_events (execution_id, workflow_run_id, status, created_at)
+VALUES (:execution_id, :workflow_run_id, :status, :now);
+
+-- name: workflow_event_claim
+-- Runs inside BEGIN IMMEDIATE: the select-then-update is one step even against another process.
+UPDATE workflow_events SET claimed_by = :owner, claim_expires_at = :now + :lease_us
+WHERE event_id IN (
+    SELECT event_id FROM workflow_events
+    WHERE claim_expires_at IS NULL OR claim_expires_at <= :now
+    ORDER BY event_id LIMIT :limit
+)
+RETURNING *;
+
+-- name: workflow_event_delete
+DELETE FROM workflow_events
+WHERE claimed_by = :owner AND event_id IN (SELECT value FROM json_each(:event_ids));

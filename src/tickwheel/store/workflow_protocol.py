@@ -1,0 +1,149 @@
+"""The WorkflowStore protocol: the DAG orchestrator's own tables, beside (never inside) the Store.
+
+Same conventions as ``store/protocol.py`` and ``store/cron_protocol.py``: entity-first names, one
+unit of work per method, guarded updates whose row count says who won. The outbox rows
+(``workflow_events``) are written by the main Store, inside the transaction that finishes an
+execution whose idempotency key starts with ``wf:``; this protocol claims and deletes them.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, Protocol
+
+from tickwheel.domain.workflow_runs import RunStatus, TaskRunStatus
+
+WORKFLOW_KEY_PREFIX = "wf:"
+
+
+def workflow_run_of_key(idempotency_key: str | None) -> uuid.UUID | None:
+    """The run id in a task run's idempotency key ``wf:<runId>:<task>[:<retry>]``, else None."""
+    if idempotency_key is None or not idempotency_key.startswith(WORKFLOW_KEY_PREFIX):
+        return None
+    try:
+        return uuid.UUID(idempotency_key.split(":", 2)[1])
+    except (IndexError, ValueError):
+        return None
+
+
+@dataclass(frozen=True)
+class StoredWorkflow:
+    name: str
+    version: int
+    document: dict[str, Any]
+    content_hash: str
+    created_at: datetime
+
+
+@dataclass(frozen=True)
+class WorkflowRunRecord:
+    workflow_run_id: uuid.UUID
+    tenant: str
+    workflow_name: str
+    workflow_version: int
+    inputs: dict[str, Any]
+    status: RunStatus
+    idempotency_key: str | None
+    request_hash: str
+    retry_count: int
+    created_at: datetime
+    updated_at: datetime
+    finished_at: datetime | None = None
+
+
+@dataclass(frozen=True)
+class TaskRunRecord:
+    workflow_run_id: uuid.UUID
+    task_name: str
+    status: TaskRunStatus
+    execution_id: uuid.UUID | None
+    output: Any
+    error: Any
+    updated_at: datetime
+
+
+@dataclass(frozen=True)
+class WorkflowEvent:
+    """An outbox row: an execution of ``workflow_run_id`` entered a terminal ``status``."""
+
+    event_id: int
+    execution_id: uuid.UUID
+    workflow_run_id: uuid.UUID
+    status: str
+    created_at: datetime
+
+
+class WorkflowStore(Protocol):
+    async def workflow_definition_insert(self, stored: StoredWorkflow) -> bool:
+        """False (nothing written) when that name and version exist already."""
+        ...
+
+    async def workflow_definition_get(
+        self, name: str, version: int | None = None
+    ) -> StoredWorkflow | None:
+        """``version=None``: the latest version."""
+        ...
+
+    async def workflow_definition_list(self) -> list[StoredWorkflow]:
+        """The latest version of each workflow, by name."""
+        ...
+
+    async def workflow_run_insert(self, run: WorkflowRunRecord, task_names: Sequence[str]) -> bool:
+        """The run and one PENDING task run per name, in one transaction. False (nothing
+        written) when the tenant already has a run with that idempotency key."""
+        ...
+
+    async def workflow_run_get(
+        self, tenant: str | None, workflow_run_id: uuid.UUID
+    ) -> WorkflowRunRecord | None:
+        """``tenant=None``: any tenant (the orchestrator)."""
+        ...
+
+    async def workflow_run_get_by_key(
+        self, tenant: str, idempotency_key: str
+    ) -> WorkflowRunRecord | None: ...
+
+    async def workflow_run_finish(
+        self, workflow_run_id: uuid.UUID, status: RunStatus, now: datetime
+    ) -> bool:
+        """RUNNING -> ``status``; False when the run is no longer RUNNING."""
+        ...
+
+    async def workflow_run_retry(
+        self, tenant: str, workflow_run_id: uuid.UUID, task_names: Sequence[str], now: datetime
+    ) -> bool:
+        """In one transaction: a FAILED or CANCELLED run back to RUNNING with ``retry_count``
+        + 1, and the named task runs back to PENDING without execution, output or error.
+        False (nothing written) when the run is not FAILED or CANCELLED."""
+        ...
+
+    async def workflow_task_run_list(self, workflow_run_id: uuid.UUID) -> list[TaskRunRecord]: ...
+
+    async def workflow_task_run_update(
+        self,
+        workflow_run_id: uuid.UUID,
+        task_name: str,
+        expected: Sequence[TaskRunStatus],
+        status: TaskRunStatus,
+        now: datetime,
+        execution_id: uuid.UUID | None = None,
+        output: Any = None,
+        error: Any = None,
+    ) -> bool:
+        """Moves a task run to ``status`` if it is in one of ``expected``; ``execution_id`` None
+        keeps the stored one. False when the guard did not match."""
+        ...
+
+    async def workflow_event_claim(
+        self, owner: str, limit: int, lease: timedelta, now: datetime | None = None
+    ) -> list[WorkflowEvent]:
+        """Up to ``limit`` outbox rows not claimed by a live lease, oldest first, now claimed by
+        ``owner`` until ``now + lease``. ``now=None`` uses the database's clock."""
+        ...
+
+    async def workflow_event_delete(self, owner: str, event_ids: Sequence[int]) -> int:
+        """Deletes consumed rows still claimed by ``owner``; the count deleted."""
+        ...
