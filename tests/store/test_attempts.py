@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from tests.factories import T0, new_execution
-from tickwheel.domain.models import ExecutionEventKind
+from tickwheel.domain.models import Execution, ExecutionEventKind
 from tickwheel.domain.states import AttemptStatus, ExecutionStatus
 from tickwheel.store.protocol import AttemptResult, Store
 
@@ -113,3 +113,54 @@ async def test_replay_of_a_dead_letter_keeps_its_history(store: Store) -> None:
     assert again.attempt_count == 2
     assert [a.attempt_number for a in await store.attempt_list("acme", execution_id)] == [1, 2]
     assert await store.execution_replay("globex", execution_id, 4, later) is None
+
+
+def _lost(claimed: Execution, status: ExecutionStatus) -> AttemptResult:
+    assert claimed.fencing_token is not None
+    return AttemptResult(
+        claimed.execution_id,
+        claimed.fencing_token,
+        AttemptStatus.ABANDONED,
+        status,
+        error={"kind": "lost", "message": "lease expired"},
+        next_attempt_at=T0 + timedelta(minutes=2) if status is ExecutionStatus.RETRY_WAIT else None,
+        lease_expired_only=True,
+    )
+
+
+async def test_reaping_a_batch_skips_renewed_leases_and_rows_reaped_already(store: Store) -> None:
+    items = [new_execution() for _ in range(4)]
+    await store.execution_insert_many(items)
+    claimed = await store.execution_claim_ready("w1", 4, LEASE, T0)
+    later = T0 + LEASE + timedelta(seconds=1)
+    renewed, gone, retry, dead = claimed
+    assert renewed.fencing_token is not None
+    # Meanwhile: one worker renewed its lease, and another reaper already took one.
+    assert await store.execution_heartbeat(
+        renewed.execution_id, renewed.fencing_token, LEASE, T0 + timedelta(seconds=29)
+    )
+    assert await store.execution_reap([_lost(gone, ExecutionStatus.RETRY_WAIT)], later) == [
+        gone.execution_id
+    ]
+    batch = [
+        _lost(renewed, ExecutionStatus.RETRY_WAIT),
+        _lost(gone, ExecutionStatus.RETRY_WAIT),
+        _lost(retry, ExecutionStatus.RETRY_WAIT),
+        _lost(dead, ExecutionStatus.FAILED),
+    ]
+    reaped = await store.execution_reap(batch, later)
+    assert sorted(reaped) == sorted([retry.execution_id, dead.execution_id])
+
+    async def now_(execution: Execution) -> Execution:
+        got = await store.execution_get("acme", execution.execution_id)
+        assert got is not None
+        return got
+
+    assert (await now_(renewed)).status is ExecutionStatus.RUNNING
+    assert (await now_(retry)).status is ExecutionStatus.RETRY_WAIT
+    assert (await now_(dead)).status is ExecutionStatus.FAILED
+    assert (await now_(dead)).finished_at == later
+    [attempt] = await store.attempt_list("acme", dead.execution_id)
+    assert attempt.status is AttemptStatus.ABANDONED
+    assert attempt.error == {"kind": "lost", "message": "lease expired"}
+    assert await store.execution_reap([], later) == []

@@ -1,17 +1,19 @@
 """The reaper: finds RUNNING executions whose lease expired (their worker died, hung or was
 partitioned away), marks the attempt ABANDONED and applies the retry policy.
 
-Its write is guarded twice: by the fencing token it read (another reaper got there first ->
-nothing happens) and by the lease still being expired (a heartbeat that arrived meanwhile
-wins). Several reapers may run at once."""
+The whole batch is one conditional update, each row guarded twice: by the fencing token it read
+(another reaper got there first -> nothing happens) and by the lease still being expired (a
+heartbeat that arrived meanwhile wins). Several reapers may run at once."""
 
 from __future__ import annotations
 
 import random
+import uuid
 
 from tickwheel.domain.backoff import Uniform
 from tickwheel.domain.clock import Clock
 from tickwheel.domain.definitions import Definition, RetryPolicy
+from tickwheel.domain.models import Execution
 from tickwheel.domain.retry import decide_failure
 from tickwheel.engine.service import Service
 from tickwheel.observability.logs import execution_fields
@@ -39,8 +41,11 @@ class Reaper(Service):
         self._definitions: dict[tuple[str, int], Definition | None] = {}
 
     async def run_once(self) -> int:
-        reaped = 0
-        for execution in await self.store.execution_lease_expired(self.batch, self.store_now()):
+        """Decides every expired execution of the batch, then writes them all in one
+        conditional update; the ones that renewed their lease meanwhile are left alone."""
+        expired = await self.store.execution_lease_expired(self.batch, self.store_now())
+        results: dict[uuid.UUID, tuple[Execution, AttemptResult]] = {}
+        for execution in expired:
             assert execution.fencing_token is not None
             definition = await self._definition(
                 execution.definition_uri, execution.definition_version
@@ -54,30 +59,38 @@ class Reaper(Service):
                 self.clock.now(),
                 self.uniform,
             )
-            result = AttemptResult(
-                execution.execution_id,
-                execution.fencing_token,
-                decision.attempt_status,
-                decision.execution_status,
-                error={
-                    "kind": "lost",
-                    "message": f"the lease of worker {execution.lease_owner} expired",
-                    "attempt": execution.attempt_count,
-                },
-                next_attempt_at=decision.next_attempt_at,
-                lease_expired_only=True,
+            results[execution.execution_id] = (
+                execution,
+                AttemptResult(
+                    execution.execution_id,
+                    execution.fencing_token,
+                    decision.attempt_status,
+                    decision.execution_status,
+                    error={
+                        "kind": "lost",
+                        "message": f"the lease of worker {execution.lease_owner} expired",
+                        "attempt": execution.attempt_count,
+                    },
+                    next_attempt_at=decision.next_attempt_at,
+                    lease_expired_only=True,
+                ),
             )
-            if await self.store.attempt_finish(result, self.store_now()):
-                reaped += 1
-                self.metrics.reaped(execution.definition_uri, str(decision.execution_status))
-                self.log.warning(
-                    "attempt %d abandoned: lease of %s expired",
-                    execution.attempt_count,
-                    execution.lease_owner,
-                    extra=execution_fields(execution, execution.lease_owner),
-                )
-        self.reaped += reaped
-        return reaped
+        if not results:
+            return 0
+        reaped = await self.store.execution_reap(
+            [result for _, result in results.values()], self.store_now()
+        )
+        for execution_id in reaped:
+            execution, result = results[execution_id]
+            self.metrics.reaped(execution.definition_uri, str(result.execution_status))
+            self.log.warning(
+                "attempt %d abandoned: lease of %s expired",
+                execution.attempt_count,
+                execution.lease_owner,
+                extra=execution_fields(execution, execution.lease_owner),
+            )
+        self.reaped += len(reaped)
+        return len(reaped)
 
     async def idle(self, did: int) -> None:
         await self.pause(0.0 if did >= self.batch else self.interval)

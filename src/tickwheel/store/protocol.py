@@ -190,6 +190,14 @@ class Store(Protocol):
         """RUNNING executions whose lease ran out, oldest expiry first (the reaper's work)."""
         ...
 
+    async def execution_reap(
+        self, results: Sequence[AttemptResult], now: datetime | None = None
+    ) -> list[uuid.UUID]:
+        """The reaper's batch in one conditional update: each result applies only while its
+        execution is still RUNNING under that fencing token with its lease expired. Returns the
+        executions it moved (the others were renewed or reaped by someone else meanwhile)."""
+        ...
+
     async def execution_release(
         self, execution_id: uuid.UUID, fencing_token: int, now: datetime | None = None
     ) -> bool:

@@ -424,6 +424,47 @@ class PostgresStore(PostgresWorkerRegistry):
         rows = await self._all("execution_lease_expired", {"limit": limit, "now": opt_aware(now)})
         return [execution_from_row(r) for r in rows]
 
+    async def execution_reap(
+        self, results: Sequence[AttemptResult], now: datetime | None = None
+    ) -> list[uuid.UUID]:
+        if not results:
+            return []
+        # Sorted by id, so that two reapers with overlapping batches lock rows in one order.
+        batch = sorted(results, key=lambda r: r.execution_id)
+        params: dict[str, Any] = {
+            "execution_ids": [r.execution_id for r in batch],
+            "fencing_tokens": [r.fencing_token for r in batch],
+            "statuses": [str(r.execution_status) for r in batch],
+            "errors": [jsonb(r.error) for r in batch],
+            "next_attempt_ats": [opt_aware(r.next_attempt_at) for r in batch],
+            "now": opt_aware(now),
+        }
+        by_id = {r.execution_id: r for r in batch}
+        async with self._signalling_tx() as (conn, topics):
+            cursor = await conn.execute(Q["execution_reap_batch"], params)
+            rows = await cursor.fetchall()
+            if not rows:
+                return []
+            moved = [by_id[row["execution_id"]] for row in rows]
+            await conn.execute(
+                Q["attempt_reap_batch"],
+                {
+                    "execution_ids": [r.execution_id for r in moved],
+                    "attempt_numbers": [row["attempt_count"] for row in rows],
+                    "fencing_tokens": [r.fencing_token for r in moved],
+                    "attempt_statuses": [str(r.attempt_status) for r in moved],
+                    "errors": [jsonb(r.error) for r in moved],
+                    "now": opt_aware(now),
+                },
+            )
+            topics.update(topics_for([r.execution_status for r in moved]))
+            for row in rows:
+                if await workflow_event_record(
+                    conn, row["idempotency_key"], row["execution_id"], row["status"], opt_aware(now)
+                ):
+                    topics.add(Topic.WORKFLOW)
+            return [r.execution_id for r in moved]
+
     async def execution_release(
         self, execution_id: uuid.UUID, fencing_token: int, now: datetime | None = None
     ) -> bool:

@@ -435,6 +435,45 @@ class SqliteStore(SqliteWorkerRegistry):
         rows = await self._all("execution_lease_expired", {"limit": limit, "now": _now_us(now)})
         return [execution_row(r) for r in rows]
 
+    async def execution_reap(
+        self, results: Sequence[AttemptResult], now: datetime | None = None
+    ) -> list[uuid.UUID]:
+        now_us = _now_us(now)
+        reaped: list[uuid.UUID] = []
+        retrying = False
+        async with self._tx() as conn:  # one write transaction for the whole batch
+            for result in results:
+                error = json.dumps(result.error) if result.error is not None else None
+                params = {
+                    "execution_id": str(result.execution_id),
+                    "fencing_token": result.fencing_token,
+                    "status": str(result.execution_status),
+                    "error": error,
+                    "next_attempt_at": opt_us(result.next_attempt_at),
+                    "now": now_us,
+                }
+                cursor = await conn.execute(Q["execution_reap_batch"], params)
+                row = await cursor.fetchone()
+                if row is None:
+                    continue
+                await conn.execute(
+                    Q["attempt_reap_batch"],
+                    {
+                        **params,
+                        "attempt_number": row["attempt_count"],
+                        "attempt_status": str(result.attempt_status),
+                    },
+                )
+                if await workflow_event_record(
+                    conn, row["idempotency_key"], result.execution_id, row["status"], now_us
+                ):
+                    self._signal(Topic.WORKFLOW)
+                retrying |= result.execution_status is ExecutionStatus.RETRY_WAIT
+                reaped.append(result.execution_id)
+        if retrying:
+            self._signal(Topic.DUE)
+        return reaped
+
     async def execution_release(
         self, execution_id: uuid.UUID, fencing_token: int, now: datetime | None = None
     ) -> bool:

@@ -238,3 +238,30 @@ SET status = 'READY', ready_at = coalesce(%(now)s::timestamptz, now()),
     updated_at = coalesce(%(now)s::timestamptz, now())
 WHERE execution_id = %(execution_id)s AND status = 'RUNNING' AND fencing_token = %(fencing_token)s
 RETURNING attempt_count;
+
+-- name: execution_reap_batch
+-- The reaper's whole batch in one conditional UPDATE: a row moves only while it is still RUNNING
+-- under the token the reaper read and its lease is still expired, so a heartbeat that renewed
+-- the lease, or another reaper that got there first, wins and this row is left alone.
+UPDATE executions e
+SET status = b.status, error = b.error, next_attempt_at = b.next_attempt_at,
+    lease_owner = NULL, lease_expires_at = NULL,
+    finished_at = CASE WHEN b.status = 'FAILED' THEN coalesce(%(now)s::timestamptz, now()) END,
+    updated_at = coalesce(%(now)s::timestamptz, now())
+FROM unnest(%(execution_ids)s::uuid[], %(fencing_tokens)s::bigint[], %(statuses)s::text[],
+            %(errors)s::jsonb[], %(next_attempt_ats)s::timestamptz[])
+     AS b (execution_id, fencing_token, status, error, next_attempt_at)
+WHERE e.execution_id = b.execution_id AND e.status = 'RUNNING'
+  AND e.fencing_token = b.fencing_token
+  AND e.lease_expires_at < coalesce(%(now)s::timestamptz, now())
+RETURNING e.execution_id, e.attempt_count, e.idempotency_key, b.status;
+
+-- name: attempt_reap_batch
+UPDATE attempts a
+SET status = b.attempt_status, finished_at = coalesce(%(now)s::timestamptz, now()),
+    error = b.error
+FROM unnest(%(execution_ids)s::uuid[], %(attempt_numbers)s::int[], %(fencing_tokens)s::bigint[],
+            %(attempt_statuses)s::text[], %(errors)s::jsonb[])
+     AS b (execution_id, attempt_number, fencing_token, attempt_status, error)
+WHERE a.execution_id = b.execution_id AND a.attempt_number = b.attempt_number
+  AND a.fencing_token = b.fencing_token AND a.status = 'RUNNING';

@@ -159,3 +159,21 @@ SET status = 'READY', ready_at = :now, max_attempts = max_attempts + 1, lease_ow
     lease_expires_at = NULL, updated_at = :now
 WHERE execution_id = :execution_id AND status = 'RUNNING' AND fencing_token = :fencing_token
 RETURNING attempt_count;
+
+-- name: execution_reap_batch
+-- One row of the reaper's batch (SQLite has no arrays: the store runs it per row, all in one
+-- write transaction). Moves the row only while it is RUNNING under the token the reaper read and
+-- its lease is still expired.
+UPDATE executions
+SET status = :status, error = :error, next_attempt_at = :next_attempt_at,
+    lease_owner = NULL, lease_expires_at = NULL,
+    finished_at = CASE WHEN :status = 'FAILED' THEN :now END,
+    updated_at = :now
+WHERE execution_id = :execution_id AND status = 'RUNNING' AND fencing_token = :fencing_token
+  AND lease_expires_at < :now
+RETURNING execution_id, attempt_count, idempotency_key, status;
+
+-- name: attempt_reap_batch
+UPDATE attempts SET status = :attempt_status, finished_at = :now, error = :error
+WHERE execution_id = :execution_id AND attempt_number = :attempt_number
+  AND fencing_token = :fencing_token AND status = 'RUNNING';
