@@ -124,3 +124,22 @@ async def test_readyz_is_503_when_the_database_is_gone(api: Api) -> None:
     await api.store.close()
     r = await api.http.get("/readyz", headers=NO_AUTH)
     assert r.status_code == 503 and r.json()["status"] == "unavailable"
+
+
+def test_a_process_without_the_api_serves_its_own_metrics() -> None:
+    import socket
+
+    import httpx
+
+    from tickwheel.observability.metrics import process_metrics, serve_metrics
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    process_metrics().stale_fencing.inc()
+    stop = serve_metrics(port)
+    try:
+        body = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text
+    finally:
+        stop()
+    assert "tickwheel_stale_fencing_token_rejections_total" in body

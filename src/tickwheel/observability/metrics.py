@@ -11,9 +11,16 @@ bounded: definitions by name, statuses and outcomes from fixed sets, HTTP routes
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    generate_latest,
+    start_http_server,
+)
 
 # The classic text format, which every Prometheus version scrapes; our names and labels are all
 # plain ASCII, so what generate_latest writes is exactly that format.
@@ -190,3 +197,17 @@ _process = Metrics()
 def process_metrics() -> Metrics:
     """This process's metrics: what ``/metrics`` serves and what services record into."""
     return _process
+
+
+def serve_metrics(port: int, host: str = "127.0.0.1") -> Callable[[], None]:
+    """Serves this process's metrics over HTTP on a thread of its own, for processes without the
+    API (``tickwheel worker``, ``scheduler``): Prometheus scrapes each of them. Returns a stop
+    function."""
+    server, thread = start_http_server(port, addr=host, registry=_process.registry)
+
+    def stop() -> None:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)
+
+    return stop
