@@ -35,6 +35,9 @@ class Settings(BaseSettings):
     max_inline_output_bytes: int = Field(
         64 * 1024, gt=0, description="larger outputs are stored by reference"
     )
+    metrics_port: int | None = Field(
+        None, ge=1, le=65535, description="worker/scheduler processes: serve /metrics here"
+    )
     engine: bool = Field(True, description="run scheduler, reaper and workers inside the server")
     cron_lead_seconds: float = Field(
         60.0, ge=0, description="cron occurrences are materialised this far ahead"

@@ -33,9 +33,11 @@ from tickwheel.engine.reaper import Reaper
 from tickwheel.engine.scheduler import Scheduler
 from tickwheel.engine.service import Service
 from tickwheel.engine.worker import Worker
+from tickwheel.observability.metrics import serve_metrics
 from tickwheel.store.cron_protocol import CronStore
-from tickwheel.store.factory import cron_store_for, open_store, redact
+from tickwheel.store.factory import cron_store_for, open_store, redact, workflow_store_for
 from tickwheel.store.protocol import Store
+from tickwheel.workflows.orchestrator import Orchestrator
 
 log = logging.getLogger("tickwheel.server")
 DEFINITION_SUFFIXES = (".yaml", ".yml", ".json", ".xml")
@@ -144,7 +146,7 @@ async def serve(settings: Settings, announce: Announce | None = None) -> None:
     in this one process; SIGTERM stops the API, then lets running attempts finish."""
     prepared = await prepare(settings)
     store, first_key = prepared.store, prepared.first_key
-    engine = Engine(store, settings, cron=True) if settings.engine else None
+    engine = Engine(store, settings, cron=True, orchestrator=True) if settings.engine else None
     try:
         if announce:
             announce(settings, first_key)
@@ -169,13 +171,22 @@ async def serve(settings: Settings, announce: Announce | None = None) -> None:
 
 
 async def run_roles(
-    settings: Settings, *, scheduler: bool, worker: bool, worker_id: str | None = None
+    settings: Settings,
+    *,
+    scheduler: bool,
+    worker: bool,
+    worker_id: str | None = None,
+    orchestrator: bool = False,
 ) -> None:
-    """``tickwheel scheduler`` / ``tickwheel worker``: engine services without the API, until
+    """``tickwheel scheduler`` / ``worker`` / ``orchestrator``: services without the API, until
     SIGTERM or SIGINT; then running attempts get ``shutdown_grace_seconds`` to finish and what
     is left goes back to READY. (SIGKILL needs nothing: the reaper recovers the leases.)"""
     prepared = await prepare(settings, serves_api=False)
     store = prepared.store
+    # No API in this process: serve its own metrics (claims, lateness, stale writes...) when asked.
+    stop_metrics = (
+        serve_metrics(settings.metrics_port, settings.host) if settings.metrics_port else None
+    )
     # A worker started with --definitions runs those definitions only: its code is for them.
     engine = Engine(
         store,
@@ -184,6 +195,8 @@ async def run_roles(
         worker=worker,
         worker_id=worker_id,
         definition_uris=prepared.definition_uris,
+        orchestrator=orchestrator,
+        leased=scheduler,
     )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -201,6 +214,8 @@ async def run_roles(
     finally:
         await engine.stop(settings.shutdown_grace_seconds)
         await store.close()
+        if stop_metrics is not None:
+            stop_metrics()
 
 
 def exit_past_stuck_jobs() -> None:
@@ -237,7 +252,8 @@ class _Server(uvicorn.Server):
 
 
 class Engine:
-    """Scheduler, reaper and worker as tasks of one process."""
+    """Scheduler, reaper and worker (and the Cron Service and the orchestrator, which are built
+    on the client, not on the engine) as tasks of one process."""
 
     def __init__(
         self,
@@ -249,12 +265,17 @@ class Engine:
         worker_id: str | None = None,
         definition_uris: list[str] | None = None,
         cron: bool = False,
+        orchestrator: bool = False,
+        leased: bool = False,
     ) -> None:
         self.services: list[Service] = []
         self.worker: Worker | None = None
         self.cron = in_process_cron(store, settings) if cron else None
+        self.orchestrator = in_process_orchestrator(store, settings) if orchestrator else None
         if scheduler:
-            self.services += [Scheduler(store), Reaper(store)]
+            # Leased: the role process shares the shards with other schedulers; the all-in-one
+            # server is the only scheduler of its database and promotes over every shard.
+            self.services += [Scheduler(store, leased=leased), Reaper(store)]
             if settings.retention_days > 0:  # retention beside the scheduler, hourly
                 retention = timedelta(days=settings.retention_days)
                 self.services.append(Pruner(store, retention=retention))
@@ -272,8 +293,9 @@ class Engine:
 
     def start(self) -> None:
         self._tasks = [asyncio.create_task(s.run(), name=s.name) for s in self.services]
-        if self.cron is not None:
-            self._tasks.append(asyncio.create_task(self.cron.run(), name=self.cron.name))
+        for extra in (self.cron, self.orchestrator):
+            if extra is not None:
+                self._tasks.append(asyncio.create_task(extra.run(), name=extra.name))
 
     async def wait(self) -> None:
         """Until a service ends (it only does when stopped, or on a bug: then raise it)."""
@@ -284,8 +306,9 @@ class Engine:
     async def stop(self, grace: float) -> None:
         for service in self.services:
             service.stop()
-        if self.cron is not None:
-            self.cron.stop()
+        for extra in (self.cron, self.orchestrator):
+            if extra is not None:
+                extra.stop()
         if self.worker is not None:
             await self.worker.shutdown(grace)
         for task in self._tasks:
@@ -296,6 +319,17 @@ class Engine:
 def in_process_cron(store: Store, settings: Settings) -> CronService:
     """The Cron Service inside ``tickwheel server``: it serves every tenant, each through an
     in-process client bound to that tenant, so occurrences obey the API's rules exactly."""
+    return _cron_service(cron_store_for(store), tenant_clients(store, settings), settings, None)
+
+
+def in_process_orchestrator(store: Store, settings: Settings) -> Orchestrator:
+    """The workflow orchestrator inside ``tickwheel server`` (or ``tickwheel orchestrator``):
+    every tenant's runs, each through an in-process client bound to that tenant."""
+    return Orchestrator(workflow_store_for(store), store, tenant_clients(store, settings))
+
+
+def tenant_clients(store: Store, settings: Settings) -> ClientFor:
+    """One in-process client per tenant, made on first use."""
     clients: dict[str, AsyncClient] = {}
 
     def client_for(tenant: str) -> AsyncClient:
@@ -304,7 +338,7 @@ def in_process_cron(store: Store, settings: Settings) -> CronService:
             clients[tenant] = AsyncClient(transport=transport)
         return clients[tenant]
 
-    return _cron_service(cron_store_for(store), client_for, settings, tenant=None)
+    return client_for
 
 
 def _cron_service(

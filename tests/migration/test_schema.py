@@ -220,6 +220,31 @@ SQLITE_SCHEMA: Schema = {
         },
         "foreign_keys": [],
     },
+    "shard_leases": {
+        "columns": {
+            "shard_id": "INTEGER NOT NULL",
+            "owner": "TEXT",
+            "epoch": "INTEGER NOT NULL",
+            "expires_at": "INTEGER",
+            "watermark": "INTEGER",
+            "updated_at": "INTEGER NOT NULL",
+        },
+        "primary_key": "shard_id",
+        "unique": [],
+        "indexes": {},
+        "foreign_keys": [],
+    },
+    "shard_owners": {
+        "columns": {
+            "owner": "TEXT NOT NULL",
+            "expires_at": "INTEGER NOT NULL",
+            "updated_at": "INTEGER NOT NULL",
+        },
+        "primary_key": "owner",
+        "unique": [],
+        "indexes": {},
+        "foreign_keys": [],
+    },
     "tickwheel_migrations": {
         "columns": {
             "version": "INTEGER NOT NULL",  # INTEGER PRIMARY KEY: the rowid
@@ -493,6 +518,31 @@ POSTGRES_SCHEMA: Schema = {
             "executions_finished": "finished_at"
             " WHERE status IN ('SUCCEEDED', 'FAILED', 'CANCELLED')",
         },
+        "foreign_keys": [],
+    },
+    "shard_leases": {
+        "columns": {
+            "shard_id": "smallint NOT NULL",
+            "owner": "text",
+            "epoch": "bigint NOT NULL",
+            "expires_at": "timestamptz",
+            "watermark": "timestamptz",
+            "updated_at": "timestamptz NOT NULL",
+        },
+        "primary_key": "shard_id",
+        "unique": [],
+        "indexes": {},
+        "foreign_keys": [],
+    },
+    "shard_owners": {
+        "columns": {
+            "owner": "text NOT NULL",
+            "expires_at": "timestamptz NOT NULL",
+            "updated_at": "timestamptz NOT NULL",
+        },
+        "primary_key": "owner",
+        "unique": [],
+        "indexes": {},
         "foreign_keys": [],
     },
     "tickwheel_migrations": {

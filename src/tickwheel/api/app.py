@@ -9,12 +9,12 @@ from tickwheel.api import errors
 from tickwheel.api.deps import AppState
 from tickwheel.api.limits import BodyLimit
 from tickwheel.api.request_metrics import RequestMetrics
-from tickwheel.api.routes import cron, definitions, executions, health, metrics
+from tickwheel.api.routes import cron, definitions, executions, health, metrics, workflows
 from tickwheel.config import Settings
 from tickwheel.dashboard import install as install_dashboard
 from tickwheel.domain.clock import Clock, SystemClock
 from tickwheel.observability.metrics import process_metrics
-from tickwheel.store.factory import cron_store_for, stats_store_for
+from tickwheel.store.factory import cron_store_for, stats_store_for, workflow_store_for
 from tickwheel.store.protocol import Store
 
 
@@ -33,11 +33,12 @@ def create_app(store: Store, settings: Settings, clock: Clock | None = None) -> 
         auth_disabled=settings.insecure_no_auth,
         default_tenant=settings.tenant,
         cron=cron_store_for(store),
+        workflows=workflow_store_for(store),
     )
     errors.install(app)
     # The process's registry: the engine services of this process record into it too.
     app.state.metrics = process_metrics()
-    for module in (health, metrics, definitions, executions, cron):
+    for module in (health, metrics, definitions, executions, cron, workflows):
         app.include_router(module.router)
     state = app.state.tickwheel
     install_dashboard(app, stats_store_for(store), state.clock, settings.dashboard_secret)

@@ -13,6 +13,7 @@ from tickwheel.domain.models import Scope
 from tickwheel.domain.submission import SubmitLimits
 from tickwheel.store.cron_protocol import CronStore
 from tickwheel.store.protocol import Store
+from tickwheel.store.workflow_protocol import WorkflowStore
 
 
 @dataclass
@@ -23,6 +24,7 @@ class AppState:
     auth_disabled: bool
     default_tenant: str
     cron: CronStore
+    workflows: WorkflowStore
 
 
 def app_state(request: Request) -> AppState:

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from tickwheel.cli.commands import admin, cron, definitions, executions, roles
+from tickwheel.cli.commands import admin, cron, definitions, executions, roles, workflows
 from tickwheel.cli.commands.prune import prune_command
 from tickwheel.cli.commands.server import server
 from tickwheel.cli.context import CliState, resolve_api_key
@@ -40,9 +40,11 @@ app.add_typer(definitions.app, name="definitions")
 app.add_typer(admin.keys_app, name="keys")
 app.add_typer(admin.db_app, name="db")
 app.add_typer(cron.app, name="cron")
+app.add_typer(workflows.app, name="workflows")
 app.command()(server)
 app.command()(roles.worker)
 app.command()(roles.scheduler)
+app.command()(roles.orchestrator)
 app.command("prune")(prune_command)
 
 

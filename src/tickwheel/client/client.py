@@ -25,6 +25,7 @@ from tickwheel.client.models import (
 )
 from tickwheel.client.transport import Transport
 from tickwheel.client.transports.http import HttpTransport
+from tickwheel.client.workflows import WorkflowsClient, WorkflowsSync, WorkflowsTransport
 from tickwheel.domain.clock import Clock, SystemClock
 from tickwheel.domain.definition_files import format_from_filename
 from tickwheel.domain.models import ExecutionFilter
@@ -54,6 +55,7 @@ class AsyncClient:
         clock: Clock | None = None,
         timeout: float = 10.0,
         cron_transport: CronTransport | None = None,
+        workflows_transport: WorkflowsTransport | None = None,
     ) -> None:
         self.transport: Transport = transport or HttpTransport(url, api_key, timeout=timeout)
         self.clock = clock or SystemClock()
@@ -61,6 +63,10 @@ class AsyncClient:
             cron_transport = self.transport
         self.cron = CronClient(cron_transport)
         """Cron jobs (``client/cron.py``)."""
+        if workflows_transport is None and isinstance(self.transport, HttpTransport):
+            workflows_transport = self.transport
+        self.workflows = WorkflowsClient(workflows_transport)
+        """Workflows and workflow runs (``client/workflows.py``)."""
 
     async def __aenter__(self) -> AsyncClient:
         return self
@@ -222,6 +228,8 @@ class Client:
         self._async = self._run(_make_async(url, api_key, timeout))
         self.cron = CronSync(self._run, self._async.cron)
         """Cron jobs (``client/cron.py``)."""
+        self.workflows = WorkflowsSync(self._run, self._async.workflows)
+        """Workflows and workflow runs (``client/workflows.py``)."""
 
     def _run(self, coro: Coroutine[Any, Any, T]) -> T:
         future: Future[T] = asyncio.run_coroutine_threadsafe(coro, self._loop)

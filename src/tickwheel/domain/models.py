@@ -110,3 +110,15 @@ T = TypeVar("T")
 class Page(Generic[T]):
     items: list[T]
     next_cursor: str | None
+
+
+@dataclass(frozen=True)
+class ShardLease:
+    """A scheduler's time-limited grant of one shard. ``epoch`` is the grant's number: every
+    guarded write the holder makes names it, so a grant that was lost changes nothing."""
+
+    shard_id: int
+    owner: str
+    epoch: int
+    expires_at: datetime
+    watermark: datetime | None = None

@@ -5,6 +5,7 @@ from __future__ import annotations
 from tickwheel.store.cron_protocol import CronStore
 from tickwheel.store.protocol import Store
 from tickwheel.store.stats_protocol import StatsStore
+from tickwheel.store.workflow_protocol import WorkflowStore
 
 
 async def open_store(url: str, *, pool_size: int = 10, connect_timeout: float = 10.0) -> Store:
@@ -65,3 +66,16 @@ def stats_store_for(store: Store) -> StatsStore:
     if isinstance(store, PostgresStore):
         return PostgresStatsStore(store.pool)
     raise TypeError(f"no stats store for {type(store).__name__}")
+
+
+def workflow_store_for(store: Store) -> WorkflowStore:
+    """The orchestrator's tables on the same database as ``store`` (its connection or pool)."""
+    from tickwheel.store.postgres.store import PostgresStore
+    from tickwheel.store.postgres.workflows import PostgresWorkflowStore
+    from tickwheel.store.sqlite.store import SqliteStore
+
+    if isinstance(store, SqliteStore):
+        return store.workflows
+    if isinstance(store, PostgresStore):
+        return PostgresWorkflowStore(store.pool)
+    raise TypeError(f"no workflow store for {type(store).__name__}")

@@ -14,7 +14,14 @@ from enum import StrEnum
 from typing import Any, Protocol
 
 from tickwheel.domain.definitions import Definition
-from tickwheel.domain.models import ApiKey, Attempt, Execution, ExecutionEvent, ExecutionFilter
+from tickwheel.domain.models import (
+    ApiKey,
+    Attempt,
+    Execution,
+    ExecutionEvent,
+    ExecutionFilter,
+    ShardLease,
+)
 from tickwheel.domain.states import AttemptStatus, ExecutionStatus
 from tickwheel.domain.submission import NewExecution
 
@@ -67,6 +74,17 @@ class WorkerInfo:
     last_heartbeat_at: datetime
     running: int
     stopped_at: datetime | None
+
+
+@dataclass(frozen=True)
+class LeasedPromotion:
+    """What an epoch-fenced promotion did: ``promoted`` rows moved to READY in the shards still
+    held; ``fenced`` the shards whose grant was lost (nothing was promoted there) and ``refused``
+    how many due executions of those shards it therefore left to their new owner."""
+
+    promoted: int
+    fenced: list[int]
+    refused: int
 
 
 class Topic(StrEnum):
@@ -166,6 +184,52 @@ class Store(Protocol):
         """SCHEDULED rows whose executeAt has come and RETRY_WAIT rows whose nextAttemptAt has
         come -> READY, at most ``limit`` of each, only in ``shards``; returns how many moved.
         Walks the partial due indexes shard by shard, so its cost follows the due rows."""
+        ...
+
+    async def execution_promote_due_leased(
+        self,
+        owner: str,
+        leases: Sequence[ShardLease],
+        limit: int,
+        now: datetime | None = None,
+    ) -> LeasedPromotion:
+        """``execution_promote_due`` fenced by shard leases: in one transaction, only in the
+        shards whose lease ``owner`` still holds with the same epoch and unexpired (by the
+        database's clock), which are locked against takeover until commit. When the batch of
+        SCHEDULED rows came back short, the held shards' watermark becomes ``now``."""
+        ...
+
+    async def shard_lease_acquire(
+        self, owner: str, shards_wanted: int, ttl: timedelta, now: datetime | None = None
+    ) -> list[ShardLease]:
+        """Up to ``shards_wanted`` free or expired shards, each a new grant (epoch + 1); also
+        renews ``owner``'s membership, so the others count it even while it holds nothing."""
+        ...
+
+    async def shard_lease_renew(
+        self,
+        owner: str,
+        leases: Sequence[ShardLease],
+        ttl: timedelta,
+        now: datetime | None = None,
+    ) -> list[ShardLease]:
+        """Extends the grants still held (same owner and epoch, unexpired) and the membership;
+        returns them. A grant missing from the answer is lost."""
+        ...
+
+    async def shard_lease_release(
+        self,
+        owner: str,
+        leases: Sequence[ShardLease],
+        now: datetime | None = None,
+        *,
+        leaving: bool = False,
+    ) -> None:
+        """Frees the grants at once; ``leaving`` also ends the membership (shutdown)."""
+        ...
+
+    async def shard_lease_counts(self, now: datetime | None = None) -> dict[str, int]:
+        """Live owners (membership unexpired) and how many live leases each holds."""
         ...
 
     async def execution_next_due_at(

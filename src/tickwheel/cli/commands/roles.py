@@ -1,4 +1,4 @@
-"""``tickwheel worker`` and ``tickwheel scheduler``: one role per process, for scale."""
+"""``tickwheel worker``, ``scheduler`` and ``orchestrator``: one role per process, for scale."""
 
 from __future__ import annotations
 
@@ -65,3 +65,9 @@ def worker(
 def scheduler(database_url: DatabaseUrl = None, log_level: LogLevel = None) -> None:
     """Run a scheduler (and reaper): due executions become READY, lost leases are recovered."""
     _run(_settings(database_url=database_url, log_level=log_level), scheduler=True, worker=False)
+
+
+def orchestrator(database_url: DatabaseUrl = None, log_level: LogLevel = None) -> None:
+    """Run a workflow orchestrator: finished task executions advance their workflow runs."""
+    settings = _settings(database_url=database_url, log_level=log_level)
+    _run(settings, scheduler=False, worker=False, orchestrator=True)

@@ -14,6 +14,7 @@ import httpx
 
 from tickwheel.client.transport import Wire
 from tickwheel.client.transports.http_cron import HttpCronMethods
+from tickwheel.client.transports.http_workflows import HttpWorkflowMethods
 from tickwheel.domain.errors import (
     BadRequest,
     Conflict,
@@ -47,7 +48,7 @@ def request_body(request: SubmitRequest) -> dict[str, Any]:
     return body
 
 
-class HttpTransport(HttpCronMethods):
+class HttpTransport(HttpCronMethods, HttpWorkflowMethods):
     def __init__(
         self,
         base_url: str,

@@ -45,6 +45,7 @@ from tickwheel.store.postgres.rows import (
     require_aware,
     utc,
 )
+from tickwheel.store.postgres.shard_leases import PostgresShardLeases
 from tickwheel.store.postgres.workers import PostgresWorkerRegistry
 from tickwheel.store.postgres.workflows import workflow_event_record
 from tickwheel.store.protocol import AttemptResult, InsertOutcome, StoredDefinition, Topic
@@ -59,7 +60,7 @@ MIGRATION_LOCK = 0x7469636B776865
 Conn = AsyncConnection[DictRow]
 
 
-class PostgresStore(PostgresWorkerRegistry):
+class PostgresStore(PostgresWorkerRegistry, PostgresShardLeases):
     dialect = "postgresql"
 
     def __init__(self, pool: AsyncConnectionPool[Conn], url: str) -> None:

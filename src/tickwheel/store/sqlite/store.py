@@ -41,6 +41,7 @@ from tickwheel.store.sqlite.rows import (
     execution_row,
     insert_params,
 )
+from tickwheel.store.sqlite.shard_leases import SqliteShardLeases
 from tickwheel.store.sqlite.stats import SqliteStatsStore
 from tickwheel.store.sqlite.workers import SqliteWorkerRegistry
 from tickwheel.store.sqlite.workflows import SqliteWorkflowStore, workflow_event_record
@@ -48,7 +49,7 @@ from tickwheel.store.sqlite.workflows import SqliteWorkflowStore, workflow_event
 Q = load_queries("tickwheel.store.sqlite.sql")
 
 
-class SqliteStore(SqliteWorkerRegistry):
+class SqliteStore(SqliteWorkerRegistry, SqliteShardLeases):
     dialect = "sqlite"
 
     def __init__(self, conn: aiosqlite.Connection, path: str) -> None:

@@ -1,0 +1,109 @@
+"""Workflows and Workflow Runs.
+
+Scopes as for definitions and executions: registering a workflow needs ``admin``; starting,
+cancelling and retrying runs need ``submit``; any key may read. Workflow Definitions are shared
+like Job Definitions; runs are tenant-scoped (another tenant's run is a 404). Runs act through an
+in-process client bound to the caller's tenant, so every task execution obeys the API's rules.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Header, Request, Response
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr
+
+from tickwheel.api.auth import Principal
+from tickwheel.api.deps import app_state, principal, transport_for
+from tickwheel.client.client import AsyncClient
+from tickwheel.domain.definition_files import format_from_content_type
+from tickwheel.domain.models import Scope
+from tickwheel.workflows.definitions import WorkflowDefinitions
+from tickwheel.workflows.runs import WorkflowRuns
+
+router = APIRouter(prefix="/v1", tags=["workflows"])
+Who = Annotated[Principal, Depends(principal)]
+
+
+class RunBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    workflow: StrictStr = Field(max_length=128)
+    version: StrictInt | None = None
+    inputs: dict[str, Any] = Field(default_factory=dict)
+
+
+def definitions_for(request: Request) -> WorkflowDefinitions:
+    state = app_state(request)
+    return WorkflowDefinitions(state.workflows, state.store, state.clock)
+
+
+def runs_for(request: Request, who: Principal) -> WorkflowRuns:
+    state = app_state(request)
+    client = AsyncClient(transport=transport_for(request, who), clock=state.clock)
+    return WorkflowRuns(state.workflows, client, who.tenant, state.clock)
+
+
+@router.put("/workflows", status_code=201)
+async def apply_workflow(request: Request, response: Response, who: Who) -> dict[str, Any]:
+    """Registers a Workflow Definition (Content-Type: application/yaml or application/json):
+    201 when new, 200 for the same content again, 409 naming the fields that differ, 422
+    listing every problem (cycles, unknown tasks or definitions, undeclared outputs, types)."""
+    who.require(Scope.ADMIN)
+    fmt = format_from_content_type(request.headers.get("content-type"))
+    wire, created = await definitions_for(request).apply(await request.body(), fmt)
+    response.status_code = 201 if created else 200
+    return wire
+
+
+@router.get("/workflows")
+async def list_workflows(request: Request, who: Who) -> dict[str, Any]:
+    """The latest version of each workflow, by name."""
+    return {"items": await definitions_for(request).list()}
+
+
+@router.get("/workflows/{name}")
+async def get_workflow(
+    name: str, request: Request, who: Who, version: int | None = None
+) -> dict[str, Any]:
+    """The latest version, or ``?version=``."""
+    return await definitions_for(request).get(name, version)
+
+
+@router.post("/workflow-runs", status_code=201)
+async def start_run(
+    body: RunBody,
+    request: Request,
+    response: Response,
+    who: Who,
+    idempotency_key: Annotated[str | None, Header(alias="Idempotency-Key", max_length=255)] = None,
+) -> dict[str, Any]:
+    """201 with the new run (``workflowRunId``); 200 with the original for the same key and
+    body; 409 for the same key and another body."""
+    who.require(Scope.SUBMIT)
+    runs = runs_for(request, who)
+    wire, created = await runs.start(body.workflow, body.version, body.inputs, idempotency_key)
+    response.status_code = 201 if created else 200
+    return wire
+
+
+@router.get("/workflow-runs/{workflow_run_id}")
+async def get_run(workflow_run_id: uuid.UUID, request: Request, who: Who) -> dict[str, Any]:
+    """The run and each task run's status, execution id and output."""
+    return await runs_for(request, who).get(workflow_run_id)
+
+
+@router.delete("/workflow-runs/{workflow_run_id}")
+async def cancel_run(workflow_run_id: uuid.UUID, request: Request, who: Who) -> dict[str, Any]:
+    """Cancels tasks not yet started; the run ends CANCELLED (409 if it already ended)."""
+    who.require(Scope.SUBMIT)
+    return await runs_for(request, who).cancel(workflow_run_id)
+
+
+@router.post("/workflow-runs/{workflow_run_id}/retry")
+async def retry_run(workflow_run_id: uuid.UUID, request: Request, who: Who) -> dict[str, Any]:
+    """Re-runs failed, skipped and cancelled tasks, keeping succeeded ones (409 unless the run
+    is FAILED or CANCELLED)."""
+    who.require(Scope.SUBMIT)
+    return await runs_for(request, who).retry(workflow_run_id)

@@ -1,0 +1,130 @@
+"""workflows apply | list | show | run | get | cancel | retry."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+
+from tickwheel.cli.commands.executions import parse_inputs
+from tickwheel.cli.context import console, explain, print_json, state
+
+app = typer.Typer(
+    help="Register workflows and start, watch, cancel and retry their runs.", no_args_is_help=True
+)
+
+RunId = Annotated[str, typer.Argument(help="the workflowRunId")]
+
+
+@app.command()
+def apply(
+    ctx: typer.Context, files: Annotated[list[Path], typer.Argument(exists=True, dir_okay=False)]
+) -> None:
+    """Register Workflow Definition files (YAML or JSON). Unchanged ones are left as they are."""
+    with state(ctx).client() as client:
+        for path in files:
+            try:
+                wire, created = client.workflows.apply(path)
+            except Exception as exc:
+                console.print(f"[red]✗[/] {path}")
+                raise explain(exc) from exc
+            verb = "[green]registered[/]" if created else "[dim]unchanged[/]"
+            console.print(f"{verb} workflow {wire['name']} version {wire['version']}  ({path})")
+
+
+@app.command("list")
+def list_(ctx: typer.Context) -> None:
+    """The latest version of each workflow."""
+    cli = state(ctx)
+    with cli.client() as client:
+        try:
+            items = client.workflows.list()
+        except Exception as exc:
+            raise explain(exc) from exc
+    if cli.as_json:
+        print_json(items)
+        return
+    table = Table("name", "version", "tasks", "description")
+    for w in items:
+        names = ", ".join(t["name"] for t in w["tasks"])
+        table.add_row(w["name"], str(w["version"]), names, w.get("description", ""))
+    console.print(table)
+
+
+@app.command()
+def show(
+    ctx: typer.Context, name: str, version: Annotated[int | None, typer.Option()] = None
+) -> None:
+    """One workflow (the latest version unless --version)."""
+    with state(ctx).client() as client:
+        try:
+            print_json(client.workflows.get(name, version))
+        except Exception as exc:
+            raise explain(exc) from exc
+
+
+@app.command()
+def run(
+    ctx: typer.Context,
+    workflow: str,
+    input_pairs: Annotated[
+        list[str], typer.Option("--input", "-i", help="name=value (repeatable)")
+    ] = [],  # noqa: B006 - typer reads, never mutates
+    inputs_json: Annotated[str | None, typer.Option("--inputs", help="a JSON object")] = None,
+    version: Annotated[int | None, typer.Option(help="default: the latest")] = None,
+    key: Annotated[str | None, typer.Option("--idempotency-key", "-k")] = None,
+) -> None:
+    """Start a workflow run."""
+    cli = state(ctx)
+    inputs = parse_inputs(input_pairs, inputs_json)
+    with cli.client() as client:
+        try:
+            wire = client.workflows.run(workflow, inputs, idempotency_key=key, version=version)
+        except Exception as exc:
+            raise explain(exc) from exc
+    show_run(wire, cli.as_json)
+
+
+def _act(ctx: typer.Context, action: str, run_id: str) -> None:
+    cli = state(ctx)
+    with cli.client() as client:
+        try:
+            wire = getattr(client.workflows, action)(run_id)
+        except Exception as exc:
+            raise explain(exc) from exc
+    show_run(wire, cli.as_json)
+
+
+@app.command()
+def get(ctx: typer.Context, run_id: RunId) -> None:
+    """A run and each task run's status, execution and output."""
+    _act(ctx, "get_run", run_id)
+
+
+@app.command()
+def cancel(ctx: typer.Context, run_id: RunId) -> None:
+    """Cancel the tasks not yet started; the run ends CANCELLED."""
+    _act(ctx, "cancel", run_id)
+
+
+@app.command()
+def retry(ctx: typer.Context, run_id: RunId) -> None:
+    """Re-run the failed, skipped and cancelled tasks of a finished run."""
+    _act(ctx, "retry", run_id)
+
+
+def show_run(wire: dict[str, Any], as_json: bool) -> None:
+    if as_json:
+        print_json(wire)
+        return
+    console.print(
+        f"workflow run [bold]{wire['workflowRunId']}[/] ({wire['workflow']} v{wire['version']}):"
+        f" {wire['status']}"
+    )
+    table = Table("task", "status", "execution", "output")
+    for t in wire["tasks"]:
+        output = "" if t["output"] is None else str(t["output"])[:60]
+        table.add_row(t["name"], t["status"], t["executionId"] or "", output)
+    console.print(table)

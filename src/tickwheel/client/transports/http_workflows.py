@@ -1,0 +1,46 @@
+"""The workflow API over HTTP: mixed into ``HttpTransport``, using its retries and error mapping.
+
+A retried registration is safe (the same content is a 200), and so is a retried run start that
+carries an idempotency key (the same key and body return the original run)."""
+
+from __future__ import annotations
+
+import builtins
+import uuid
+from typing import Any
+from urllib.parse import quote
+
+Wire = dict[str, Any]
+_CONTENT_TYPES = {"yaml": "application/yaml", "json": "application/json"}
+
+
+class HttpWorkflowMethods:
+    async def _ok(self, method: str, path: str, **kwargs: Any) -> tuple[int, Any]:
+        raise NotImplementedError  # HttpTransport's
+
+    async def workflow_apply(self, body: bytes, fmt: str) -> tuple[Wire, bool]:
+        headers = {"Content-Type": _CONTENT_TYPES.get(fmt, f"application/{fmt}")}
+        status, data = await self._ok("PUT", "/v1/workflows", content=body, headers=headers)
+        return dict(data), status == 201
+
+    async def workflow_list(self) -> builtins.list[Wire]:
+        return list((await self._ok("GET", "/v1/workflows"))[1]["items"])
+
+    async def workflow_get(self, name: str, version: int | None) -> Wire:
+        params = {"version": version} if version is not None else {}
+        path = f"/v1/workflows/{quote(name, safe='')}"
+        return dict((await self._ok("GET", path, params=params))[1])
+
+    async def workflow_run_start(self, body: Wire, key: str | None) -> tuple[Wire, bool]:
+        headers = {"Idempotency-Key": key} if key else {}
+        status, data = await self._ok("POST", "/v1/workflow-runs", json=body, headers=headers)
+        return dict(data), status == 201
+
+    async def workflow_run_get(self, run_id: uuid.UUID) -> Wire:
+        return dict((await self._ok("GET", f"/v1/workflow-runs/{run_id}"))[1])
+
+    async def workflow_run_cancel(self, run_id: uuid.UUID) -> Wire:
+        return dict((await self._ok("DELETE", f"/v1/workflow-runs/{run_id}"))[1])
+
+    async def workflow_run_retry(self, run_id: uuid.UUID) -> Wire:
+        return dict((await self._ok("POST", f"/v1/workflow-runs/{run_id}/retry"))[1])

@@ -1,0 +1,87 @@
+-- name: shard_owner_touch
+-- The owner's membership, renewed with its leases (see shard_owners in 0007).
+INSERT INTO shard_owners (owner, expires_at, updated_at)
+VALUES (%(owner)s, coalesce(%(now)s::timestamptz, now()) + %(ttl)s::interval,
+        coalesce(%(now)s::timestamptz, now()))
+ON CONFLICT (owner) DO UPDATE
+SET expires_at = excluded.expires_at, updated_at = excluded.updated_at;
+
+-- name: shard_owner_leave
+DELETE FROM shard_owners WHERE owner = %(owner)s;
+
+-- name: shard_lease_acquire
+-- Free or expired shards, lowest first. SKIP LOCKED: schedulers acquiring at once each take
+-- different rows instead of queueing; the row lock re-checks the WHERE on the newest version, so
+-- a shard renewed (or taken) meanwhile is not taken again. Every grant is a new epoch, which
+-- fences whoever held the shard before (including this owner's own expired grant).
+WITH free AS MATERIALIZED (
+    SELECT shard_id FROM shard_leases
+    WHERE owner IS NULL OR expires_at <= coalesce(%(now)s::timestamptz, now())
+    ORDER BY shard_id
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE shard_leases l
+SET owner = %(owner)s, epoch = l.epoch + 1,
+    expires_at = coalesce(%(now)s::timestamptz, now()) + %(ttl)s::interval,
+    updated_at = coalesce(%(now)s::timestamptz, now())
+FROM free
+WHERE l.shard_id = free.shard_id
+RETURNING l.shard_id, l.owner, l.epoch, l.expires_at, l.watermark;
+
+-- name: shard_lease_renew
+-- Only grants still held: same owner, same epoch, not expired. A lease that expired is not
+-- renewed even if nobody took it yet: its owner must acquire it again (a new epoch), because
+-- another scheduler may have been entitled to it meanwhile.
+UPDATE shard_leases l
+SET expires_at = coalesce(%(now)s::timestamptz, now()) + %(ttl)s::interval,
+    updated_at = coalesce(%(now)s::timestamptz, now())
+FROM unnest(%(shards)s::smallint[], %(epochs)s::bigint[]) AS mine (shard_id, epoch)
+WHERE l.shard_id = mine.shard_id AND l.epoch = mine.epoch AND l.owner = %(owner)s
+  AND l.expires_at > coalesce(%(now)s::timestamptz, now())
+RETURNING l.shard_id, l.owner, l.epoch, l.expires_at, l.watermark;
+
+-- name: shard_lease_release
+-- Gives the shards back at once (no wait for expiry); the epoch stays, the next grant bumps it.
+UPDATE shard_leases l
+SET owner = NULL, expires_at = NULL, updated_at = coalesce(%(now)s::timestamptz, now())
+FROM unnest(%(shards)s::smallint[], %(epochs)s::bigint[]) AS mine (shard_id, epoch)
+WHERE l.shard_id = mine.shard_id AND l.epoch = mine.epoch AND l.owner = %(owner)s;
+
+-- name: shard_lease_counts
+-- Live owners (members not expired) with how many live leases each holds, zero included.
+SELECT o.owner, count(l.shard_id) AS n
+FROM shard_owners o
+LEFT JOIN shard_leases l
+  ON l.owner = o.owner AND l.expires_at > coalesce(%(now)s::timestamptz, now())
+WHERE o.expires_at > coalesce(%(now)s::timestamptz, now())
+GROUP BY o.owner
+ORDER BY o.owner;
+
+-- name: shard_lease_fence
+-- The promotion's guard, first statement of its transaction: the shards of the given grants that
+-- this owner still holds, by the database's clock. FOR SHARE holds them until the promotion
+-- commits: a takeover (FOR UPDATE SKIP LOCKED) skips them meanwhile, and a takeover committed
+-- before us makes the re-check on the newest row version fail, so a stale owner moves nothing.
+SELECT l.shard_id
+FROM shard_leases l
+JOIN unnest(%(shards)s::smallint[], %(epochs)s::bigint[]) AS mine (shard_id, epoch)
+  ON l.shard_id = mine.shard_id
+WHERE l.owner = %(owner)s AND l.epoch = mine.epoch
+  AND l.expires_at > coalesce(%(now)s::timestamptz, now())
+ORDER BY l.shard_id
+FOR SHARE OF l;
+
+-- name: shard_lease_watermark
+-- After a promotion that left nothing due in these shards: promoted up to now.
+UPDATE shard_leases
+SET watermark = coalesce(%(now)s::timestamptz, now())
+WHERE shard_id = ANY (%(shards)s::smallint[]) AND owner = %(owner)s;
+
+-- name: execution_count_due
+-- How many promotions a fence refused: the due rows of the fenced shards, through executions_due.
+SELECT count(*) AS n FROM executions
+WHERE status = 'SCHEDULED'
+  AND shard_id = ANY (%(shards)s::smallint[])
+  AND bucket_start <= coalesce(%(now)s::timestamptz, now())
+  AND execute_at <= coalesce(%(now)s::timestamptz, now());

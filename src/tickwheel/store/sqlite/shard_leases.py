@@ -1,0 +1,145 @@
+"""Shard leases on SQLite: mixed into ``SqliteStore`` (its connection, lock and events).
+
+SQLite has one writer at a time (``BEGIN IMMEDIATE``), so the guards need no row locks: each
+write transaction sees the latest committed leases. Several schedulers on one SQLite file is not
+a deployment we recommend, but the semantics are the same as on PostgreSQL."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sqlite3
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import aiosqlite
+
+from tickwheel.domain.models import ShardLease
+from tickwheel.store.protocol import LeasedPromotion, Topic
+from tickwheel.store.sqlfile import load_queries
+from tickwheel.store.sqlite.codec import from_us, to_us
+
+Q = load_queries("tickwheel.store.sqlite.sql")
+
+
+def _lease(r: sqlite3.Row) -> ShardLease:
+    watermark = r["watermark"]
+    return ShardLease(
+        r["shard_id"],
+        r["owner"],
+        r["epoch"],
+        from_us(r["expires_at"]),
+        from_us(watermark) if watermark is not None else None,
+    )
+
+
+def _params(owner: str, now: datetime | None, **more: Any) -> dict[str, Any]:
+    return {"owner": owner, "now": to_us(now or datetime.now(UTC)), **more}
+
+
+def _grants(leases: Sequence[ShardLease]) -> str:
+    return json.dumps([[lease.shard_id, lease.epoch] for lease in leases])
+
+
+def _sorted(rows: Sequence[sqlite3.Row]) -> list[ShardLease]:
+    return sorted((_lease(r) for r in rows), key=lambda lease: lease.shard_id)
+
+
+class SqliteShardLeases:
+    _conn: aiosqlite.Connection
+    _lock: asyncio.Lock
+    _events: dict[Topic, asyncio.Event]
+
+    @asynccontextmanager
+    async def _write(self) -> AsyncIterator[aiosqlite.Connection]:
+        async with self._lock:
+            await self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._conn
+            except BaseException:
+                await self._conn.execute("ROLLBACK")
+                raise
+            await self._conn.execute("COMMIT")
+
+    async def shard_lease_acquire(
+        self, owner: str, shards_wanted: int, ttl: timedelta, now: datetime | None = None
+    ) -> list[ShardLease]:
+        at = now or datetime.now(UTC)
+        params = _params(owner, at, expires_at=to_us(at + ttl), limit=shards_wanted)
+        async with self._write() as conn:
+            await conn.execute(Q["shard_owner_touch"], params)
+            if shards_wanted <= 0:
+                return []
+            cursor = await conn.execute(Q["shard_lease_acquire"], params)
+            rows = list(await cursor.fetchall())
+        return _sorted(rows)
+
+    async def shard_lease_renew(
+        self,
+        owner: str,
+        leases: Sequence[ShardLease],
+        ttl: timedelta,
+        now: datetime | None = None,
+    ) -> list[ShardLease]:
+        at = now or datetime.now(UTC)
+        params = _params(owner, at, expires_at=to_us(at + ttl), grants=_grants(leases))
+        async with self._write() as conn:
+            await conn.execute(Q["shard_owner_touch"], params)
+            cursor = await conn.execute(Q["shard_lease_renew"], params)
+            rows = list(await cursor.fetchall())
+        return _sorted(rows)
+
+    async def shard_lease_release(
+        self,
+        owner: str,
+        leases: Sequence[ShardLease],
+        now: datetime | None = None,
+        *,
+        leaving: bool = False,
+    ) -> None:
+        params = _params(owner, now, grants=_grants(leases))
+        async with self._write() as conn:
+            await conn.execute(Q["shard_lease_release"], params)
+            if leaving:
+                await conn.execute(Q["shard_owner_leave"], params)
+
+    async def shard_lease_counts(self, now: datetime | None = None) -> dict[str, int]:
+        async with self._lock:
+            cursor = await self._conn.execute(Q["shard_lease_counts"], _params("", now))
+            return {str(r["owner"]): int(r["n"]) for r in await cursor.fetchall()}
+
+    async def execution_promote_due_leased(
+        self,
+        owner: str,
+        leases: Sequence[ShardLease],
+        limit: int,
+        now: datetime | None = None,
+    ) -> LeasedPromotion:
+        params = _params(owner, now, grants=_grants(leases), limit=limit)
+        async with self._write() as conn:
+            # The fence and the promotion share one write transaction: no takeover can commit
+            # in between, so only shards this grant still holds are touched.
+            cursor = await conn.execute(Q["shard_lease_fence"], params)
+            held = [int(r["shard_id"]) for r in await cursor.fetchall()]
+            fenced = sorted({lease.shard_id for lease in leases} - set(held))
+            refused = 0
+            if fenced:
+                cursor = await conn.execute(
+                    Q["execution_count_due"], {**params, "shards": json.dumps(fenced)}
+                )
+                row = await cursor.fetchone()
+                refused = int(row["n"]) if row else 0
+            promoted = 0
+            if held:
+                shards = {**params, "shards": json.dumps(held)}
+                scheduled = await conn.execute(Q["execution_promote_scheduled"], shards)
+                retries = await conn.execute(Q["execution_promote_retries"], shards)
+                promoted = scheduled.rowcount + retries.rowcount
+                if scheduled.rowcount < limit:
+                    # Nothing due is left in these shards: the watermark may move to now.
+                    await conn.execute(Q["shard_lease_watermark"], shards)
+        if promoted:
+            self._events[Topic.READY].set()
+        return LeasedPromotion(promoted, fenced, refused)

@@ -1,0 +1,74 @@
+-- SQLite runs one write transaction at a time (BEGIN IMMEDIATE), so these guards need no row
+-- locks: each statement sees the latest committed leases.
+
+-- name: shard_owner_touch
+INSERT INTO shard_owners (owner, expires_at, updated_at)
+VALUES (:owner, :expires_at, :now)
+ON CONFLICT (owner) DO UPDATE
+SET expires_at = excluded.expires_at, updated_at = excluded.updated_at;
+
+-- name: shard_owner_leave
+DELETE FROM shard_owners WHERE owner = :owner;
+
+-- name: shard_lease_acquire
+-- Free or expired shards, lowest first; every grant is a new epoch.
+UPDATE shard_leases
+SET owner = :owner, epoch = epoch + 1, expires_at = :expires_at, updated_at = :now
+WHERE shard_id IN (
+    SELECT shard_id FROM shard_leases
+    WHERE owner IS NULL OR expires_at <= :now
+    ORDER BY shard_id
+    LIMIT :limit
+)
+RETURNING shard_id, owner, epoch, expires_at, watermark;
+
+-- name: shard_lease_renew
+-- Only grants still held: same owner, same epoch, not expired (an expired grant is re-acquired).
+UPDATE shard_leases
+SET expires_at = :expires_at, updated_at = :now
+WHERE owner = :owner AND expires_at > :now
+  AND EXISTS (
+    SELECT 1 FROM json_each(:grants) AS g
+    WHERE json_extract(g.value, '$[0]') = shard_leases.shard_id
+      AND json_extract(g.value, '$[1]') = shard_leases.epoch
+  )
+RETURNING shard_id, owner, epoch, expires_at, watermark;
+
+-- name: shard_lease_release
+UPDATE shard_leases
+SET owner = NULL, expires_at = NULL, updated_at = :now
+WHERE owner = :owner
+  AND EXISTS (
+    SELECT 1 FROM json_each(:grants) AS g
+    WHERE json_extract(g.value, '$[0]') = shard_leases.shard_id
+      AND json_extract(g.value, '$[1]') = shard_leases.epoch
+  );
+
+-- name: shard_lease_counts
+SELECT o.owner, count(l.shard_id) AS n
+FROM shard_owners o
+LEFT JOIN shard_leases l ON l.owner = o.owner AND l.expires_at > :now
+WHERE o.expires_at > :now
+GROUP BY o.owner
+ORDER BY o.owner;
+
+-- name: shard_lease_fence
+-- The promotion's guard, inside its write transaction: the grants this owner still holds.
+SELECT shard_id FROM shard_leases
+WHERE owner = :owner AND expires_at > :now
+  AND EXISTS (
+    SELECT 1 FROM json_each(:grants) AS g
+    WHERE json_extract(g.value, '$[0]') = shard_leases.shard_id
+      AND json_extract(g.value, '$[1]') = shard_leases.epoch
+  )
+ORDER BY shard_id;
+
+-- name: shard_lease_watermark
+UPDATE shard_leases SET watermark = :now
+WHERE owner = :owner AND shard_id IN (SELECT value FROM json_each(:shards));
+
+-- name: execution_count_due
+SELECT count(*) AS n FROM executions
+WHERE status = 'SCHEDULED'
+  AND shard_id IN (SELECT value FROM json_each(:shards))
+  AND bucket_start <= :now AND execute_at <= :now;

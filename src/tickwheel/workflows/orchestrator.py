@@ -1,0 +1,123 @@
+"""The DAG orchestrator: consumes the outbox of finished task executions and advances their runs.
+
+The transaction that finishes an execution whose key starts with ``wf:`` also writes an outbox
+row (``workflow_events``). One tick claims a small batch of those rows under a lease (so several
+orchestrators share the work, and a killed one's rows move on once its lease expires), records
+each execution's outcome on its task run, evaluates only the runs concerned, submits what became
+ready through the Client SDK and finishes runs. A row is deleted only after its effects are
+stored: a crash before that leaves it to be claimed again, and redoing its effects resubmits the
+same idempotency keys, so nothing is created twice.
+
+Like the Cron Service it is built on the client and does not import the engine: its loop is its
+own. It sleeps on ``Topic.WORKFLOW`` (LISTEN/NOTIFY on PostgreSQL, an in-process signal on
+SQLite) and polls otherwise.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import secrets
+import socket
+import uuid
+from collections.abc import Callable
+from datetime import datetime, timedelta
+
+from tickwheel.client.client import AsyncClient
+from tickwheel.domain.clock import Clock, SystemClock
+from tickwheel.domain.workflows import Workflow
+from tickwheel.store.protocol import Store, Topic
+from tickwheel.store.workflow_protocol import WorkflowEvent, WorkflowStore
+from tickwheel.workflows.runs import WorkflowRuns
+
+ClientFor = Callable[[str], AsyncClient]
+
+
+class Orchestrator:
+    name = "orchestrator"
+
+    def __init__(
+        self,
+        workflows: WorkflowStore,
+        store: Store,
+        client_for: ClientFor,
+        *,
+        clock: Clock | None = None,
+        owner: str | None = None,
+        lease: timedelta = timedelta(seconds=30),
+        batch: int = 100,
+        poll: float = 1.0,
+    ) -> None:
+        self.workflows = workflows
+        self.store = store  # only to sleep on Topic.WORKFLOW
+        self.client_for = client_for
+        self.clock: Clock = clock or SystemClock()
+        self.owner = owner or f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(3)}"
+        self.lease, self.batch, self.poll = lease, batch, poll
+        self.log = logging.getLogger("tickwheel.orchestrator")
+        self._cache: dict[tuple[str, int], Workflow] = {}
+        self._stopping = asyncio.Event()
+
+    def store_now(self) -> datetime | None:
+        """None in production: the database's clock decides when a claim expires."""
+        return None if isinstance(self.clock, SystemClock) else self.clock.now()
+
+    def runs_for(self, tenant: str) -> WorkflowRuns:
+        return WorkflowRuns(
+            self.workflows, self.client_for(tenant), tenant, self.clock, cache=self._cache
+        )
+
+    def stop(self) -> None:
+        self._stopping.set()
+
+    async def run(self) -> None:
+        self.log.info("orchestrator %s started", self.owner)
+        while not self._stopping.is_set():
+            try:
+                did = await self.run_once()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                # A database or API hiccup must not kill the service: the claimed rows stay
+                # and come back when their lease expires.
+                self.log.exception("orchestrator tick failed; retrying")
+                did = 0
+                await self._pause(1.0)
+            if not did and not self._stopping.is_set():
+                await self.store.wait_for(Topic.WORKFLOW, self.poll)
+
+    async def _pause(self, seconds: float) -> None:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._stopping.wait(), seconds)
+
+    async def run_once(self) -> int:
+        """Claims one batch of outbox rows and handles them; returns how many were consumed."""
+        events = await self.workflows.workflow_event_claim(
+            self.owner, self.batch, self.lease, self.store_now()
+        )
+        by_run: dict[uuid.UUID, list[WorkflowEvent]] = {}
+        for event in events:
+            by_run.setdefault(event.workflow_run_id, []).append(event)
+        consumed = 0
+        for run_id, run_events in by_run.items():
+            try:
+                await self._handle(run_id, run_events)
+            except Exception:
+                # This run's rows stay claimed until the lease ends, then anyone retries them.
+                self.log.exception("workflow run %s: handling its events failed", run_id)
+                continue
+            consumed += await self.workflows.workflow_event_delete(
+                self.owner, [e.event_id for e in run_events]
+            )
+        return consumed
+
+    async def _handle(self, run_id: uuid.UUID, events: list[WorkflowEvent]) -> None:
+        run = await self.workflows.workflow_run_get(None, run_id)
+        if run is None:
+            return  # the run is gone (pruned): nothing to do
+        runs = self.runs_for(run.tenant)
+        for event in events:
+            await runs.finished(run_id, event.execution_id, advance=False)
+        await runs.advance(run_id)

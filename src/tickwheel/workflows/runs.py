@@ -1,0 +1,330 @@
+"""Workflow Runs: start, read, cancel, retry, and ``advance`` (evaluate one run and act on it).
+
+Every task run becomes one Execution submitted through the Client SDK with the idempotency key
+``wf:<workflowRunId>:<task>`` (``:<retryCount>`` appended once the run was retried), so that a
+crash anywhere between submitting and recording resubmits the same key and gets the same
+execution back: nothing is ever run twice as two executions. Task-run writes are guarded by the
+status they expect; ``evaluate`` is idempotent, so whoever advances a run again repairs what a
+crash left half done.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import logging
+import uuid
+from typing import Any
+
+from tickwheel.client.client import AsyncClient
+from tickwheel.client.models import ExecutionInfo
+from tickwheel.client.wire import iso
+from tickwheel.domain.clock import Clock, SystemClock
+from tickwheel.domain.errors import Conflict, InvalidInput, NotFound, TickwheelError
+from tickwheel.domain.fieldtypes import validate_values
+from tickwheel.domain.ids import uuid7
+from tickwheel.domain.workflow_expressions import UnresolvedReference, resolve
+from tickwheel.domain.workflow_runs import (
+    RunStatus,
+    TaskRunStatus,
+    evaluate,
+    retry_plan,
+    task_status_of,
+)
+from tickwheel.domain.workflows import Workflow, WorkflowTask, workflow_from_document
+from tickwheel.store.workflow_protocol import TaskRunRecord, WorkflowRunRecord, WorkflowStore
+
+Wire = dict[str, Any]
+T = TaskRunStatus
+log = logging.getLogger("tickwheel.workflows")
+
+
+def task_key(run: WorkflowRunRecord, task: str) -> str:
+    suffix = f":{run.retry_count}" if run.retry_count else ""
+    return f"wf:{run.workflow_run_id}:{task}{suffix}"
+
+
+def request_hash(workflow: str, version: int | None, inputs: dict[str, Any]) -> str:
+    body = {"workflow": workflow, "version": version, "inputs": inputs}
+    return hashlib.sha256(json.dumps(body, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def run_to_wire(run: WorkflowRunRecord, tasks: list[TaskRunRecord]) -> Wire:
+    return {
+        "workflowRunId": str(run.workflow_run_id),
+        "workflow": run.workflow_name,
+        "version": run.workflow_version,
+        "inputs": run.inputs,
+        "status": str(run.status),
+        "idempotencyKey": run.idempotency_key,
+        "retryCount": run.retry_count,
+        "createdAt": iso(run.created_at),
+        "updatedAt": iso(run.updated_at),
+        "finishedAt": iso(run.finished_at),
+        "tasks": [
+            {
+                "name": t.task_name,
+                "status": str(t.status),
+                "executionId": None if t.execution_id is None else str(t.execution_id),
+                "output": t.output,
+                "error": t.error,
+                "updatedAt": iso(t.updated_at),
+            }
+            for t in tasks
+        ],
+    }
+
+
+class WorkflowRuns:
+    """The run rules for one tenant, acting through ``client`` (bound to that tenant)."""
+
+    def __init__(
+        self,
+        workflows: WorkflowStore,
+        client: AsyncClient,
+        tenant: str,
+        clock: Clock | None = None,
+        cache: dict[tuple[str, int], Workflow] | None = None,
+    ) -> None:
+        self.workflows = workflows
+        self.client = client
+        self.tenant = tenant
+        self.clock = clock or SystemClock()
+        self._cache = {} if cache is None else cache
+
+    async def workflow(self, name: str, version: int | None) -> Workflow:
+        if version is not None and (name, version) in self._cache:
+            return self._cache[(name, version)]
+        stored = await self.workflows.workflow_definition_get(name, version)
+        if stored is None:
+            which = f" version {version}" if version is not None else ""
+            raise NotFound(f"no workflow named {name!r}{which}")
+        workflow = workflow_from_document(stored.document)
+        self._cache[(workflow.name, workflow.version)] = workflow
+        return workflow
+
+    # -- the API's actions ----------------------------------------------------------------------
+
+    async def start(
+        self,
+        name: str,
+        version: int | None,
+        inputs: dict[str, Any],
+        idempotency_key: str | None = None,
+    ) -> tuple[Wire, bool]:
+        """201-style (wire, True) for a new run; the original (False) for the same key and body;
+        Conflict for the same key and another body."""
+        digest = request_hash(name, version, inputs)
+        if idempotency_key is not None:
+            existing = await self._same_key(idempotency_key, digest)
+            if existing is not None:
+                return await self.get(existing.workflow_run_id), False
+        workflow = await self.workflow(name, version)
+        values = validate_values(workflow.inputs, inputs, "inputs", f"of workflow {name}")
+        now = self.clock.now()
+        run = WorkflowRunRecord(
+            workflow_run_id=uuid7(now),
+            tenant=self.tenant,
+            workflow_name=workflow.name,
+            workflow_version=workflow.version,
+            inputs=values,
+            status=RunStatus.RUNNING,
+            idempotency_key=idempotency_key,
+            request_hash=digest,
+            retry_count=0,
+            created_at=now,
+            updated_at=now,
+        )
+        if not await self.workflows.workflow_run_insert(run, [t.name for t in workflow.tasks]):
+            # Another request with this key won the insert between our read and our write.
+            assert idempotency_key is not None
+            existing = await self._same_key(idempotency_key, digest)
+            assert existing is not None
+            return await self.get(existing.workflow_run_id), False
+        await self.advance(run.workflow_run_id)
+        return await self.get(run.workflow_run_id), True
+
+    async def _same_key(self, key: str, digest: str) -> WorkflowRunRecord | None:
+        existing = await self.workflows.workflow_run_get_by_key(self.tenant, key)
+        if existing is not None and existing.request_hash != digest:
+            raise Conflict(
+                f"idempotency key {key!r} was used for a different workflow run request",
+                {"workflowRunId": str(existing.workflow_run_id)},
+            )
+        return existing
+
+    async def _run(self, workflow_run_id: uuid.UUID) -> WorkflowRunRecord:
+        run = await self.workflows.workflow_run_get(self.tenant, workflow_run_id)
+        if run is None:
+            raise NotFound(f"no workflow run {workflow_run_id}")
+        return run
+
+    async def get(self, workflow_run_id: uuid.UUID) -> Wire:
+        """The run, its task runs in the workflow's document order."""
+        run = await self._run(workflow_run_id)
+        workflow = await self.workflow(run.workflow_name, run.workflow_version)
+        order = {t.name: i for i, t in enumerate(workflow.tasks)}
+        tasks = await self.workflows.workflow_task_run_list(workflow_run_id)
+        return run_to_wire(run, sorted(tasks, key=lambda t: order.get(t.task_name, len(order))))
+
+    async def cancel(self, workflow_run_id: uuid.UUID) -> Wire:
+        """Tasks not yet started are cancelled (their executions too); tasks already running
+        finish on their own. The run ends CANCELLED; a finished run is a Conflict."""
+        run = await self._run(workflow_run_id)
+        # Finish the run first: from now on nobody submits new tasks for it.
+        if not await self.workflows.workflow_run_finish(
+            workflow_run_id, RunStatus.CANCELLED, self.clock.now()
+        ):
+            raise Conflict(f"workflow run {workflow_run_id} is {run.status}, not RUNNING")
+        for task in await self.workflows.workflow_task_run_list(workflow_run_id):
+            await self._cancel_task(task)
+        return await self.get(workflow_run_id)
+
+    async def _cancel_task(self, task: TaskRunRecord) -> None:
+        now = self.clock.now()
+        if task.status is T.PENDING:
+            await self.workflows.workflow_task_run_update(
+                task.workflow_run_id, task.task_name, [T.PENDING], T.CANCELLED, now
+            )
+        elif task.status is T.SUBMITTED and task.execution_id is not None:
+            try:
+                info = await self.client.cancel(task.execution_id)
+            except Conflict:
+                return  # started (or finished) already: its outcome is recorded when it ends
+            await self._record(task, info)
+
+    async def retry(self, workflow_run_id: uuid.UUID) -> Wire:
+        """Failed, skipped and cancelled tasks back to PENDING (succeeded ones keep their
+        output), the run RUNNING again; their new executions get keys ending ``:<retryCount>``."""
+        run = await self._run(workflow_run_id)
+        tasks = await self.workflows.workflow_task_run_list(workflow_run_id)
+        plan = retry_plan({t.task_name: t.status for t in tasks})
+        retried = await self.workflows.workflow_run_retry(
+            self.tenant, workflow_run_id, plan, self.clock.now()
+        )
+        if not retried:
+            raise Conflict(
+                f"workflow run {workflow_run_id} is {run.status}: only FAILED or CANCELLED runs "
+                "can be retried"
+            )
+        await self.advance(workflow_run_id)
+        return await self.get(workflow_run_id)
+
+    # -- the orchestrator's actions -------------------------------------------------------------
+
+    async def finished(
+        self, workflow_run_id: uuid.UUID, execution_id: uuid.UUID, *, advance: bool = True
+    ) -> None:
+        """An execution of this run ended: record it on its task run, then advance the run.
+        Recorded also when the run is no longer RUNNING (a task that ran on past a cancel)."""
+        tasks = await self.workflows.workflow_task_run_list(workflow_run_id)
+        for task in tasks:
+            if task.execution_id == execution_id and task.status is T.SUBMITTED:
+                await self._record(task, await self.client.get(execution_id))
+        if advance:
+            await self.advance(workflow_run_id)
+
+    async def _record(self, task: TaskRunRecord, info: ExecutionInfo) -> bool:
+        """A SUBMITTED task takes its execution's final status and output (False: not final)."""
+        status = task_status_of(info.status)
+        if status is T.SUBMITTED:
+            return False
+        output = info.output
+        if info.output_reference is not None:
+            output = await self.client.output(info.execution_id)
+        await self.workflows.workflow_task_run_update(
+            task.workflow_run_id,
+            task.task_name,
+            [T.SUBMITTED],
+            status,
+            self.clock.now(),
+            output=output,
+            error=info.error,
+        )
+        return True
+
+    async def advance(self, workflow_run_id: uuid.UUID) -> None:
+        """Evaluates the run and acts until nothing more changes: skips, submissions, the end.
+        Only RUNNING runs move; doing it twice changes nothing the second time."""
+        run = await self.workflows.workflow_run_get(None, workflow_run_id)
+        if run is None or run.status is not RunStatus.RUNNING:
+            return
+        workflow = await self.workflow(run.workflow_name, run.workflow_version)
+        while True:
+            tasks = {
+                t.task_name: t
+                for t in await self.workflows.workflow_task_run_list(run.workflow_run_id)
+            }
+            plan = evaluate(workflow, {name: t.status for name, t in tasks.items()})
+            now = self.clock.now()
+            for name in plan.skip:
+                await self.workflows.workflow_task_run_update(
+                    run.workflow_run_id, name, [T.PENDING], T.SKIPPED, now
+                )
+            changed = bool(plan.skip)
+            for name in plan.submit:
+                changed |= await self._submit(run, workflow.task(name), tasks)
+            if not changed:
+                break
+        if plan.run_status is not RunStatus.RUNNING:
+            await self.workflows.workflow_run_finish(run.workflow_run_id, plan.run_status, now)
+
+    async def _submit(
+        self, run: WorkflowRunRecord, task: WorkflowTask, tasks: dict[str, TaskRunRecord]
+    ) -> bool:
+        """Submits one ready task; True when its task run changed status."""
+        outputs = {
+            n: t.output if isinstance(t.output, dict) else {}
+            for n, t in tasks.items()
+            if t.status is T.SUCCEEDED
+        }
+        update = self.workflows.workflow_task_run_update
+        try:
+            inputs = resolve(dict(task.inputs), run.inputs, outputs)
+            info = await self.client.submit(
+                task.definition_uri,
+                inputs,
+                idempotency_key=task_key(run, task.name),
+                version=task.definition_version,
+            )
+        except (UnresolvedReference, InvalidInput, NotFound, Conflict) as exc:
+            # The task cannot run as declared (a missing or ill-typed upstream output): it
+            # fails, and the trigger rules of the tasks below it decide what happens next.
+            error = {"type": type(exc).__name__, "message": str(exc)}
+            if isinstance(exc, TickwheelError) and exc.details is not None:
+                error["details"] = exc.details
+            return await update(
+                run.workflow_run_id, task.name, [T.PENDING], T.FAILED, self.clock.now(), error=error
+            )
+        submitted = await update(
+            run.workflow_run_id,
+            task.name,
+            [T.PENDING],
+            T.SUBMITTED,
+            self.clock.now(),
+            execution_id=info.execution_id,
+        )
+        if not submitted:
+            current = {
+                t.task_name: t
+                for t in await self.workflows.workflow_task_run_list(run.workflow_run_id)
+            }
+            if current[task.name].status is T.CANCELLED and not info.finished:
+                # The run was cancelled while we submitted: take the execution back.
+                with contextlib.suppress(Conflict):
+                    await self.client.cancel(info.execution_id)
+            return False
+        if info.finished:
+            # Resubmitted after a crash, and already done: its event may be gone, record it now.
+            record = TaskRunRecord(
+                run.workflow_run_id,
+                task.name,
+                T.SUBMITTED,
+                info.execution_id,
+                None,
+                None,
+                info.updated_at,
+            )
+            await self._record(record, info)
+        return True

@@ -1,0 +1,41 @@
+"""Issue 7's "done": the README's workflow example, from the CLI, against a real ``tickwheel
+server`` process (which runs the orchestrator in-process) with the example definitions."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from tests.acceptance.conftest import REPO, ServerProcess, describe, run_cli
+
+WORKFLOW = REPO / "examples" / "workflows" / "nightly-report.yaml"
+
+
+def cli(server: ServerProcess, *args: str, as_json: bool = True, code: int = 0) -> Any:
+    result = run_cli(*args, cwd=server.directory, server=server, as_json=as_json)
+    assert result.returncode == code, describe(result)
+    return json.loads(result.stdout) if as_json and code == 0 else result
+
+
+def test_the_readme_diamond_runs_from_the_cli(server: ServerProcess) -> None:
+    applied = cli(server, "workflows", "apply", str(WORKFLOW), as_json=False)
+    assert "registered workflow nightly-report version 1" in applied.stdout
+    again = cli(server, "workflows", "apply", str(WORKFLOW), as_json=False)
+    assert "unchanged" in again.stdout
+    run = cli(server, "workflows", "run", "nightly-report", "-i", "day=2026-03-01", "-k", "r1")
+    run_id = run["workflowRunId"]
+    deadline = time.monotonic() + 30
+    while run["status"] == "RUNNING" and time.monotonic() < deadline:
+        time.sleep(0.2)
+        run = cli(server, "workflows", "get", run_id)
+    assert run["status"] == "SUCCEEDED", run
+    publish = run["tasks"][-1]
+    assert publish["name"] == "publish"
+    assert publish["output"] == {
+        "message": "published file:///tmp/clean-3.json and file:///tmp/stats-3.json"
+    }
+    table = cli(server, "workflows", "get", run_id, as_json=False)
+    assert "SUCCEEDED" in table.stdout and "extract" in table.stdout
+    bad = cli(server, "workflows", "run", "nightly-report", "-i", "day=soon", code=2, as_json=False)
+    assert "inputs.day" in bad.stderr
