@@ -34,9 +34,22 @@ async def test_cluster_lists_workers_alive_and_stale(dash: Dash) -> None:
         page = (await http.get("/dashboard/cluster")).text
         assert 'data-worker="w-alive" data-state="alive"' in page
         assert 'data-worker="w-stale" data-state="stale"' in page
-        assert "1 alive" in page and "issue 5" in page
+        assert "1 alive" in page
+        assert "No scheduler holds shard leases" in page
         overview = (await http.get("/dashboard/api/overview")).json()
         assert overview["workersAlive"] == 1
+
+
+async def test_cluster_shows_schedulers_and_their_shards(dash: Dash) -> None:
+    # Leases live on the database's clock (now=None), as the schedulers' own do.
+    await dash.store.shard_lease_acquire("sched-a", 600, timedelta(minutes=1))
+    await dash.store.shard_lease_acquire("sched-b", 300, timedelta(minutes=1))
+    http, _ = await dash.signed_in()
+    async with aclosing(http):
+        page = (await http.get("/dashboard/cluster")).text
+    assert '<tr data-scheduler="sched-a"><td class="mono">sched-a</td><td>600</td>' in page
+    assert '<tr data-scheduler="sched-b"><td class="mono">sched-b</td><td>300</td>' in page
+    assert '<strong id="unowned-shards">124</strong>' in page
 
 
 async def test_executions_filter_by_cron_job(dash: Dash) -> None:
@@ -44,7 +57,8 @@ async def test_executions_filter_by_cron_job(dash: Dash) -> None:
         job = (await api.post("/v1/cron-jobs", json=JOB)).json()
     cid = job["cronJobId"]
     mine = await submit(dash, idem=f"cron:{cid}:2026-03-02T01:00:00Z")
-    await submit(dash, idem=f"cron:{cid[:-1]}0:2026-03-02T01:00:00Z")  # another job's
+    other = cid[:-1] + ("1" if cid.endswith("0") else "0")  # another job's id, one char off
+    await submit(dash, idem=f"cron:{other}:2026-03-02T01:00:00Z")
     await submit(dash, idem="cron_%:like-metacharacters")
     async with dash.api() as api:
         r = await api.get("/v1/executions", params={"idempotencyKeyPrefix": f"cron:{cid}:"})

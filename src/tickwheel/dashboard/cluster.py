@@ -1,5 +1,5 @@
-"""The Cluster page: workers from the registry (alive or stale), and what the store can tell of
-schedulers today.
+"""The Cluster page: workers from the registry (alive or stale), and the schedulers with the
+shards each one leases.
 
 Workers are not per tenant (a worker serves every tenant), so the page shows the whole
 registry; the leases column counts only the RUNNING executions of the session's tenant."""
@@ -16,6 +16,7 @@ from tickwheel.api.deps import app_state
 from tickwheel.dashboard import stats
 from tickwheel.dashboard.session import Session
 from tickwheel.dashboard.views import render, session_of
+from tickwheel.domain.sharding import SHARD_COUNT
 from tickwheel.engine.worker import ALIVE_WITHIN
 
 router = APIRouter(prefix="/dashboard", include_in_schema=False)
@@ -55,6 +56,12 @@ async def cluster(request: Request, session: Sess) -> Response:
             }
         )
     workers.sort(key=lambda w: (w["state"] != "alive", w["id"]))
+    # Leases are decided by the database's clock, like the schedulers' own view of them.
+    counts = await state.store.shard_lease_counts(None)
+    schedulers = [
+        {"owner": owner, "shards": held, "share": round(100 * held / SHARD_COUNT, 1)}
+        for owner, held in sorted(counts.items())
+    ]
     return render(
         request,
         "cluster.html",
@@ -63,4 +70,6 @@ async def cluster(request: Request, session: Sess) -> Response:
         alive=sum(1 for w in workers if w["state"] == "alive"),
         alive_within=int(ALIVE_WITHIN),
         shown_hours=int(SHOWN_FOR.total_seconds() // 3600),
+        schedulers=schedulers,
+        unowned=SHARD_COUNT - sum(counts.values()) if counts else SHARD_COUNT,
     )
