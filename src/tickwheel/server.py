@@ -29,6 +29,7 @@ from tickwheel.domain.clock import SystemClock
 from tickwheel.domain.definition_files import format_from_filename, parse_definition
 from tickwheel.domain.models import Scope
 from tickwheel.engine.pruner import Pruner
+from tickwheel.engine.queue_gauges import QueueGauges
 from tickwheel.engine.reaper import Reaper
 from tickwheel.engine.scheduler import Scheduler
 from tickwheel.engine.service import Service
@@ -198,6 +199,9 @@ async def run_roles(
         orchestrator=orchestrator,
         leased=scheduler,
     )
+    if stop_metrics is not None:
+        # Its /metrics shows the cluster's queue gauges too, refreshed while it is scraped.
+        engine.services.append(QueueGauges(store))
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

@@ -9,23 +9,17 @@ from __future__ import annotations
 
 import logging
 import time
-from datetime import timedelta
 
 from fastapi import APIRouter, Request, Response
 
 from tickwheel.api.deps import app_state
-from tickwheel.domain.states import TERMINAL
-from tickwheel.engine.worker import ALIVE_WITHIN
+from tickwheel.engine.queue_gauges import refresh_queue_gauges
 from tickwheel.observability.metrics import CONTENT_TYPE, Metrics
 
 router = APIRouter(tags=["health"])
 log = logging.getLogger("tickwheel.api.metrics")
 
 REFRESH_SECONDS = 5.0
-FINISHED_WINDOW = timedelta(minutes=5)
-"""Terminal executions are counted within this window only: counting all of them would walk a
-table that grows with history, and a scrape must stay cheap."""
-_TERMINAL = frozenset(str(s) for s in TERMINAL)
 
 
 def app_metrics(request: Request) -> Metrics:
@@ -47,17 +41,8 @@ async def _refresh_counts(request: Request, registry: Metrics) -> None:
         return
     deps = app_state(request)
     try:
-        now = deps.clock.now()
-        counts = await deps.store.execution_count_by_status(now - FINISHED_WINDOW)
-        alive = await deps.store.worker_count_alive(now - timedelta(seconds=ALIVE_WITHIN))
-        oldest_ready = await deps.store.execution_oldest_ready_at()
+        await refresh_queue_gauges(deps.store, deps.clock, registry)
     except Exception as exc:  # a database outage must not hide the process's own metrics
         log.warning("queue depth not refreshed: %s", exc)
         return
-    registry.set_counts(
-        {str(k): v for k, v in counts.items()}, _TERMINAL, FINISHED_WINDOW.total_seconds()
-    )
-    registry.workers_alive.set(alive)
-    age = (now - oldest_ready).total_seconds() if oldest_ready is not None else 0.0
-    registry.oldest_ready_age.set(max(0.0, age))
     state.metrics_refreshed = time.monotonic()
