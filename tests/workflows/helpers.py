@@ -16,6 +16,7 @@ from tickwheel.domain.clock import FakeClock
 from tickwheel.domain.definitions import definition_from_document
 from tickwheel.engine.scheduler import Scheduler
 from tickwheel.engine.worker import Worker
+from tickwheel.observability.metrics import Metrics
 from tickwheel.store.factory import workflow_store_for
 from tickwheel.store.protocol import Store
 from tickwheel.workflows.definitions import WorkflowDefinitions
@@ -56,6 +57,19 @@ JOB_DOCS: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
         {"published": "string"},
     ),
     "step": ({"name": {"type": "string", "required": True}}, {"done": "string"}),
+    "seed": ({}, {"base": "integer"}),
+    "part": (
+        {
+            "base": {"type": "integer", "required": True},
+            "index": {"type": "integer", "required": True},
+        },
+        {"value": "integer"},
+    ),
+    "gather": (
+        {"values": {"type": "array", "required": True}},
+        {"total": "integer", "count": "integer"},
+    ),
+    "gate": ({"name": {"type": "string", "required": True}}, {"done": "string"}),
 }
 
 
@@ -89,6 +103,7 @@ class WorkflowRig:
     def __init__(self, store: Store) -> None:
         self.store = store
         self.clock = FakeClock(T0)
+        self.metrics = Metrics()  # the orchestrators' own, read exactly by the tests
         self.workflows = workflow_store_for(store)
         transport = InProcessTransport(store, TENANT, self.clock)
         self.client = AsyncClient(transport=transport, clock=self.clock)
@@ -100,7 +115,12 @@ class WorkflowRig:
 
     def make_orchestrator(self, owner: str) -> Orchestrator:
         return Orchestrator(
-            self.workflows, self.store, lambda tenant: self.client, clock=self.clock, owner=owner
+            self.workflows,
+            self.store,
+            lambda tenant: self.client,
+            clock=self.clock,
+            owner=owner,
+            metrics=self.metrics,
         )
 
     async def register_jobs(self) -> None:

@@ -9,7 +9,7 @@ execution whose idempotency key starts with ``wf:``; this protocol claims and de
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Protocol
@@ -63,6 +63,9 @@ class TaskRunRecord:
     output: Any
     error: Any
     updated_at: datetime
+    position: int = 0
+    """The task's index in its workflow's ``tasks``: lists come in this order."""
+    depends_on: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -91,9 +94,28 @@ class WorkflowStore(Protocol):
         """The latest version of each workflow, by name."""
         ...
 
-    async def workflow_run_insert(self, run: WorkflowRunRecord, task_names: Sequence[str]) -> bool:
-        """The run and one PENDING task run per name, in one transaction. False (nothing
+    async def workflow_run_insert(
+        self,
+        run: WorkflowRunRecord,
+        task_names: Sequence[str],
+        depends_on: Mapping[str, Sequence[str]] | None = None,
+    ) -> bool:
+        """The run and one PENDING task run per name (``position`` its index in
+        ``task_names``, ``depends_on`` its upstream tasks), in one transaction. False (nothing
         written) when the tenant already has a run with that idempotency key."""
+        ...
+
+    async def workflow_run_list_stalled(
+        self,
+        grace: timedelta,
+        limit: int,
+        after: uuid.UUID | None = None,
+        now: datetime | None = None,
+    ) -> list[uuid.UUID]:
+        """Up to ``limit`` RUNNING runs (ids above ``after``, ascending) that nobody advanced
+        for ``grace``: one has a PENDING task whose upstream tasks (if any) all finished and
+        none of which, nor the task itself, changed within ``grace``; or all its tasks finished
+        that long ago. ``now=None`` uses the database's clock."""
         ...
 
     async def workflow_run_get(
@@ -120,7 +142,9 @@ class WorkflowStore(Protocol):
         False (nothing written) when the run is not FAILED or CANCELLED."""
         ...
 
-    async def workflow_task_run_list(self, workflow_run_id: uuid.UUID) -> list[TaskRunRecord]: ...
+    async def workflow_task_run_list(self, workflow_run_id: uuid.UUID) -> list[TaskRunRecord]:
+        """In the workflow's definition order (``position``), on every backend."""
+        ...
 
     async def workflow_task_run_update(
         self,

@@ -8,6 +8,14 @@ ready through the Client SDK and finishes runs. A row is deleted only after its 
 stored: a crash before that leaves it to be claimed again, and redoing its effects resubmits the
 same idempotency keys, so nothing is created twice.
 
+Some work has no outbox row behind it: a run's roots are submitted by the request that starts
+(or retries) the run, and a crash between the run's insert and those submissions leaves a run
+RUNNING that no event will ever advance. The sweep covers that: at start and every
+``sweep_every`` it asks the store for RUNNING runs with a PENDING task whose upstream tasks all
+finished more than ``stall_grace`` ago (or whose tasks all finished, the run never ended), and
+advances them. Several orchestrators may sweep the same run at once: the idempotency keys and
+the guarded task-run writes make the second advance a no-op.
+
 Like the Cron Service it is built on the client and does not import the engine: its loop is its
 own. It sleeps on ``Topic.WORKFLOW`` (LISTEN/NOTIFY on PostgreSQL, an in-process signal on
 SQLite) and polls otherwise.
@@ -19,6 +27,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import random
 import secrets
 import socket
 import uuid
@@ -28,6 +37,7 @@ from datetime import datetime, timedelta
 from tickwheel.client.client import AsyncClient
 from tickwheel.domain.clock import Clock, SystemClock
 from tickwheel.domain.workflows import Workflow
+from tickwheel.observability.metrics import Metrics, process_metrics
 from tickwheel.store.protocol import Store, Topic
 from tickwheel.store.workflow_protocol import WorkflowEvent, WorkflowStore
 from tickwheel.workflows.runs import WorkflowRuns
@@ -49,6 +59,9 @@ class Orchestrator:
         lease: timedelta = timedelta(seconds=30),
         batch: int = 100,
         poll: float = 1.0,
+        stall_grace: timedelta = timedelta(seconds=30),
+        sweep_every: timedelta = timedelta(seconds=30),
+        metrics: Metrics | None = None,
     ) -> None:
         self.workflows = workflows
         self.store = store  # only to sleep on Topic.WORKFLOW
@@ -56,9 +69,12 @@ class Orchestrator:
         self.clock: Clock = clock or SystemClock()
         self.owner = owner or f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(3)}"
         self.lease, self.batch, self.poll = lease, batch, poll
+        self.stall_grace, self.sweep_every = stall_grace, sweep_every
         self.log = logging.getLogger("tickwheel.orchestrator")
         self._cache: dict[tuple[str, int], Workflow] = {}
         self._stopping = asyncio.Event()
+        self._next_sweep: datetime | None = None  # None: sweep at the first tick
+        self.metrics = metrics or process_metrics()
 
     def store_now(self) -> datetime | None:
         """None in production: the database's clock decides when a claim expires."""
@@ -73,9 +89,16 @@ class Orchestrator:
         self._stopping.set()
 
     async def run(self) -> None:
-        self.log.info("orchestrator %s started", self.owner)
+        self.log.info(
+            "orchestrator %s started (claim %gs, sweep every %gs for runs stalled %gs)",
+            self.owner,
+            self.lease.total_seconds(),
+            self.sweep_every.total_seconds(),
+            self.stall_grace.total_seconds(),
+        )
         while not self._stopping.is_set():
             try:
+                await self._sweep_if_due()
                 did = await self.run_once()
             except asyncio.CancelledError:
                 raise
@@ -91,6 +114,41 @@ class Orchestrator:
     async def _pause(self, seconds: float) -> None:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._stopping.wait(), seconds)
+
+    async def _sweep_if_due(self) -> None:
+        now = self.clock.now()
+        if self._next_sweep is not None and now < self._next_sweep:
+            return
+        # Jittered, so that orchestrators started together do not sweep in step.
+        self._next_sweep = now + self.sweep_every * random.uniform(0.8, 1.2)
+        await self.sweep()
+
+    async def sweep(self) -> int:
+        """Advances every stalled run, a bounded page at a time; returns how many it advanced.
+        A run whose advance fails stays stalled and is retried at the next sweep."""
+        advanced = 0
+        after: uuid.UUID | None = None
+        while True:
+            stalled = await self.workflows.workflow_run_list_stalled(
+                self.stall_grace, self.batch, after, self.store_now()
+            )
+            for run_id in stalled:
+                self.log.warning(
+                    "workflow run %s stalled (no progress for %gs): advancing it",
+                    run_id,
+                    self.stall_grace.total_seconds(),
+                )
+                try:
+                    await self._handle(run_id, [])
+                except Exception:
+                    self.log.exception("workflow run %s: advancing the stalled run failed", run_id)
+                    continue
+                advanced += 1
+            if len(stalled) < self.batch:
+                break
+            after = stalled[-1]  # keyset: a run that cannot advance does not hold the page
+        self.metrics.workflow_runs_swept.inc(advanced)
+        return advanced
 
     async def run_once(self) -> int:
         """Claims one batch of outbox rows and handles them; returns how many were consumed."""
@@ -111,6 +169,9 @@ class Orchestrator:
             consumed += await self.workflows.workflow_event_delete(
                 self.owner, [e.event_id for e in run_events]
             )
+        if consumed:
+            self.metrics.workflow_events.inc(consumed)
+            self.log.debug("consumed %d workflow events of %d runs", consumed, len(by_run))
         return consumed
 
     async def _handle(self, run_id: uuid.UUID, events: list[WorkflowEvent]) -> None:

@@ -136,7 +136,9 @@ class WorkflowRuns:
             created_at=now,
             updated_at=now,
         )
-        if not await self.workflows.workflow_run_insert(run, [t.name for t in workflow.tasks]):
+        names = [t.name for t in workflow.tasks]
+        upstream = {t.name: t.depends_on for t in workflow.tasks}
+        if not await self.workflows.workflow_run_insert(run, names, upstream):
             # Another request with this key won the insert between our read and our write.
             assert idempotency_key is not None
             existing = await self._same_key(idempotency_key, digest)
@@ -161,12 +163,10 @@ class WorkflowRuns:
         return run
 
     async def get(self, workflow_run_id: uuid.UUID) -> Wire:
-        """The run, its task runs in the workflow's document order."""
+        """The run, its task runs in the workflow's document order (the store's order)."""
         run = await self._run(workflow_run_id)
-        workflow = await self.workflow(run.workflow_name, run.workflow_version)
-        order = {t.name: i for i, t in enumerate(workflow.tasks)}
         tasks = await self.workflows.workflow_task_run_list(workflow_run_id)
-        return run_to_wire(run, sorted(tasks, key=lambda t: order.get(t.task_name, len(order))))
+        return run_to_wire(run, tasks)
 
     async def cancel(self, workflow_run_id: uuid.UUID) -> Wire:
         """Tasks not yet started are cancelled (their executions too); tasks already running

@@ -8,7 +8,7 @@ share the tables; ``workflow_event_claim`` hands each a disjoint batch of outbox
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from datetime import datetime, timedelta
 from typing import Any
@@ -72,7 +72,13 @@ class PostgresWorkflowStore:
     async def workflow_definition_list(self) -> list[StoredWorkflow]:
         return [StoredWorkflow(**r) for r in await self._all("workflow_definition_list", {})]
 
-    async def workflow_run_insert(self, run: WorkflowRunRecord, task_names: Sequence[str]) -> bool:
+    async def workflow_run_insert(
+        self,
+        run: WorkflowRunRecord,
+        task_names: Sequence[str],
+        depends_on: Mapping[str, Sequence[str]] | None = None,
+    ) -> bool:
+        upstream = depends_on or {}
         params = {
             **{k: getattr(run, k) for k in run.__dataclass_fields__},
             "inputs": Jsonb(run.inputs),
@@ -82,16 +88,30 @@ class PostgresWorkflowStore:
             cursor = await conn.execute(Q["workflow_run_insert"], params)
             if cursor.rowcount != 1:
                 return False
-            for name in task_names:
-                await conn.execute(
-                    Q["workflow_task_run_insert"],
-                    {
-                        "workflow_run_id": run.workflow_run_id,
-                        "task_name": name,
-                        "now": run.created_at,
-                    },
-                )
+            # executemany pipelines the inserts: a fan-out of hundreds is not hundreds of trips.
+            rows = [
+                {
+                    "workflow_run_id": run.workflow_run_id,
+                    "task_name": name,
+                    "now": run.created_at,
+                    "position": position,
+                    "depends_on": Jsonb(list(upstream.get(name, ()))),
+                }
+                for position, name in enumerate(task_names)
+            ]
+            async with conn.cursor() as cursor_many:
+                await cursor_many.executemany(Q["workflow_task_run_insert"], rows)
             return True
+
+    async def workflow_run_list_stalled(
+        self,
+        grace: timedelta,
+        limit: int,
+        after: uuid.UUID | None = None,
+        now: datetime | None = None,
+    ) -> list[uuid.UUID]:
+        params = {"grace": grace, "limit": limit, "after": after, "now": now}
+        return [r["workflow_run_id"] for r in await self._all("workflow_run_list_stalled", params)]
 
     async def workflow_run_get(
         self, tenant: str | None, workflow_run_id: uuid.UUID
@@ -130,7 +150,16 @@ class PostgresWorkflowStore:
 
     async def workflow_task_run_list(self, workflow_run_id: uuid.UUID) -> list[TaskRunRecord]:
         rows = await self._all("workflow_task_run_list", {"workflow_run_id": workflow_run_id})
-        return [TaskRunRecord(**{**r, "status": TaskRunStatus(r["status"])}) for r in rows]
+        return [
+            TaskRunRecord(
+                **{
+                    **r,
+                    "status": TaskRunStatus(r["status"]),
+                    "depends_on": tuple(r["depends_on"]),
+                }
+            )
+            for r in rows
+        ]
 
     async def workflow_task_run_update(
         self,

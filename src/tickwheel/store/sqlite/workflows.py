@@ -10,7 +10,7 @@ import asyncio
 import json
 import sqlite3
 import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -77,21 +77,43 @@ class SqliteWorkflowStore:
     async def workflow_definition_list(self) -> list[StoredWorkflow]:
         return [_definition(r) for r in await self._all("workflow_definition_list", {})]
 
-    async def workflow_run_insert(self, run: WorkflowRunRecord, task_names: Sequence[str]) -> bool:
+    async def workflow_run_insert(
+        self,
+        run: WorkflowRunRecord,
+        task_names: Sequence[str],
+        depends_on: Mapping[str, Sequence[str]] | None = None,
+    ) -> bool:
+        upstream = depends_on or {}
         async with self._tx() as conn:
             cursor = await conn.execute(Q["workflow_run_insert"], _run_params(run))
             if cursor.rowcount != 1:
                 return False
-            for name in task_names:
+            for position, name in enumerate(task_names):
                 await conn.execute(
                     Q["workflow_task_run_insert"],
                     {
                         "workflow_run_id": str(run.workflow_run_id),
                         "task_name": name,
                         "now": to_us(run.created_at),
+                        "position": position,
+                        "depends_on": json.dumps(list(upstream.get(name, ()))),
                     },
                 )
             return True
+
+    async def workflow_run_list_stalled(
+        self,
+        grace: timedelta,
+        limit: int,
+        after: uuid.UUID | None = None,
+        now: datetime | None = None,
+    ) -> list[uuid.UUID]:
+        params = {
+            "cutoff": to_us((now or datetime.now(UTC)) - grace),
+            "limit": limit,
+            "after": None if after is None else str(after),
+        }
+        return [uuid.UUID(r[0]) for r in await self._all("workflow_run_list_stalled", params)]
 
     async def workflow_run_get(
         self, tenant: str | None, workflow_run_id: uuid.UUID
@@ -227,6 +249,8 @@ def _task(r: sqlite3.Row) -> TaskRunRecord:
         output=jload(r["output"]),
         error=jload(r["error"]),
         updated_at=from_us(r["updated_at"]),
+        position=r["position"],
+        depends_on=tuple(json.loads(r["depends_on"])),
     )
 
 

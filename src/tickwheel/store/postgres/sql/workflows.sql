@@ -39,11 +39,14 @@ WHERE workflow_run_id = %(workflow_run_id)s AND tenant = %(tenant)s
   AND status IN ('FAILED', 'CANCELLED');
 
 -- name: workflow_task_run_insert
-INSERT INTO workflow_task_runs (workflow_run_id, task_name, status, updated_at)
-VALUES (%(workflow_run_id)s, %(task_name)s, 'PENDING', %(now)s);
+INSERT INTO workflow_task_runs (workflow_run_id, task_name, status, updated_at, position,
+    depends_on)
+VALUES (%(workflow_run_id)s, %(task_name)s, 'PENDING', %(now)s, %(position)s, %(depends_on)s);
 
 -- name: workflow_task_run_list
-SELECT * FROM workflow_task_runs WHERE workflow_run_id = %(workflow_run_id)s ORDER BY ctid;
+-- In the workflow's definition order (task_name only breaks ties of rows older than 0008).
+SELECT * FROM workflow_task_runs WHERE workflow_run_id = %(workflow_run_id)s
+ORDER BY position, task_name;
 
 -- name: workflow_task_run_reset
 UPDATE workflow_task_runs
@@ -84,3 +87,34 @@ RETURNING w.*;
 -- name: workflow_event_delete
 DELETE FROM workflow_events
 WHERE claimed_by = %(owner)s AND event_id = ANY(%(event_ids)s::bigint[]);
+
+-- name: workflow_run_list_stalled
+-- RUNNING runs that nobody is advancing: a PENDING task whose upstream tasks all finished (or a
+-- root), none of them changed within the grace period, so its submission (or its skip) was
+-- lost in a crash; or every task finished that long ago and the run was never ended. Keyset
+-- paged by run id; the first branch walks workflow_task_runs_pending, the second
+-- workflow_runs_running, never finished rows.
+WITH clock AS (SELECT coalesce(%(now)s::timestamptz, now()) - %(grace)s::interval AS cutoff),
+stalled AS (
+    SELECT t.workflow_run_id
+    FROM workflow_task_runs t
+    JOIN workflow_runs r ON r.workflow_run_id = t.workflow_run_id
+    CROSS JOIN clock
+    WHERE t.status = 'PENDING' AND t.updated_at <= clock.cutoff AND r.status = 'RUNNING'
+      AND NOT EXISTS (
+          SELECT 1 FROM workflow_task_runs u
+          WHERE u.workflow_run_id = t.workflow_run_id AND t.depends_on ? u.task_name
+            AND (u.status IN ('PENDING', 'SUBMITTED') OR u.updated_at > clock.cutoff))
+    UNION
+    SELECT r.workflow_run_id
+    FROM workflow_runs r CROSS JOIN clock
+    WHERE r.status = 'RUNNING' AND r.updated_at <= clock.cutoff
+      AND NOT EXISTS (
+          SELECT 1 FROM workflow_task_runs u
+          WHERE u.workflow_run_id = r.workflow_run_id
+            AND (u.status IN ('PENDING', 'SUBMITTED') OR u.updated_at > clock.cutoff))
+)
+SELECT workflow_run_id FROM stalled
+WHERE %(after)s::uuid IS NULL OR workflow_run_id > %(after)s::uuid
+ORDER BY workflow_run_id
+LIMIT %(limit)s;

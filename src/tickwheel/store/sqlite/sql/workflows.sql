@@ -38,11 +38,14 @@ WHERE workflow_run_id = :workflow_run_id AND tenant = :tenant
   AND status IN ('FAILED', 'CANCELLED');
 
 -- name: workflow_task_run_insert
-INSERT INTO workflow_task_runs (workflow_run_id, task_name, status, updated_at)
-VALUES (:workflow_run_id, :task_name, 'PENDING', :now);
+INSERT INTO workflow_task_runs (workflow_run_id, task_name, status, updated_at, position,
+    depends_on)
+VALUES (:workflow_run_id, :task_name, 'PENDING', :now, :position, :depends_on);
 
 -- name: workflow_task_run_list
-SELECT * FROM workflow_task_runs WHERE workflow_run_id = :workflow_run_id ORDER BY rowid;
+-- In the workflow's definition order (task_name only breaks ties of rows older than 0008).
+SELECT * FROM workflow_task_runs WHERE workflow_run_id = :workflow_run_id
+ORDER BY position, task_name;
 
 -- name: workflow_task_run_reset
 UPDATE workflow_task_runs
@@ -74,3 +77,32 @@ RETURNING *;
 -- name: workflow_event_delete
 DELETE FROM workflow_events
 WHERE claimed_by = :owner AND event_id IN (SELECT value FROM json_each(:event_ids));
+
+-- name: workflow_run_list_stalled
+-- RUNNING runs that nobody is advancing: a PENDING task whose upstream tasks all finished (or a
+-- root), none of them changed within the grace period, so its submission (or its skip) was
+-- lost in a crash; or every task finished that long ago and the run was never ended. Keyset
+-- paged by run id; the first branch walks workflow_task_runs_pending, the second
+-- workflow_runs_running, never finished rows.
+SELECT workflow_run_id FROM (
+    SELECT t.workflow_run_id
+    FROM workflow_task_runs t
+    JOIN workflow_runs r ON r.workflow_run_id = t.workflow_run_id
+    WHERE t.status = 'PENDING' AND t.updated_at <= :cutoff AND r.status = 'RUNNING'
+      AND NOT EXISTS (
+          SELECT 1 FROM workflow_task_runs u
+          WHERE u.workflow_run_id = t.workflow_run_id
+            AND u.task_name IN (SELECT value FROM json_each(t.depends_on))
+            AND (u.status IN ('PENDING', 'SUBMITTED') OR u.updated_at > :cutoff))
+    UNION
+    SELECT r.workflow_run_id
+    FROM workflow_runs r
+    WHERE r.status = 'RUNNING' AND r.updated_at <= :cutoff
+      AND NOT EXISTS (
+          SELECT 1 FROM workflow_task_runs u
+          WHERE u.workflow_run_id = r.workflow_run_id
+            AND (u.status IN ('PENDING', 'SUBMITTED') OR u.updated_at > :cutoff))
+)
+WHERE :after IS NULL OR workflow_run_id > :after
+ORDER BY workflow_run_id
+LIMIT :limit;
