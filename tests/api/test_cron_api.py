@@ -8,11 +8,12 @@ import pytest
 
 from tests.api.conftest import Api
 from tests.factories import definition_doc
+from tickwheel.api.inprocess_workflows import InProcessWorkflowsTransport
 from tickwheel.client.client import AsyncClient
 from tickwheel.client.transports.inprocess import InProcessTransport
 from tickwheel.cron.service import CronService
 from tickwheel.domain.models import Scope
-from tickwheel.store.factory import cron_store_for
+from tickwheel.store.factory import cron_store_for, workflow_store_for
 
 JOB = {
     "name": "nightly",
@@ -311,3 +312,117 @@ async def test_apply_changes_nothing_unless_every_document_is_valid(api: Api) ->
     assert r.status_code == 422
     assert paths(r) == ["cronJobs[1].expression", "cronJobs[2].name"]
     assert (await api.http.get("/v1/cron-jobs")).json()["items"] == []
+
+
+# -- jobs that target a workflow ------------------------------------------------------------------
+
+GREETING = """
+name: greeting
+version: 1
+inputs: {who: {type: string, required: true}}
+tasks:
+  - {name: hello, definition: registry://jobs/greet, inputs: {name: "${{ inputs.who }}"}}
+"""
+WF_JOB = {
+    "name": "wf-nightly",
+    "workflow": {"name": "greeting"},
+    "expression": "0 2 * * *",
+    "inputs": {"who": "Ada"},
+}
+
+
+async def register_greeting(api: Api) -> None:
+    r = await api.http.put(
+        "/v1/workflows", content=GREETING, headers={"Content-Type": "application/yaml"}
+    )
+    assert r.status_code == 201, r.text
+
+
+async def test_a_job_may_target_a_workflow_and_says_so(api: Api) -> None:
+    await register_greeting(api)
+    r = await api.http.post("/v1/cron-jobs", json=WF_JOB)
+    assert r.status_code == 201, r.text
+    job = r.json()
+    assert job["target"] == "workflow" and job["workflow"] == {"name": "greeting", "version": None}
+    assert job["definitionUri"] is None and job["definitionVersionPolicy"] is None
+    assert job["workflowVersionPolicy"] == "latest" and len(job["nextFireTimes"]) == 5
+    assert (await api.http.post("/v1/cron-jobs", json=WF_JOB)).status_code == 200
+    listed = (await api.http.get("/v1/cron-jobs")).json()["items"]
+    assert [(j["name"], j["target"]) for j in listed] == [("wf-nightly", "workflow")]
+    # A PATCH naming the other target switches the job to it.
+    url = f"/v1/cron-jobs/{job['cronJobId']}"
+    switched = await api.http.patch(
+        url, json={"definitionUri": "greet", "inputs": {"name": "Ada"}, "version": 1}
+    )
+    assert switched.status_code == 200, switched.text
+    assert switched.json()["target"] == "definition" and switched.json()["workflow"] is None
+    back = await api.http.patch(url, json={"workflow": {"name": "greeting", "version": 1}})
+    assert back.status_code == 422 and "inputs.who" in paths(back)  # the inputs are greet's
+    pinned = await api.http.patch(
+        url, json={"workflow": {"name": "greeting", "version": 1}, "inputs": {"who": "Bo"}}
+    )
+    assert pinned.json()["workflowVersionPolicy"] == "pinned"
+
+
+@pytest.mark.parametrize(
+    ("changes", "path", "says"),
+    [
+        ({"definitionUri": "greet"}, "workflow", "either definitionUri or workflow, not both"),
+        ({"workflow": None}, "definitionUri", "give either definitionUri"),
+        ({"workflow": {"name": "nope"}}, "workflow.name", "no workflow is registered as 'nope'"),
+        ({"workflow": {"name": "greeting", "version": 3}}, "workflow.version", "no such workflow"),
+        ({"workflow": {"version": 1}}, "workflow.name", "is required"),
+        ({"inputs": {"who": 7}}, "inputs.who", "workflow greeting version 1"),
+        ({"inputs": {"whom": "Ada"}}, "inputs.whom", ""),
+        ({"jitter": 10}, "jitter", "not available for a workflow target"),
+    ],
+)
+async def test_an_invalid_workflow_target_is_422_and_nothing_is_stored(
+    api: Api, changes: dict[str, Any], path: str, says: str
+) -> None:
+    await register_greeting(api)
+    r = await api.http.post("/v1/cron-jobs", json={**WF_JOB, **changes})
+    assert r.status_code == 422, r.text
+    assert path in paths(r)
+    assert says in r.text
+    assert (await api.http.get("/v1/cron-jobs")).json()["items"] == []
+
+
+async def test_history_links_each_occurrence_to_its_workflow_run(api: Api) -> None:
+    await register_greeting(api)
+    job = (await api.http.post("/v1/cron-jobs", json={**WF_JOB, "expression": "* * * * *"})).json()
+    cron = cron_store_for(api.store)
+    transport = InProcessTransport(api.store, "acme", api.clock)
+    runs = InProcessWorkflowsTransport(workflow_store_for(api.store), transport, api.clock)
+    client = AsyncClient(transport=transport, clock=api.clock, workflows_transport=runs)
+    service = CronService(cron, lambda _: client, clock=api.clock)
+    api.clock.advance(60)
+    await service.run_once()
+    [row] = (await api.http.get(f"/v1/cron-jobs/{job['cronJobId']}/executions")).json()["items"]
+    assert row["outcome"] == "SUBMITTED" and row["executionId"] is None
+    assert row["workflowRunStatus"] == "RUNNING"
+    run = (await api.http.get(f"/v1/workflow-runs/{row['workflowRunId']}")).json()
+    assert run["idempotencyKey"] == f"cron-wf:{job['cronJobId']}:2026-03-01T12:01:00Z"
+
+
+async def test_apply_declares_both_kinds_and_dry_run_changes_nothing(api: Api) -> None:
+    await register_greeting(api)
+    declared = [JOB, WF_JOB]
+    dry = (
+        await api.http.post("/v1/cron-jobs/apply", json={"cronJobs": declared, "dryRun": True})
+    ).json()
+    assert [(p["action"], p["name"]) for p in dry["plan"]] == [
+        ("create", "nightly"),
+        ("create", "wf-nightly"),
+    ]
+    assert (await api.http.get("/v1/cron-jobs")).json()["items"] == []
+    await api.http.post("/v1/cron-jobs/apply", json={"cronJobs": declared})
+    moved = [JOB, {**WF_JOB, "workflow": {"name": "greeting", "version": 1}}]
+    plan = (await api.http.post("/v1/cron-jobs/apply", json={"cronJobs": moved})).json()["plan"]
+    assert [(p["action"], p["changes"]) for p in plan] == [
+        ("unchanged", []),
+        ("update", ["workflow"]),
+    ]
+    bad = [{**WF_JOB, "definitionUri": "greet"}]
+    r = await api.http.post("/v1/cron-jobs/apply", json={"cronJobs": bad, "dryRun": True})
+    assert r.status_code == 422 and paths(r) == ["cronJobs[0].workflow"]

@@ -9,6 +9,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from tests.factories import definition, stored
+from tickwheel.api.inprocess_workflows import InProcessWorkflowsTransport
 from tickwheel.client.client import AsyncClient
 from tickwheel.client.models import ExecutionInfo
 from tickwheel.client.transports.inprocess import InProcessTransport
@@ -17,11 +18,20 @@ from tickwheel.cron.service import CronService
 from tickwheel.domain.clock import FakeClock
 from tickwheel.domain.states import AttemptStatus, ExecutionStatus
 from tickwheel.store.cron_protocol import CronStore
-from tickwheel.store.factory import cron_store_for
+from tickwheel.store.factory import cron_store_for, workflow_store_for
 from tickwheel.store.protocol import AttemptResult, Store
+from tickwheel.store.workflow_protocol import WorkflowStore
 
 TENANT = "acme"
 ALL_SHARDS = list(range(1024))
+GREETING = """
+name: greeting
+version: 1
+inputs: {who: {type: string, required: true}}
+tasks:
+  - {name: hello, definition: registry://jobs/greet, inputs: {name: "${{ inputs.who }}"}}
+"""
+"""A one-task workflow over the ``greet`` definition, for jobs that target a workflow."""
 
 
 class CronRig:
@@ -29,9 +39,13 @@ class CronRig:
         self.store = store
         self.clock = FakeClock(start)
         self.cron: CronStore = cron_store_for(store)
-        self.jobs = CronJobs(self.cron, store, TENANT, "tester", self.clock)
+        self.workflows: WorkflowStore = workflow_store_for(store)
+        self.jobs = CronJobs(self.cron, store, TENANT, "tester", self.clock, self.workflows)
         self.transport = InProcessTransport(store, TENANT, self.clock)
-        self.client = AsyncClient(transport=self.transport, clock=self.clock)
+        runs = InProcessWorkflowsTransport(self.workflows, self.transport, self.clock)
+        self.client = AsyncClient(
+            transport=self.transport, clock=self.clock, workflows_transport=runs
+        )
         self.service = self.make_service("svc-1")
 
     def make_service(self, owner: str, cron: CronStore | None = None, **kw: Any) -> CronService:
@@ -41,6 +55,19 @@ class CronRig:
 
     async def register(self, **overrides: Any) -> None:
         assert await self.store.definition_insert(stored(definition(**overrides)))
+
+    async def register_workflow(self, text: str = GREETING) -> None:
+        """The workflow and the definition its task runs."""
+        await self.register()
+        await self.client.workflows.apply(text, "yaml")
+
+    async def workflow_runs(self, job: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+        """The job's workflow runs by occurrence, read back through the history's links."""
+        runs = {}
+        for row in await self.history(job["cronJobId"]):
+            if row["workflowRunId"] and row["outcome"] == "SUBMITTED":
+                runs[row["occurrence"]] = await self.client.workflows.get_run(row["workflowRunId"])
+        return runs
 
     async def create(self, **doc: Any) -> dict[str, Any]:
         body = {"name": "nightly", "definitionUri": "greet", "inputs": {"name": "Ada"}, **doc}

@@ -10,6 +10,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.cron.helpers import GREETING
 from tests.factories import T0, definition, stored
 from tickwheel.api.app import create_app
 from tickwheel.api.auth import create_key
@@ -22,8 +23,9 @@ from tickwheel.cron.service import CronService
 from tickwheel.domain.clock import FakeClock
 from tickwheel.domain.errors import Conflict, InvalidInput, NotFound
 from tickwheel.domain.models import Scope
-from tickwheel.store.factory import cron_store_for
+from tickwheel.store.factory import cron_store_for, workflow_store_for
 from tickwheel.store.protocol import Store
+from tickwheel.workflows.definitions import WorkflowDefinitions
 
 BASE = "http://testserver"
 
@@ -171,3 +173,67 @@ async def test_a_tick_larger_than_the_api_batch_limit_is_submitted_in_chunks(
         assert await service.run_once() == 20
         assert service.counts["SUBMITTED"] == 20 * 60
         assert len((await client.list(limit=500)).items) == 500
+
+
+async def test_a_workflow_target_round_trips_through_the_sdk(
+    client: AsyncClient, store: Store, clock: FakeClock
+) -> None:
+    await WorkflowDefinitions(workflow_store_for(store), store, clock).apply(GREETING, "yaml")
+    job = await client.cron.create(
+        "wf-nightly", None, "0 2 * * *", "Europe/Berlin", {"who": "Ada"}, workflow="greeting"
+    )
+    assert job.target == "workflow" and job.workflow == "greeting"
+    assert job.workflow_version is None and job.definition_uri is None
+    assert job.wire["workflowVersionPolicy"] == "latest"
+    assert (await client.cron.get("wf-nightly")).to_wire() == job.to_wire()
+    again = await client.cron.create(
+        "wf-nightly", None, "0 2 * * *", "Europe/Berlin", {"who": "Ada"}, workflow="greeting"
+    )
+    assert again.cron_job_id == job.cron_job_id
+    pinned = await client.cron.update(
+        "wf-nightly", version=1, workflow="greeting", workflow_version=1
+    )
+    assert pinned.workflow_version == 1 and pinned.wire["workflowVersionPolicy"] == "pinned"
+    [listed] = (await client.cron.list()).items
+    assert (listed.target, listed.workflow) == ("workflow", "greeting")
+    with pytest.raises(InvalidInput) as bad:
+        await client.cron.create("x", "greet", "@daily", inputs={"who": "A"}, workflow="greeting")
+    assert [e.path for e in bad.value.errors] == ["workflow"]
+    with pytest.raises(InvalidInput) as unknown:
+        await client.cron.create("y", None, "@daily", workflow="nope")
+    assert [e.path for e in unknown.value.errors] == ["workflow.name"]
+    with pytest.raises(ValueError, match="workflow_version needs workflow="):
+        await client.cron.create("z", "greet", "@daily", workflow_version=2)
+    switched = await client.cron.update("wf-nightly", definition="greet", inputs={"name": "Ada"})
+    assert (switched.target, switched.definition_uri) == ("definition", "registry://jobs/greet")
+    assert switched.workflow is None
+
+
+async def test_the_service_over_http_starts_workflow_runs_through_the_api(
+    store: Store, clock: FakeClock
+) -> None:
+    """``tickwheel cron run`` with a workflow-targeted job: ``POST /v1/workflow-runs`` with the
+    occurrence's key, once per occurrence however often a tick is retried."""
+    await store.definition_insert(stored(definition()))
+    await WorkflowDefinitions(workflow_store_for(store), store, clock).apply(GREETING, "yaml")
+    app = httpx.ASGITransport(app=create_app(store, Settings(_env_file=None), clock))  # type: ignore[call-arg]
+    _, key = await create_key(store, "acme", Scope.SUBMIT, "cron", clock.now())
+    http = httpx.AsyncClient(transport=app, base_url=BASE)
+    async with AsyncClient(transport=HttpTransport(BASE, key, http=http), clock=clock) as client:
+        job = await client.cron.create(
+            "wf", None, "* * * * *", inputs={"who": "Ada"}, workflow="greeting"
+        )
+        service = CronService(cron_store_for(store), lambda _: client, clock=clock, tenant="acme")
+        for _ in range(2):
+            clock.advance(60)
+            await service.run_once()
+            await service.run_once()
+        history = (await client.cron.history(job.cron_job_id)).items
+        assert [h.outcome for h in history] == ["SUBMITTED"] * 2
+        assert all(h.workflow_run_status == "RUNNING" for h in history)
+        for h in history:
+            assert h.workflow_run_id is not None
+            run = await client.workflows.get_run(h.workflow_run_id)
+            occurrence = h.occurrence.isoformat().replace("+00:00", "Z")
+            assert run["idempotencyKey"] == f"cron-wf:{job.cron_job_id}:{occurrence}"
+        assert len((await client.list(limit=50)).items) == 2  # one task execution per run

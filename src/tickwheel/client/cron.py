@@ -4,8 +4,9 @@
 exposes, one line per method. Both speak to a ``CronTransport``: the HTTP transport, or the Cron
 Service's in-process rules (``tickwheel.cron.jobs.CronJobs``) for code running in the server.
 
-The definition version: ``version=None`` (the default) means *latest*, resolved again at every
-occurrence; a number pins it.
+A job targets a Job Definition (``definition``, as a name or ``registry://jobs/<name>``) or a
+Workflow (``workflow=``, with ``workflow_version=``), exactly one. A version of None (the
+default) means *latest*, resolved again at every occurrence; a number pins it.
 """
 
 from __future__ import annotations
@@ -104,7 +105,8 @@ class FireTime:
 class CronJobInfo:
     cron_job_id: uuid.UUID
     name: str
-    definition_uri: str
+    definition_uri: str | None
+    """None when the job targets a workflow."""
     definition_version: int | None
     expression: str
     timezone: str
@@ -114,6 +116,10 @@ class CronJobInfo:
     next_fire_times: list[FireTime]
     wire: Wire = field(repr=False)
     """Every field as the API sent it (policies, bounds, timestamps)."""
+    target: str = "definition"
+    """``definition`` or ``workflow``: what each occurrence starts."""
+    workflow: str | None = None
+    workflow_version: int | None = None
 
     def to_wire(self) -> Wire:
         return dict(self.wire)
@@ -132,6 +138,9 @@ class CronJobInfo:
             next_run_at=_time(w.get("nextRunAt")),
             next_fire_times=[FireTime.from_wire(f) for f in w.get("nextFireTimes") or []],
             wire=w,
+            target=w.get("target") or "definition",
+            workflow=(w.get("workflow") or {}).get("name"),
+            workflow_version=(w.get("workflow") or {}).get("version"),
         )
 
 
@@ -143,7 +152,8 @@ class CronJobPage:
 
 @dataclass(frozen=True)
 class OccurrenceInfo:
-    """One line of a cron job's history: the execution an occurrence became, or why not."""
+    """One line of a cron job's history: the execution (or workflow run) an occurrence became,
+    or why not."""
 
     occurrence: datetime
     outcome: str
@@ -151,12 +161,14 @@ class OccurrenceInfo:
     execution_status: str | None
     execute_at: datetime | None
     reason: str | None
+    workflow_run_id: uuid.UUID | None = None
+    workflow_run_status: str | None = None
 
     @classmethod
     def from_wire(cls, w: Wire) -> OccurrenceInfo:
         occurrence = _time(w["occurrence"])
         assert occurrence
-        execution = w.get("executionId")
+        execution, run = w.get("executionId"), w.get("workflowRunId")
         return cls(
             occurrence,
             w["outcome"],
@@ -164,6 +176,8 @@ class OccurrenceInfo:
             w.get("executionStatus"),
             _time(w.get("executeAt")),
             w.get("reason"),
+            uuid.UUID(run) if run else None,
+            w.get("workflowRunStatus"),
         )
 
 
@@ -175,6 +189,11 @@ class OccurrencePage:
 
 def _document(**given: Any) -> Wire:
     doc: Wire = {}
+    workflow, version = given.pop("workflow", None), given.pop("workflow_version", None)
+    if workflow is not None:
+        doc["workflow"] = {"name": workflow, "version": version}
+    elif version is not None:
+        raise ValueError("workflow_version needs workflow= (the workflow's name)")
     for key, value in given.items():
         if isinstance(value, datetime):
             value = value.isoformat()
@@ -210,21 +229,26 @@ class CronClient:
     async def create(
         self,
         name: str,
-        definition: str,
+        definition: str | None,
         expression: str,
         timezone: str = "UTC",
         inputs: dict[str, Any] | None = None,
         **options: Any,
     ) -> CronJobInfo:
-        """``options``: definition_version, dst_policy, misfire_policy, max_catch_up,
-        overlap_policy, jitter (seconds), start_at, end_at. Creating the same job again
-        returns it; a different job under the same name raises ``Conflict``."""
+        """``definition`` None and ``workflow="<name>"`` (with ``workflow_version``) among the
+        options: each occurrence starts a run of that workflow instead of an execution.
+        ``options``: definition_version, workflow, workflow_version, dst_policy,
+        misfire_policy, max_catch_up, overlap_policy, jitter (seconds), start_at, end_at.
+        Creating the same job again returns it; a different job under the same name raises
+        ``Conflict``; a bad job (both targets, neither, an unknown one, inputs that do not fit
+        it) raises ``InvalidInput``."""
+        target = {"definition": definition} if definition is not None else {}
         doc = _document(
             name=name,
-            definition=definition,
             expression=expression,
             timezone=timezone,
             inputs=inputs or {},
+            **target,
             **options,
         )
         wire, _ = await self.transport.cron_create(doc)
@@ -241,8 +265,9 @@ class CronClient:
     async def update(
         self, ref: str | uuid.UUID, *, version: int | None = None, **changes: Any
     ) -> CronJobInfo:
-        """Changes the fields given (create's keywords); ``version`` guards against a change
-        made since you read the job (``Conflict``)."""
+        """Changes the fields given (create's keywords; ``workflow=`` or ``definition=``
+        switches the job to that target); ``version`` guards against a change made since you
+        read the job (``Conflict``)."""
         doc = _document(**changes)
         if version is not None:
             doc["version"] = version
@@ -298,7 +323,7 @@ class CronSync:
     def __init__(self, run: Runner[Any], inner: CronClient) -> None:
         self._run, self._inner = run, inner
 
-    def create(self, name: str, definition: str, expression: str, **kw: Any) -> CronJobInfo:
+    def create(self, name: str, definition: str | None, expression: str, **kw: Any) -> CronJobInfo:
         result: CronJobInfo = self._run(self._inner.create(name, definition, expression, **kw))
         return result
 

@@ -19,6 +19,7 @@ from tickwheel.domain.cron_jobs import (
     AuditEntry,
     CronJob,
     CronJobSpec,
+    CronTarget,
     MisfirePolicy,
     OccurrenceRecord,
     OverlapPolicy,
@@ -33,6 +34,7 @@ SPEC_FIELDS = (
     "name",
     "definitionUri",
     "definitionVersion",
+    "workflow",
     "inputs",
     "expression",
     "timezone",
@@ -44,14 +46,19 @@ SPEC_FIELDS = (
     "startAt",
     "endAt",
 )
-REQUIRED = ("name", "definitionUri", "expression")
+REQUIRED = ("name", "expression")
+"""And exactly one target, ``definitionUri`` or ``workflow`` (``validate_spec`` says so)."""
 
 
 def spec_to_wire(spec: CronJobSpec) -> Wire:
+    workflow = None
+    if spec.workflow_name is not None:
+        workflow = {"name": spec.workflow_name, "version": spec.workflow_version}
     return {
         "name": spec.name,
         "definitionUri": spec.definition_uri,
         "definitionVersion": spec.definition_version,
+        "workflow": workflow,
         "inputs": spec.inputs,
         "expression": spec.expression,
         "timezone": spec.timezone,
@@ -88,6 +95,7 @@ def spec_from_wire(
         "name": read.text("name"),
         "definition_uri": read.uri("definitionUri"),
         "definition_version": read.version("definitionVersion"),
+        "workflow": read.workflow("workflow"),
         "inputs": read.object("inputs"),
         "expression": read.text("expression"),
         "timezone": read.text("timezone"),
@@ -102,8 +110,9 @@ def spec_from_wire(
     if errors.items:
         found = "; ".join(f"{e.path}: {e.message}" for e in errors.items)
         raise InvalidInput(f"the cron job is invalid: {found}", errors.items)
-    given = {k: v for k, v in changes.items() if v is not _ABSENT}
+    given = _target(changes)
     if base is None:
+        given.setdefault("definition_uri", None)
         spec = CronJobSpec(**{k: v for k, v in given.items() if v is not None or k in _NULLABLE})
     else:
         spec = replace(base, **given)
@@ -112,7 +121,24 @@ def spec_from_wire(
 
 
 _ABSENT: Any = object()
-_NULLABLE = {"definition_version", "start_at", "end_at"}
+_NULLABLE = {"definition_uri", "definition_version", "start_at", "end_at", "workflow_version"}
+
+
+def _target(changes: dict[str, Any]) -> dict[str, Any]:
+    """The fields given, with ``workflow`` spread into its two fields. Naming one target in a
+    PATCH switches the job to it (the other is cleared); naming both is left for
+    ``validate_spec`` to refuse."""
+    given = {k: v for k, v in changes.items() if v is not _ABSENT}
+    workflow = given.pop("workflow", _ABSENT)
+    if workflow is not _ABSENT:
+        name, version = workflow if workflow is not None else (None, None)
+        given["workflow_name"], given["workflow_version"] = name, version
+        if name is not None and "definition_uri" not in given:
+            given["definition_uri"] = None
+            given.setdefault("definition_version", None)
+    if given.get("definition_uri") is not None and "workflow_name" not in given:
+        given["workflow_name"] = given["workflow_version"] = None
+    return given
 
 
 class _Reader:
@@ -149,6 +175,27 @@ class _Reader:
         if value is _ABSENT or (isinstance(value, int) and not isinstance(value, bool)):
             return value
         return self._bad(key, "must be a positive integer, or null (or 'latest') for the latest")
+
+    def workflow(self, key: str) -> Any:
+        """``{"name": ..., "version"?: ...}`` (or the bare name) as ``(name, version)``."""
+        value = self._get(key)
+        if value is _ABSENT or value is None:
+            return value
+        if isinstance(value, str):
+            value = {"name": value}
+        if not isinstance(value, Mapping):
+            return self._bad(key, 'must be an object such as {"name": "nightly-report"}')
+        unknown = [k for k in value if k not in ("name", "version")]
+        if unknown:
+            return self._bad(f"{key}.{unknown[0]}", "is not a known field (name, version)")
+        name, version = value.get("name"), value.get("version")
+        if not isinstance(name, str) or not name.strip():
+            return self._bad(f"{key}.name", "is required: the workflow's name")
+        if version == "latest":
+            version = None
+        if version is not None and (not isinstance(version, int) or isinstance(version, bool)):
+            return self._bad(f"{key}.version", "must be a positive integer, or null for the latest")
+        return (name.strip(), version)
 
     def object(self, key: str) -> Any:
         value = self._get(key)
@@ -203,11 +250,14 @@ def job_to_wire(job: CronJob, next_fires: list[FirePreview] | None = None) -> Wi
     wire: Wire = {
         "cronJobId": str(job.cron_job_id),
         **spec_to_wire(job.spec),
-        "definitionVersionPolicy": "latest" if job.spec.definition_version is None else "pinned",
+        "target": str(job.spec.target),
+        "definitionVersionPolicy": _version_policy(job.spec, CronTarget.DEFINITION),
+        "workflowVersionPolicy": _version_policy(job.spec, CronTarget.WORKFLOW),
         "status": str(job.status),
         "nextRunAt": iso(job.next_run_at),
         "lastOccurrence": iso(job.last_occurrence),
         "lastExecutionId": str(job.last_execution_id) if job.last_execution_id else None,
+        "lastWorkflowRunId": _opt(job.last_workflow_run_id),
         "version": job.version,
         "createdAt": iso(job.created_at),
         "updatedAt": iso(job.updated_at),
@@ -216,6 +266,17 @@ def job_to_wire(job: CronJob, next_fires: list[FirePreview] | None = None) -> Wi
     if next_fires is not None:
         wire["nextFireTimes"] = [preview_to_wire(p) for p in next_fires]
     return wire
+
+
+def _version_policy(spec: CronJobSpec, target: CronTarget) -> str | None:
+    if spec.target is not target:
+        return None
+    version = spec.definition_version if target is CronTarget.DEFINITION else spec.workflow_version
+    return "latest" if version is None else "pinned"
+
+
+def _opt(value: uuid.UUID | None) -> str | None:
+    return str(value) if value is not None else None
 
 
 def preview_to_wire(preview: FirePreview) -> Wire:
@@ -231,12 +292,18 @@ def preview_to_wire(preview: FirePreview) -> Wire:
     }
 
 
-def record_to_wire(record: OccurrenceRecord, execution_status: str | None = None) -> Wire:
+def record_to_wire(
+    record: OccurrenceRecord,
+    execution_status: str | None = None,
+    workflow_run_status: str | None = None,
+) -> Wire:
     return {
         "occurrence": iso(record.occurrence),
         "outcome": str(record.outcome),
         "executionId": str(record.execution_id) if record.execution_id else None,
         "executionStatus": execution_status,
+        "workflowRunId": _opt(record.workflow_run_id),
+        "workflowRunStatus": workflow_run_status,
         "executeAt": iso(record.execute_at),
         "reason": record.reason,
         "recordedAt": iso(record.recorded_at),

@@ -71,7 +71,7 @@ async def _read(jobs: CronJobs, docs: list[Any]) -> list[CronJobSpec]:
         path = f"cronJobs[{index}]."
         try:
             spec = spec_from_wire(doc)
-            await jobs.check_definition(spec)
+            await jobs.check_target(spec)
         except InvalidInput as exc:
             errors += [FieldError(path + e.path, e.message) for e in exc.errors]
             continue

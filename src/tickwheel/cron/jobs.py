@@ -6,9 +6,11 @@ It speaks the same wire format as the HTTP API (``client/cron_wire.py``), so bot
 behave alike.
 
 Rules worth knowing:
-* ``definitionVersion`` null means *latest*, resolved again at every occurrence (the job shows
-  ``definitionVersionPolicy: latest``); a number pins that version. Either way the definition
-  must exist and accept the job's inputs when the job is created or changed.
+* A job targets a Job Definition (``definitionUri``) or a Workflow (``workflow: {name,
+  version}``), exactly one. A null version means *latest*, resolved again at every occurrence
+  (the job shows ``definitionVersionPolicy``/``workflowVersionPolicy: latest``); a number pins
+  it. Either way the target must exist and accept the job's inputs when the job is created or
+  changed (a 422 otherwise).
 * Every change is guarded by the job's ``version``: a PATCH or DELETE that names an older one
   gets 409, and a change made between reading and writing here gets 409 too.
 * Creating a job whose name exists with the same content returns it (200), so a retried create
@@ -35,6 +37,7 @@ from tickwheel.client.cron_wire import (
     spec_to_wire,
 )
 from tickwheel.client.wire import iso
+from tickwheel.cron.checks import check_definition, check_workflow
 from tickwheel.cron.policies import RECORD_LIMIT
 from tickwheel.cron.schedule import TINY, Schedule
 from tickwheel.domain.clock import Clock, SystemClock
@@ -49,11 +52,10 @@ from tickwheel.domain.cron_jobs import (
     Outcome,
 )
 from tickwheel.domain.errors import BadRequest, Conflict, FieldError, InvalidInput, NotFound
-from tickwheel.domain.fieldtypes import validate_values
 from tickwheel.domain.ids import uuid7
-from tickwheel.domain.submission import definition_name
 from tickwheel.store.cron_protocol import CronStore, HistoryCursor
 from tickwheel.store.protocol import Store
+from tickwheel.store.workflow_protocol import WorkflowStore
 
 NEXT_FIRES = 5
 MAX_PAGE = 200
@@ -68,12 +70,24 @@ class CronJobs:
         tenant: str,
         actor: str,
         clock: Clock | None = None,
+        workflows: WorkflowStore | None = None,
     ) -> None:
         self.cron = cron
         self.store = store
         self.tenant = tenant
         self.actor = actor
         self.clock = clock or SystemClock()
+        self._workflows = workflows
+
+    @property
+    def workflows(self) -> WorkflowStore:
+        """The workflow registry and runs, for jobs that target a workflow. Callers that do not
+        pass it (the dashboard) get the one on the same database as ``store``."""
+        if self._workflows is None:
+            from tickwheel.store.factory import workflow_store_for
+
+            self._workflows = workflow_store_for(self.store)
+        return self._workflows
 
     async def close(self) -> None:
         """The stores belong to whoever opened them."""
@@ -122,11 +136,14 @@ class CronJobs:
         page = rows[:limit]
         items = []
         for row in page:
-            status = None
+            status = run_status = None
             if row.execution_id is not None:
                 execution = await self.store.execution_get(self.tenant, row.execution_id)
                 status = str(execution.status) if execution else None
-            items.append(record_to_wire(row, status))
+            if row.workflow_run_id is not None:
+                run = await self.workflows.workflow_run_get(self.tenant, row.workflow_run_id)
+                run_status = str(run.status) if run else None
+            items.append(record_to_wire(row, status, run_status))
         more = len(rows) > limit and page
         return {
             "cronJobId": str(job.cron_job_id),
@@ -164,21 +181,12 @@ class CronJobs:
 
     # -- changing -------------------------------------------------------------------------------
 
-    async def check_definition(self, spec: CronJobSpec, path: str = "") -> None:
-        """The definition must exist (the pinned version, or any for latest) and accept the
-        inputs, so that a mistake shows now rather than at 02:00 in the job's history."""
-        name = definition_name(spec.definition_uri)
-        assert name is not None  # validate_spec checked the form
-        stored = await self.store.definition_get(name, spec.definition_version)
-        if stored is None:
-            which = f"version {spec.definition_version} of " if spec.definition_version else ""
-            field = "definitionVersion" if spec.definition_version else "definitionUri"
-            message = f"no definition is registered as {which}{spec.definition_uri}"
-            raise InvalidInput(message, [FieldError(path + field, "no such definition")])
-        d = stored.definition
-        validate_values(
-            d.inputs, spec.inputs, path + "inputs", context=f"{d.uri} version {d.version}"
-        )
+    async def check_target(self, spec: CronJobSpec, path: str = "") -> None:
+        """The target exists and accepts the inputs (``checks.py``), else ``InvalidInput``."""
+        if spec.workflow_name is not None:
+            await check_workflow(self.workflows, spec, path)
+        else:
+            await check_definition(self.store, spec, path)
 
     def first_run(self, spec: CronJobSpec, now: datetime) -> datetime | None:
         return Schedule(spec).next_fire(now)[0]
@@ -199,7 +207,7 @@ class CronJobs:
 
     async def cron_create(self, doc: Wire) -> tuple[Wire, bool]:
         spec = spec_from_wire(doc)
-        await self.check_definition(spec)
+        await self.check_target(spec)
         return await self.create(spec)
 
     async def create(self, spec: CronJobSpec) -> tuple[Wire, bool]:
@@ -242,12 +250,8 @@ class CronJobs:
         spec = spec_from_wire({k: v for k, v in doc.items() if k != "version"}, job.spec)
         if spec == job.spec:
             return self.render(job)
-        if (spec.definition_uri, spec.definition_version, spec.inputs) != (
-            job.spec.definition_uri,
-            job.spec.definition_version,
-            job.spec.inputs,
-        ):
-            await self.check_definition(spec)
+        if _target_key(spec) != _target_key(job.spec):
+            await self.check_target(spec)
         return self.render(await self.update(job, spec))
 
     async def update(self, job: CronJob, spec: CronJobSpec) -> CronJob:
@@ -331,6 +335,18 @@ class CronJobs:
         from tickwheel.cron.apply import apply_jobs
 
         return await apply_jobs(self, docs, prune=prune, dry_run=dry_run)
+
+
+def _target_key(spec: CronJobSpec) -> tuple[Any, ...]:
+    """The fields that decide what an occurrence starts: a change to any of them is checked
+    against the registries again."""
+    return (
+        spec.definition_uri,
+        spec.definition_version,
+        spec.workflow_name,
+        spec.workflow_version,
+        spec.inputs,
+    )
 
 
 def _paused_records(job: CronJob, now: datetime) -> list[OccurrenceRecord]:

@@ -7,7 +7,8 @@ service, SQL in the store).
 
 Terms: an occurrence is *due* once it is within the lead (``occurrence <= now + lead``; for
 jobs that forbid or replace overlapping runs, the lead is zero, because their overlap check
-must see the previous run at fire time). It is *missed* when it is more than the misfire grace
+must see the previous run at fire time, and so it is for jobs that start workflow runs, because
+a run starts when it is created). It is *missed* when it is more than the misfire grace
 in the past (``occurrence < now - grace``): the service was down, or the job paused, when it
 should have been materialised. Missed occurrences follow the misfire policy; the others run.
 """
@@ -21,7 +22,7 @@ from datetime import UTC, datetime, timedelta
 
 from tickwheel.cron.schedule import TINY, Schedule
 from tickwheel.domain.cron import FirePreview
-from tickwheel.domain.cron_jobs import CronJob, MisfirePolicy, Outcome, OverlapPolicy
+from tickwheel.domain.cron_jobs import CronJob, MisfirePolicy, Outcome
 
 RECORD_LIMIT = 100
 """Missed occurrences listed one by one in the history; older ones share one summary row."""
@@ -57,8 +58,7 @@ def plan_tick(
     start = job.next_run_at
     if start is None:
         return Plan([], None)
-    allow = job.spec.overlap_policy is OverlapPolicy.ALLOW
-    horizon = now + lead if allow else now
+    horizon = now + lead if job.spec.materialised_ahead else now
     cutoff = now - grace
     after = start - TINY
     steps: list[Step] = []

@@ -1,8 +1,10 @@
-"""The Cron Service: turns due occurrences of cron jobs into Executions, each exactly once.
+"""The Cron Service: turns due occurrences of cron jobs into Executions (or, for a job that
+targets a workflow, Workflow Runs), each exactly once.
 
 One tick: claim a small batch of due jobs (a lease, so a killed instance's jobs move on to
 another), plan each with ``policies.plan_tick``, materialise the occurrences through the
-Client SDK with the key ``cron:<cronJobId>:<occurrence>``, then record the history and advance
+Client SDK with the key ``cron:<cronJobId>:<occurrence>`` (``cron-wf:`` for workflow runs,
+``targets.py``), then record the history and advance
 ``next_run_at`` in one guarded write. A crash between submitting and advancing leaves the job
 where it was; whoever claims it next submits the same keys again and gets the same executions
 back: nothing new is created, and the history rows, unique per occurrence and outcome, are
@@ -27,16 +29,22 @@ import socket
 import uuid
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from tickwheel.client.client import AsyncClient
 from tickwheel.cron.policies import Plan, Step, idempotency_key, jitter, plan_tick
 from tickwheel.cron.schedule import Schedule
+from tickwheel.cron.targets import (
+    Done,
+    PreviousRun,
+    cancel_unstarted,
+    previous_of,
+    start_workflow_run,
+    unfinished_status,
+)
 from tickwheel.domain.clock import Clock, SystemClock
-from tickwheel.domain.cron_jobs import CronJob, OccurrenceRecord, Outcome, OverlapPolicy
-from tickwheel.domain.errors import Conflict, InvalidInput, NotFound
-from tickwheel.domain.states import ExecutionStatus
+from tickwheel.domain.cron_jobs import CronJob, CronTarget, OccurrenceRecord, Outcome, OverlapPolicy
+from tickwheel.domain.errors import Conflict, InvalidInput
 from tickwheel.domain.submission import SubmitRequest
 from tickwheel.observability.metrics import Metrics, process_metrics
 from tickwheel.store.cron_protocol import CronAdvance, CronStore
@@ -44,20 +52,10 @@ from tickwheel.store.cron_protocol import CronAdvance, CronStore
 MAX_LATE = timedelta(days=1)
 """A missed occurrence run later than this gets ``executeAt = now - MAX_LATE`` rather than its
 own time, so that it stays inside the API's window for past ``executeAt`` (7 days by default)."""
-NOT_STARTED = {ExecutionStatus.SCHEDULED, ExecutionStatus.READY}
 SUBMIT_CHUNK = 500
 
 ClientFor = Callable[[str], AsyncClient]
-
-
-@dataclass(frozen=True)
-class _Done:
-    """What became of one submitted step."""
-
-    outcome: Outcome
-    execution_id: uuid.UUID | None = None
-    execute_at: datetime | None = None
-    reason: str | None = None
+Results = dict[tuple[uuid.UUID, datetime], Done]
 
 
 class CronService:
@@ -153,12 +151,12 @@ class CronService:
             except InvalidInput:  # e.g. its zone vanished from this machine's tz database
                 self.log.exception("cron job %s (%s) cannot be planned", job.name, job.cron_job_id)
                 unfinished.discard(job.cron_job_id)  # keep the claim: retry when it expires
-        done: dict[tuple[uuid.UUID, datetime], _Done] = {}
+        done: Results = {}
         extra: list[OccurrenceRecord] = []
-        free = [job for job in jobs if job.spec.overlap_policy is OverlapPolicy.ALLOW]
-        done |= await self._submit_batch(client, free, plans, now)
+        batched = [job for job in jobs if _batched(job)]
+        done |= await self._submit_batch(client, batched, plans, now)
         for job in jobs:
-            if job.spec.overlap_policy is not OverlapPolicy.ALLOW and job.cron_job_id in plans:
+            if not _batched(job) and job.cron_job_id in plans:
                 done |= await self._submit_guarded(client, job, plans[job.cron_job_id], now, extra)
         advanced = 0
         for job in jobs:
@@ -172,6 +170,7 @@ class CronService:
         return advanced
 
     def _request(self, job: CronJob, occurrence: datetime, now: datetime) -> SubmitRequest:
+        assert job.spec.definition_uri is not None  # only jobs that target a definition
         execute_at = max(
             occurrence + jitter(job.cron_job_id, occurrence, job.spec.jitter_seconds),
             now - MAX_LATE,
@@ -186,7 +185,7 @@ class CronService:
 
     async def _submit_batch(
         self, client: AsyncClient, jobs: list[CronJob], plans: dict[uuid.UUID, Plan], now: datetime
-    ) -> dict[tuple[uuid.UUID, datetime], _Done]:
+    ) -> Results:
         """Jobs that allow overlap: every due occurrence of the batch in one submission."""
         keys = [
             (job, step)
@@ -201,25 +200,25 @@ class CronService:
         results = []
         for start in range(0, len(requests), SUBMIT_CHUNK):  # the API takes 1,000 at most
             results += await client.submit_many(requests[start : start + SUBMIT_CHUNK])
-        done: dict[tuple[uuid.UUID, datetime], _Done] = {}
+        done: Results = {}
         for (job, step), request, result in zip(keys, requests, results, strict=True):
             key = (job.cron_job_id, step.occurrence)
             if result.ok and result.execution is not None:
                 execution = result.execution
-                done[key] = _Done(Outcome.SUBMITTED, execution.execution_id, execution.execute_at)
+                done[key] = Done(Outcome.SUBMITTED, execution.execution_id, execution.execute_at)
                 continue
             error = result.error or {}
             done[key] = self._refused(result.status, error, request)
         return done
 
-    def _refused(self, status: int, error: dict[str, object], request: SubmitRequest) -> _Done:
+    def _refused(self, status: int, error: dict[str, object], request: SubmitRequest) -> Done:
         """A 409 means the key already names an execution, made from an earlier form of the job
         (edited since, or a clamped executeAt): the occurrence *is* materialised, keep it. A 422
         means the definition refuses it now; record why and move on rather than retry forever."""
         details = error.get("details")
         existing = details.get("executionId") if isinstance(details, dict) else None
         if status == 409 and isinstance(existing, str):
-            return _Done(
+            return Done(
                 Outcome.SUBMITTED,
                 uuid.UUID(existing),
                 request.execute_at,
@@ -231,11 +230,13 @@ class CronService:
             else []
         )
         why = "; ".join([str(error.get("message")), *fields])
-        return _Done(Outcome.FAILED, None, None, f"the API refused it: {why}")
+        return Done(Outcome.FAILED, None, None, f"the API refused it: {why}")
 
     async def _submit_one(
         self, client: AsyncClient, job: CronJob, occurrence: datetime, now: datetime
-    ) -> _Done:
+    ) -> Done:
+        if job.spec.target is CronTarget.WORKFLOW:
+            return await start_workflow_run(client, job, occurrence)
         request = self._request(job, occurrence, now)
         try:
             info = await client.submit(
@@ -249,7 +250,7 @@ class CronService:
             return self._refused(409, {"message": exc.message, "details": exc.details}, request)
         except InvalidInput as exc:
             return self._refused(422, {"message": exc.message, "details": exc.details}, request)
-        return _Done(Outcome.SUBMITTED, info.execution_id, info.execute_at)
+        return Done(Outcome.SUBMITTED, info.execution_id, info.execute_at)
 
     async def _submit_guarded(
         self,
@@ -258,89 +259,82 @@ class CronService:
         plan: Plan,
         now: datetime,
         extra: list[OccurrenceRecord],
-    ) -> dict[tuple[uuid.UUID, datetime], _Done]:
-        """Jobs that forbid or replace overlapping runs: one occurrence at a time, each checked
-        against the execution of the previous one (which may be from this very tick)."""
-        done: dict[tuple[uuid.UUID, datetime], _Done] = {}
-        previous, previous_at = job.last_execution_id, job.last_occurrence
+    ) -> Results:
+        """Jobs submitted one occurrence at a time: those that forbid or replace overlapping
+        runs, each occurrence checked against the run of the previous one (which may be from
+        this very tick: an execution, or a workflow run that is still RUNNING), and jobs that
+        start workflow runs (a run has no batch endpoint)."""
+        done: Results = {}
+        policy = job.spec.overlap_policy
+        previous = previous_of(job)
         for step in plan.steps:
             if not step.submit:
                 continue
             note: str | None = None
-            status = await self._status(client, previous) if previous else None
+            status = None
+            if previous is not None and policy is not OverlapPolicy.ALLOW:
+                status = await unfinished_status(client, previous)
             if previous is not None and status is not None:
-                if job.spec.overlap_policy is OverlapPolicy.FORBID:
-                    done[(job.cron_job_id, step.occurrence)] = _Done(
+                if policy is OverlapPolicy.FORBID:
+                    done[(job.cron_job_id, step.occurrence)] = Done(
                         Outcome.SKIPPED_OVERLAP,
-                        reason=f"the previous run (execution {previous}, occurrence "
-                        f"{_iso(previous_at)}) was still {status}; overlapPolicy forbid",
+                        reason=f"the previous run ({previous.describe()}, occurrence "
+                        f"{_iso(previous.occurrence)}) was still {status}; overlapPolicy forbid",
                     )
                     continue
-                note = await self._replace(
-                    client, job, previous, previous_at, status, step, extra, now
-                )
-            result = await self._submit_one(client, job, step.occurrence, now)
-            if note:
-                result = _Done(result.outcome, result.execution_id, result.execute_at, note)
+                note = await self._replace(client, job, previous, status, step, extra, now)
+            result = (await self._submit_one(client, job, step.occurrence, now)).noted(note)
             done[(job.cron_job_id, step.occurrence)] = result
-            if result.execution_id is not None:
-                previous, previous_at = result.execution_id, step.occurrence
+            if (started := result.started) is not None:
+                previous = started.at(step.occurrence)
         return done
-
-    async def _status(self, client: AsyncClient, execution_id: uuid.UUID) -> ExecutionStatus | None:
-        """The previous run's status while it is unfinished; None once finished (or gone)."""
-        try:
-            info = await client.get(execution_id)
-        except NotFound:
-            return None
-        return None if info.finished else info.status
 
     async def _replace(
         self,
         client: AsyncClient,
         job: CronJob,
-        previous: uuid.UUID,
-        previous_at: datetime | None,
-        status: ExecutionStatus,
+        previous: PreviousRun,
+        status: str,
         step: Step,
         extra: list[OccurrenceRecord],
         now: datetime,
     ) -> str | None:
-        """Cancels the previous run if it has not started; says so on both occurrences."""
-        if status in NOT_STARTED:
-            with contextlib.suppress(Conflict):  # it started meanwhile: fall through
-                await client.cancel(previous)
-                if previous_at is not None:
-                    extra.append(
-                        OccurrenceRecord(
-                            job.cron_job_id,
-                            previous_at,
-                            Outcome.REPLACED,
-                            now,
-                            execution_id=previous,
-                            reason=f"cancelled before it started ({status}) for the run of "
-                            f"{_iso(step.occurrence)} (overlapPolicy replace)",
-                        )
+        """Cancels the previous run if it has not started (an execution) or is still RUNNING
+        (a workflow run: its tasks not started are cancelled); says so on both occurrences."""
+        workflow = previous.kind is CronTarget.WORKFLOW
+        if await cancel_unstarted(client, previous, status):
+            how = (
+                "cancelled while RUNNING" if workflow else f"cancelled before it started ({status})"
+            )
+            if previous.occurrence is not None:
+                extra.append(
+                    OccurrenceRecord(
+                        job.cron_job_id,
+                        previous.occurrence,
+                        Outcome.REPLACED,
+                        now,
+                        execution_id=None if workflow else previous.run_id,
+                        workflow_run_id=previous.run_id if workflow else None,
+                        reason=f"{how} for the run of {_iso(step.occurrence)} "
+                        "(overlapPolicy replace)",
                     )
-                return (
-                    f"replaced the previous run (execution {previous}), cancelled before it started"
                 )
-            status = ExecutionStatus.RUNNING
+            return f"replaced the previous run ({previous.describe()}), {how}"
         return (
-            f"the previous run (execution {previous}) had already started ({status}) and cannot "
-            "be cancelled; both run (overlapPolicy replace)"
+            f"the previous run ({previous.describe()}) had already started and cannot be "
+            "cancelled; both run (overlapPolicy replace)"
         )
 
     async def _advance(
         self,
         job: CronJob,
         plan: Plan,
-        done: dict[tuple[uuid.UUID, datetime], _Done],
+        done: Results,
         extra: list[OccurrenceRecord],
         now: datetime,
     ) -> bool:
         records: list[OccurrenceRecord] = list(extra)
-        last: tuple[datetime, uuid.UUID] | None = None
+        last: tuple[datetime, PreviousRun] | None = None
         for step in plan.steps:
             result = done.get((job.cron_job_id, step.occurrence)) if step.submit else None
             if step.submit and result is None:
@@ -357,17 +351,19 @@ class CronService:
                     execution_id=result.execution_id if result else None,
                     execute_at=result.execute_at if result else None,
                     reason=reason or None,
+                    workflow_run_id=result.workflow_run_id if result else None,
                 )
             )
-            if result and result.outcome is Outcome.SUBMITTED and result.execution_id:
-                last = (step.occurrence, result.execution_id)
+            if result and (started := result.started) is not None:
+                last = (step.occurrence, started)
         advance = CronAdvance(
             cron_job_id=job.cron_job_id,
             expected_version=job.version,
             expected_next_run_at=job.next_run_at,
             next_run_at=plan.next_run_at,
             last_occurrence=last[0] if last else None,
-            last_execution_id=last[1] if last else None,
+            last_execution_id=_run_of(last, CronTarget.DEFINITION),
+            last_workflow_run_id=_run_of(last, CronTarget.WORKFLOW),
             records=records,
         )
         moved = await self.store.cron_job_advance(self.owner, advance, self.store_now())
@@ -381,6 +377,16 @@ class CronService:
                 job.cron_job_id,
             )
         return moved
+
+
+def _batched(job: CronJob) -> bool:
+    """Jobs whose due occurrences all go into one ``submit_many`` per tick: no overlap check,
+    and an execution (not a workflow run) per occurrence."""
+    return job.spec.materialised_ahead
+
+
+def _run_of(last: tuple[datetime, PreviousRun] | None, kind: CronTarget) -> uuid.UUID | None:
+    return last[1].run_id if last is not None and last[1].kind is kind else None
 
 
 def _iso(instant: datetime | None) -> str:

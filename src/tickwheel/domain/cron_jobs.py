@@ -67,6 +67,13 @@ class Outcome(StrEnum):
     job's inputs); the job moves on instead of retrying the same refusal forever."""
 
 
+class CronTarget(StrEnum):
+    """What each occurrence starts: an Execution of a Job Definition, or a Workflow Run."""
+
+    DEFINITION = "definition"
+    WORKFLOW = "workflow"
+
+
 class AuditAction(StrEnum):
     CREATED = "created"
     UPDATED = "updated"
@@ -80,11 +87,16 @@ class CronJobSpec:
     """What a user declares: every field the API, the SDK and ``cron apply`` files can set."""
 
     name: str
-    definition_uri: str
+    definition_uri: str | None
+    """Set for a job that targets a Job Definition; None when it targets a workflow."""
     expression: str
     timezone: str = "UTC"
     definition_version: int | None = None
     """None: the latest version, resolved again at every occurrence. A number pins it."""
+    workflow_name: str | None = None
+    """Set for a job that starts a Workflow Run per occurrence (exactly one target is set)."""
+    workflow_version: int | None = None
+    """Like ``definition_version``: None is the latest workflow version at each occurrence."""
     inputs: dict[str, Any] = field(default_factory=dict)
     dst_policy: DstPolicy = DEFAULT_DST_POLICY
     misfire_policy: MisfirePolicy = MisfirePolicy.RUN_ONCE
@@ -93,6 +105,17 @@ class CronJobSpec:
     jitter_seconds: int = 0
     start_at: datetime | None = None
     end_at: datetime | None = None
+
+    @property
+    def target(self) -> CronTarget:
+        return CronTarget.WORKFLOW if self.workflow_name is not None else CronTarget.DEFINITION
+
+    @property
+    def materialised_ahead(self) -> bool:
+        """Whether occurrences are materialised a lead ahead. Only executions can wait for
+        their ``executeAt``: a workflow run starts when it is created, and a job that forbids or
+        replaces overlapping runs must look at the previous run at fire time."""
+        return self.target is CronTarget.DEFINITION and self.overlap_policy is OverlapPolicy.ALLOW
 
     def schedule_key(self) -> tuple[Any, ...]:
         """The fields that decide *when* the job fires: a change to any of them recomputes the
@@ -114,6 +137,9 @@ class CronJob:
     last_occurrence: datetime | None = None
     last_execution_id: uuid.UUID | None = None
     paused_at: datetime | None = None
+    last_workflow_run_id: uuid.UUID | None = None
+    """The run of ``last_occurrence`` when it started a workflow (then ``last_execution_id`` is
+    None): the overlap policy looks at whichever of the two the previous occurrence became."""
 
     @property
     def name(self) -> str:
@@ -133,6 +159,8 @@ class OccurrenceRecord:
     execute_at: datetime | None = None
     reason: str | None = None
     record_id: int | None = None
+    workflow_run_id: uuid.UUID | None = None
+    """The Workflow Run an occurrence of a workflow-targeted job started."""
 
 
 @dataclass(frozen=True)
@@ -155,10 +183,7 @@ def validate_spec(spec: CronJobSpec) -> None:
     errors = ErrorList()
     if not NAME.fullmatch(spec.name):
         errors.add("name", "must be 1-128 letters, digits, '_', '.' or '-', starting alphanumeric")
-    if definition_name(spec.definition_uri) is None:
-        errors.add("definitionUri", "must look like registry://jobs/<name>")
-    if spec.definition_version is not None and spec.definition_version < 1:
-        errors.add("definitionVersion", "must be a positive integer, or null for the latest")
+    _check_target(spec, errors)
     for check in (lambda: parse_expression(spec.expression), lambda: parse_timezone(spec.timezone)):
         try:
             check()
@@ -182,3 +207,34 @@ def validate_spec(spec: CronJobSpec) -> None:
     if errors.items:
         found = "; ".join(f"{e.path}: {e.message}" for e in errors.items)
         raise InvalidInput(f"the cron job {spec.name!r} is invalid: {found}", errors.items)
+
+
+def _check_target(spec: CronJobSpec, errors: ErrorList) -> None:
+    """Exactly one target. Whether the definition or workflow exists, and whether the inputs
+    fit it, needs the registries: the caller checks that."""
+    if spec.definition_uri is not None and spec.workflow_name is not None:
+        errors.add("workflow", "give either definitionUri or workflow, not both")
+        return
+    if spec.definition_uri is None and spec.workflow_name is None:
+        errors.add("definitionUri", "give either definitionUri (a job definition) or workflow")
+        return
+    if spec.workflow_name is not None:
+        if not NAME.fullmatch(spec.workflow_name):
+            errors.add("workflow.name", "must be a workflow name (letters, digits, '_', '.', '-')")
+        if spec.workflow_version is not None and spec.workflow_version < 1:
+            errors.add("workflow.version", "must be a positive integer, or null for the latest")
+        if spec.definition_version is not None:
+            errors.add("definitionVersion", "applies to a definition target, not a workflow")
+        if spec.jitter_seconds:
+            errors.add(
+                "jitter",
+                "is not available for a workflow target: a workflow run starts when the "
+                "occurrence is materialised, so it cannot be delayed like an executeAt",
+            )
+        return
+    if definition_name(spec.definition_uri or "") is None:
+        errors.add("definitionUri", "must look like registry://jobs/<name>")
+    if spec.workflow_version is not None:
+        errors.add("workflow.version", "applies to a workflow target, not a definition")
+    if spec.definition_version is not None and spec.definition_version < 1:
+        errors.add("definitionVersion", "must be a positive integer, or null for the latest")

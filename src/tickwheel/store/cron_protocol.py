@@ -41,6 +41,8 @@ class CronAdvance:
     next_run_at: datetime | None
     last_occurrence: datetime | None = None
     last_execution_id: uuid.UUID | None = None
+    last_workflow_run_id: uuid.UUID | None = None
+    """With ``last_occurrence``, what it became: an execution or a workflow run (one of them)."""
     records: Sequence[OccurrenceRecord] = field(default_factory=tuple)
 
 
@@ -94,7 +96,8 @@ class CronStore(Protocol):
     ) -> CronClaim:
         """Claims up to ``limit`` ACTIVE jobs that are due, oldest ``next_run_at`` first, and
         not claimed by a live lease: due means ``next_run_at <= now + lead`` for jobs that allow
-        overlap and ``<= now`` for the others (their overlap check must happen at fire time).
+        overlap and target a definition, ``<= now`` for the others (their overlap check must
+        happen at fire time, and a workflow run starts when it is created).
         ``tenant=None`` claims jobs of every tenant. ``now=None`` uses the database's clock."""
         ...
 

@@ -1,12 +1,15 @@
-"""Cron Jobs: durable recurrence rules, each occurrence materialised as one Execution.
+"""Cron Jobs: durable recurrence rules, each occurrence materialised as one Execution of a Job
+Definition (``definitionUri``) or one Workflow Run (``workflow: {name, version?}``).
 
 Scopes: any key may read (GET, and the preview); creating, changing, pausing, resuming,
 deleting and applying need ``submit`` (a cron job only ever submits executions, which a
 ``submit`` key may do itself). Jobs are tenant-scoped like executions: another tenant's job is
 a 404. A job is named in paths by its id or by its name.
 
-``definitionVersion``: null (or ``"latest"``) resolves the latest version at every occurrence
-(``definitionVersionPolicy: latest``); a number pins that version (``pinned``).
+``definitionVersion`` (or ``workflow.version``): null (or ``"latest"``) resolves the latest
+version at every occurrence (``definitionVersionPolicy``/``workflowVersionPolicy: latest``); a
+number pins that version (``pinned``). Exactly one target: both or neither is a 422, and so is
+an unknown definition or workflow, or inputs that do not fit it.
 """
 
 from __future__ import annotations
@@ -32,6 +35,13 @@ class DstPolicyBody(BaseModel):
     ambiguous: Literal["first", "second", "both"] | None = None
 
 
+class WorkflowTargetBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: StrictStr = Field(max_length=128)
+    version: StrictInt | Literal["latest"] | None = None
+
+
 class CronJobChanges(BaseModel):
     """Every field of a cron job; in a PATCH, only those given change."""
 
@@ -40,6 +50,9 @@ class CronJobChanges(BaseModel):
     name: StrictStr | None = Field(None, max_length=128)
     definitionUri: StrictStr | None = Field(None, max_length=300)
     definitionVersion: StrictInt | Literal["latest"] | None = None
+    workflow: WorkflowTargetBody | None = Field(
+        None, description="start a run of this workflow per occurrence (instead of definitionUri)"
+    )
     inputs: dict[str, Any] | None = None
     expression: StrictStr | None = Field(None, max_length=200)
     timezone: StrictStr | None = Field(None, max_length=64)
@@ -57,7 +70,6 @@ class CronJobChanges(BaseModel):
 
 class CronJobBody(CronJobChanges):
     name: StrictStr = Field(max_length=128)
-    definitionUri: StrictStr = Field(max_length=300)
     expression: StrictStr = Field(max_length=200)
 
 
@@ -88,7 +100,7 @@ class ApplyBody(BaseModel):
 def jobs_for(request: Request, who: Principal) -> CronJobs:
     state = app_state(request)
     actor = f"key:{who.key_id}" if who.key_id else "insecure-no-auth admin"
-    return CronJobs(state.cron, state.store, who.tenant, actor, state.clock)
+    return CronJobs(state.cron, state.store, who.tenant, actor, state.clock, state.workflows)
 
 
 @router.post("/cron-jobs", status_code=201)

@@ -25,7 +25,7 @@ from tickwheel.config import Settings
 from tickwheel.observability.logs import configure_logging
 from tickwheel.server import StartupError, run_cron
 
-app = typer.Typer(help="Cron jobs: recurring executions.", no_args_is_help=True)
+app = typer.Typer(help="Cron jobs: recurring executions (or workflow runs).", no_args_is_help=True)
 T = TypeVar("T")
 
 Inputs = Annotated[list[str], typer.Option("--input", "-i", help="name=value (repeatable)")]
@@ -33,6 +33,13 @@ InputsJson = Annotated[str | None, typer.Option("--inputs", help="all inputs as 
 Zone = Annotated[str | None, typer.Option("--timezone", "-z", help="IANA zone, e.g. Europe/Berlin")]
 Version = Annotated[
     str | None, typer.Option("--definition-version", help="a version number, or 'latest'")
+]
+Workflow = Annotated[
+    str | None,
+    typer.Option("--workflow", "-w", help="start a run of this workflow per occurrence"),
+]
+WorkflowVersion = Annotated[
+    str | None, typer.Option("--workflow-version", help="a version number, or 'latest'")
 ]
 Misfire = Annotated[str | None, typer.Option("--misfire", help="skip | run_once | catch_up")]
 MaxCatchUp = Annotated[int | None, typer.Option("--max-catch-up", min=1)]
@@ -59,9 +66,10 @@ def _call(ctx: typer.Context, action: Callable[[Client], T]) -> T:
 def _options(**given: Any) -> dict[str, Any]:
     """The SDK keywords for the options given (None: not given)."""
     options: dict[str, Any] = {}
-    version = given.pop("definition_version")
-    if version is not None:
-        options["definition_version"] = None if version == "latest" else _int(version)
+    for key in ("definition_version", "workflow_version"):
+        version = given.pop(key, None)
+        if version is not None:
+            options[key] = None if version == "latest" else _int(version)
     dst = {"nonexistent": given.pop("nonexistent"), "ambiguous": given.pop("ambiguous")}
     if any(dst.values()):
         options["dst_policy"] = {k: v for k, v in dst.items() if v}
@@ -83,8 +91,12 @@ def _int(text: str) -> int:
 def create(
     ctx: typer.Context,
     name: Annotated[str, typer.Argument(help="unique per tenant")],
-    definition: Annotated[str, typer.Option("--definition", "-d", help="definition name or uri")],
     expression: Annotated[str, typer.Option("--expression", "-e", help="e.g. '0 2 * * *'")],
+    definition: Annotated[
+        str | None, typer.Option("--definition", "-d", help="definition name or uri")
+    ] = None,
+    workflow: Workflow = None,
+    workflow_version: WorkflowVersion = None,
     timezone: Zone = None,
     input_pairs: Inputs = [],  # noqa: B006 - typer reads, never mutates
     inputs_json: InputsJson = None,
@@ -98,9 +110,12 @@ def create(
     nonexistent: Nonexistent = None,
     ambiguous: Ambiguous = None,
 ) -> None:
-    """Create a cron job; shows it with its next fire times."""
+    """Create a cron job that runs a definition (-d) or starts a workflow run (-w) at each
+    occurrence; shows it with its next fire times."""
     inputs = parse_inputs(input_pairs, inputs_json)
     options = _options(
+        workflow=workflow,
+        workflow_version=workflow_version,
         definition_version=definition_version,
         misfire_policy=misfire,
         max_catch_up=max_catch_up,
@@ -144,6 +159,8 @@ def update(
     expression: Annotated[str | None, typer.Option("--expression", "-e")] = None,
     timezone: Zone = None,
     definition: Annotated[str | None, typer.Option("--definition", "-d")] = None,
+    workflow: Workflow = None,
+    workflow_version: WorkflowVersion = None,
     input_pairs: Inputs = [],  # noqa: B006
     inputs_json: InputsJson = None,
     definition_version: Version = None,
@@ -159,11 +176,14 @@ def update(
         int | None, typer.Option("--version", help="fail if the job is no longer at it")
     ] = None,
 ) -> None:
-    """Change the fields given (a schedule change recomputes the next run)."""
+    """Change the fields given (a schedule change recomputes the next run; -d or -w switches
+    the job to that target)."""
     options = _options(
         expression=expression,
         timezone=timezone,
         definition=definition,
+        workflow=workflow,
+        workflow_version=workflow_version,
         definition_version=definition_version,
         misfire_policy=misfire,
         max_catch_up=max_catch_up,

@@ -32,12 +32,11 @@ def show_job(job: CronJobInfo, as_json: bool) -> None:
         print_json(job.to_wire())
         return
     w = job.wire
-    version = w["definitionVersion"] if w["definitionVersion"] is not None else "latest"
     table = Table(show_header=False, box=None)
     for label, value in (
         ("cron job", f"{job.name}  ({job.cron_job_id})"),
         ("status", job.status),
-        ("definition", f"{w['definitionUri']} ({version})"),
+        (job.target, target_of(job)),
         ("inputs", json.dumps(w["inputs"])),
         ("schedule", f"{job.expression}  in {job.timezone}"),
         ("dst policy", ", ".join(f"{k}: {v}" for k, v in w["dstPolicy"].items())),
@@ -46,7 +45,7 @@ def show_job(job: CronJobInfo, as_json: bool) -> None:
         ("jitter", f"{w['jitter']} s"),
         ("window", f"{_z(w['startAt'])} .. {_z(w['endAt'])}"),
         ("next run", _z(w["nextRunAt"])),
-        ("last occurrence", f"{_z(w['lastOccurrence'])}  execution {_z(w['lastExecutionId'])}"),
+        ("last occurrence", f"{_z(w['lastOccurrence'])}  {_last_run(w)}"),
         ("version", str(job.version)),
     ):
         table.add_row(f"[bold]{label}[/]", value)
@@ -54,6 +53,20 @@ def show_job(job: CronJobInfo, as_json: bool) -> None:
     if job.next_fire_times:
         console.print("[bold]next fire times[/]")
         show_fire_times(job.next_fire_times, False)
+
+
+def target_of(job: CronJobInfo) -> str:
+    """What each occurrence starts, with the version (``latest`` unless pinned)."""
+    if job.target == "workflow":
+        return f"{job.workflow} ({_z(job.workflow_version or 'latest')})"
+    version = job.definition_version if job.definition_version is not None else "latest"
+    return f"{job.definition_uri} ({version})"
+
+
+def _last_run(w: dict[str, Any]) -> str:
+    if w.get("lastWorkflowRunId"):
+        return f"workflow run {w['lastWorkflowRunId']}"
+    return f"execution {_z(w['lastExecutionId'])}"
 
 
 def show_fire_times(times: list[FireTime], as_json: bool) -> None:
@@ -86,14 +99,18 @@ def show_jobs(items: list[CronJobInfo], next_cursor: str | None, as_json: bool) 
     if as_json:
         print_json({"items": [j.to_wire() for j in items], "nextCursor": next_cursor})
         return
-    table = Table("name", "status", "schedule", "zone", "definition", "next run (UTC)")
+    table = Table("name", "status", "schedule", "zone", "target", "next run (UTC)")
     for j in items:
+        if j.target == "workflow":
+            target = f"workflow {j.workflow}"
+        else:
+            target = f"definition {(j.definition_uri or '').removeprefix('registry://jobs/')}"
         table.add_row(
             j.name,
             j.status,
             j.expression,
             j.timezone,
-            j.definition_uri.removeprefix("registry://jobs/"),
+            target,
             j.next_run_at.strftime("%Y-%m-%d %H:%M:%SZ") if j.next_run_at else "-",
         )
     console.print(table)
@@ -109,6 +126,8 @@ def show_history(items: list[OccurrenceInfo], next_cursor: str | None, as_json: 
                 "outcome": o.outcome,
                 "executionId": str(o.execution_id) if o.execution_id else None,
                 "executionStatus": o.execution_status,
+                "workflowRunId": str(o.workflow_run_id) if o.workflow_run_id else None,
+                "workflowRunStatus": o.workflow_run_status,
                 "executeAt": o.execute_at.isoformat() if o.execute_at else None,
                 "reason": o.reason,
             }
@@ -116,14 +135,15 @@ def show_history(items: list[OccurrenceInfo], next_cursor: str | None, as_json: 
         ]
         print_json({"items": rows, "nextCursor": next_cursor})
         return
-    table = Table("occurrence (UTC)", "outcome", "execution", "status", "reason")
+    table = Table("occurrence (UTC)", "outcome", "execution / workflow run", "status", "reason")
     for o in items:
         style = _OUTCOME_STYLE.get(o.outcome, "white")
+        run = f"run {o.workflow_run_id}" if o.workflow_run_id else _z(o.execution_id)
         table.add_row(
             o.occurrence.strftime("%Y-%m-%d %H:%M:%SZ"),
             f"[{style}]{o.outcome}[/]",
-            _z(o.execution_id),
-            _z(o.execution_status),
+            run,
+            _z(o.workflow_run_status if o.workflow_run_id else o.execution_status),
             o.reason or "",
         )
     console.print(table)

@@ -151,6 +151,7 @@ class PostgresCronStore:
             "next_run_at": advance.next_run_at,
             "last_occurrence": advance.last_occurrence,
             "last_execution_id": advance.last_execution_id,
+            "last_workflow_run_id": advance.last_workflow_run_id,
         }
         async with self._tx() as conn:
             cursor = await conn.execute(Q["cron_job_lock"], {"cron_job_id": advance.cron_job_id})
@@ -236,6 +237,9 @@ def job_params(job: CronJob) -> dict[str, Any]:
         "next_run_at": _aware(job.next_run_at),
         "last_occurrence": _aware(job.last_occurrence),
         "last_execution_id": job.last_execution_id,
+        "last_workflow_run_id": job.last_workflow_run_id,
+        "workflow_name": s.workflow_name,
+        "workflow_version": s.workflow_version,
         "version": job.version,
         "created_at": _aware(job.created_at),
         "updated_at": _aware(job.updated_at),
@@ -250,6 +254,8 @@ def job_row(r: Row) -> CronJob:
         expression=r["expression"],
         timezone=r["timezone"],
         definition_version=r["definition_version"],
+        workflow_name=r["workflow_name"],
+        workflow_version=r["workflow_version"],
         inputs=r["inputs"],
         dst_policy=DstPolicy.from_document(r["dst_policy"]),
         misfire_policy=MisfirePolicy(r["misfire_policy"]),
@@ -273,6 +279,7 @@ def job_row(r: Row) -> CronJob:
         last_occurrence=_utc(r["last_occurrence"]),
         last_execution_id=r["last_execution_id"],
         paused_at=_utc(r["paused_at"]),
+        last_workflow_run_id=r["last_workflow_run_id"],
     )
 
 
@@ -282,6 +289,7 @@ def record_params(record: OccurrenceRecord) -> dict[str, Any]:
         "occurrence": _aware(record.occurrence),
         "outcome": str(record.outcome),
         "execution_id": record.execution_id,
+        "workflow_run_id": record.workflow_run_id,
         "execute_at": _aware(record.execute_at),
         "reason": record.reason,
         "recorded_at": _aware(record.recorded_at),
@@ -300,6 +308,7 @@ def record_row(r: Row) -> OccurrenceRecord:
         execute_at=_utc(r["execute_at"]),
         reason=r["reason"],
         record_id=r["record_id"],
+        workflow_run_id=r["workflow_run_id"],
     )
 
 

@@ -156,6 +156,7 @@ class SqliteCronStore:
                     "next_run_at": opt_us(advance.next_run_at),
                     "last_occurrence": opt_us(advance.last_occurrence),
                     "last_execution_id": _opt_str(advance.last_execution_id),
+                    "last_workflow_run_id": _opt_str(advance.last_workflow_run_id),
                 },
             )
             if cursor.rowcount == 1:
@@ -201,6 +202,10 @@ def _opt_str(value: uuid.UUID | None) -> str | None:
     return str(value) if value is not None else None
 
 
+def _opt_uuid(value: str | None) -> uuid.UUID | None:
+    return uuid.UUID(value) if value else None
+
+
 def job_params(job: CronJob) -> dict[str, Any]:
     s = job.spec
     return {
@@ -223,6 +228,9 @@ def job_params(job: CronJob) -> dict[str, Any]:
         "next_run_at": opt_us(job.next_run_at),
         "last_occurrence": opt_us(job.last_occurrence),
         "last_execution_id": _opt_str(job.last_execution_id),
+        "last_workflow_run_id": _opt_str(job.last_workflow_run_id),
+        "workflow_name": s.workflow_name,
+        "workflow_version": s.workflow_version,
         "version": job.version,
         "created_at": to_us(job.created_at),
         "updated_at": to_us(job.updated_at),
@@ -241,6 +249,8 @@ def job_row(r: sqlite3.Row) -> CronJob:
         expression=r["expression"],
         timezone=r["timezone"],
         definition_version=r["definition_version"],
+        workflow_name=r["workflow_name"],
+        workflow_version=r["workflow_version"],
         inputs=json.loads(r["inputs"]),
         dst_policy=DstPolicy.from_document(json.loads(r["dst_policy"])),
         misfire_policy=MisfirePolicy(r["misfire_policy"]),
@@ -263,6 +273,7 @@ def job_row(r: sqlite3.Row) -> CronJob:
         last_occurrence=_opt_time(r["last_occurrence"]),
         last_execution_id=uuid.UUID(last_execution) if last_execution else None,
         paused_at=_opt_time(r["paused_at"]),
+        last_workflow_run_id=_opt_uuid(r["last_workflow_run_id"]),
     )
 
 
@@ -272,6 +283,7 @@ def record_params(record: OccurrenceRecord) -> dict[str, Any]:
         "occurrence": to_us(record.occurrence),
         "outcome": str(record.outcome),
         "execution_id": _opt_str(record.execution_id),
+        "workflow_run_id": _opt_str(record.workflow_run_id),
         "execute_at": opt_us(record.execute_at),
         "reason": record.reason,
         "recorded_at": to_us(record.recorded_at),
@@ -289,6 +301,7 @@ def record_row(r: sqlite3.Row) -> OccurrenceRecord:
         execute_at=_opt_time(r["execute_at"]),
         reason=r["reason"],
         record_id=r["record_id"],
+        workflow_run_id=_opt_uuid(r["workflow_run_id"]),
     )
 
 

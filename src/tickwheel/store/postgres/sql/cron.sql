@@ -1,5 +1,5 @@
--- The Cron Service's tables (migration 0002). Policy lives in tickwheel.cron; these queries only
--- read and write, each change guarded by what it expects to find.
+-- The Cron Service's tables (migrations 0002 and 0009). Policy lives in tickwheel.cron; these
+-- queries only read and write, each change guarded by what it expects to find.
 
 -- name: cron_job_insert
 -- The (tenant, name) constraint decides whether the name is free, also against a concurrent
@@ -8,13 +8,14 @@ INSERT INTO cron_jobs (
     cron_job_id, tenant, name, definition_uri, definition_version, inputs, expression, timezone,
     dst_policy, status, misfire_policy, max_catch_up, overlap_policy, jitter_seconds, start_at,
     end_at, next_run_at, last_occurrence, last_execution_id, version, created_at, updated_at,
-    paused_at
+    paused_at, workflow_name, workflow_version, last_workflow_run_id
 ) VALUES (
     %(cron_job_id)s, %(tenant)s, %(name)s, %(definition_uri)s, %(definition_version)s,
     %(inputs)s, %(expression)s, %(timezone)s, %(dst_policy)s, %(status)s, %(misfire_policy)s,
     %(max_catch_up)s, %(overlap_policy)s, %(jitter_seconds)s, %(start_at)s, %(end_at)s,
     %(next_run_at)s, %(last_occurrence)s, %(last_execution_id)s, %(version)s, %(created_at)s,
-    %(updated_at)s, %(paused_at)s
+    %(updated_at)s, %(paused_at)s, %(workflow_name)s, %(workflow_version)s,
+    %(last_workflow_run_id)s
 )
 ON CONFLICT (tenant, name) DO NOTHING;
 
@@ -40,7 +41,8 @@ SET name = %(name)s, definition_uri = %(definition_uri)s,
     status = %(status)s, misfire_policy = %(misfire_policy)s, max_catch_up = %(max_catch_up)s,
     overlap_policy = %(overlap_policy)s, jitter_seconds = %(jitter_seconds)s,
     start_at = %(start_at)s, end_at = %(end_at)s, next_run_at = %(next_run_at)s,
-    version = %(version)s, updated_at = %(updated_at)s, paused_at = %(paused_at)s
+    version = %(version)s, updated_at = %(updated_at)s, paused_at = %(paused_at)s,
+    workflow_name = %(workflow_name)s, workflow_version = %(workflow_version)s
 WHERE tenant = %(tenant)s AND cron_job_id = %(cron_job_id)s AND version = %(expected_version)s
 RETURNING *;
 
@@ -53,13 +55,15 @@ WHERE tenant = %(tenant)s AND cron_job_id = %(cron_job_id)s AND version = %(expe
 -- are not taking, and the re-check of the WHERE clause on the locked row refuses a job another
 -- instance claimed and committed a moment ago. Jobs that forbid or replace overlapping runs are
 -- due only at their occurrence (their overlap check must see the previous run's state at fire
--- time); the others a lead ahead. The database's clock decides unless the caller passes `now`.
+-- time), and so are jobs that start workflow runs (a run starts when it is created); the others
+-- a lead ahead. The database's clock decides unless the caller passes `now`.
 WITH clock AS (SELECT coalesce(%(now)s::timestamptz, now()) AS now),
 due AS (
     SELECT j.cron_job_id FROM cron_jobs j, clock
     WHERE j.status = 'ACTIVE'
       AND j.next_run_at <= clock.now + %(lead)s::interval
-      AND (j.overlap_policy = 'allow' OR j.next_run_at <= clock.now)
+      AND ((j.overlap_policy = 'allow' AND j.workflow_name IS NULL)
+           OR j.next_run_at <= clock.now)
       AND (j.claim_expires_at IS NULL OR j.claim_expires_at <= clock.now)
       AND (%(tenant)s::text IS NULL OR j.tenant = %(tenant)s::text)
     ORDER BY j.next_run_at
@@ -83,7 +87,11 @@ SELECT cron_job_id FROM cron_jobs WHERE cron_job_id = %(cron_job_id)s FOR UPDATE
 UPDATE cron_jobs
 SET next_run_at = %(next_run_at)s,
     last_occurrence = coalesce(%(last_occurrence)s, last_occurrence),
-    last_execution_id = coalesce(%(last_execution_id)s, last_execution_id),
+    -- The last occurrence became either an execution or a workflow run: both move together.
+    last_execution_id = CASE WHEN %(last_occurrence)s::timestamptz IS NULL THEN last_execution_id
+        ELSE %(last_execution_id)s::uuid END,
+    last_workflow_run_id = CASE WHEN %(last_occurrence)s::timestamptz IS NULL
+        THEN last_workflow_run_id ELSE %(last_workflow_run_id)s::uuid END,
     claimed_by = NULL, claim_expires_at = NULL
 WHERE cron_job_id = %(cron_job_id)s AND claimed_by = %(owner)s
   AND version = %(expected_version)s
@@ -95,10 +103,11 @@ WHERE cron_job_id = %(cron_job_id)s AND claimed_by = %(owner)s;
 
 -- name: cron_occurrence_insert
 INSERT INTO cron_occurrences (
-    cron_job_id, occurrence, outcome, execution_id, execute_at, reason, recorded_at
+    cron_job_id, occurrence, outcome, execution_id, execute_at, reason, recorded_at,
+    workflow_run_id
 ) VALUES (
     %(cron_job_id)s, %(occurrence)s, %(outcome)s, %(execution_id)s, %(execute_at)s, %(reason)s,
-    %(recorded_at)s
+    %(recorded_at)s, %(workflow_run_id)s
 )
 ON CONFLICT (cron_job_id, occurrence, outcome) DO NOTHING;
 

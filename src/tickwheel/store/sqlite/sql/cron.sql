@@ -1,5 +1,5 @@
--- The Cron Service's tables (migration 0002). Policy lives in tickwheel.cron; these queries only
--- read and write, each change guarded by what it expects to find.
+-- The Cron Service's tables (migrations 0002 and 0009). Policy lives in tickwheel.cron; these
+-- queries only read and write, each change guarded by what it expects to find.
 
 -- name: cron_job_insert
 -- The (tenant, name) constraint decides whether the name is free.
@@ -7,12 +7,13 @@ INSERT INTO cron_jobs (
     cron_job_id, tenant, name, definition_uri, definition_version, inputs, expression, timezone,
     dst_policy, status, misfire_policy, max_catch_up, overlap_policy, jitter_seconds, start_at,
     end_at, next_run_at, last_occurrence, last_execution_id, version, created_at, updated_at,
-    paused_at
+    paused_at, workflow_name, workflow_version, last_workflow_run_id
 ) VALUES (
     :cron_job_id, :tenant, :name, :definition_uri, :definition_version, :inputs, :expression,
     :timezone, :dst_policy, :status, :misfire_policy, :max_catch_up, :overlap_policy,
     :jitter_seconds, :start_at, :end_at, :next_run_at, :last_occurrence, :last_execution_id,
-    :version, :created_at, :updated_at, :paused_at
+    :version, :created_at, :updated_at, :paused_at, :workflow_name, :workflow_version,
+    :last_workflow_run_id
 )
 ON CONFLICT (tenant, name) DO NOTHING;
 
@@ -37,7 +38,7 @@ SET name = :name, definition_uri = :definition_uri, definition_version = :defini
     status = :status, misfire_policy = :misfire_policy, max_catch_up = :max_catch_up,
     overlap_policy = :overlap_policy, jitter_seconds = :jitter_seconds, start_at = :start_at,
     end_at = :end_at, next_run_at = :next_run_at, version = :version, updated_at = :updated_at,
-    paused_at = :paused_at
+    paused_at = :paused_at, workflow_name = :workflow_name, workflow_version = :workflow_version
 WHERE tenant = :tenant AND cron_job_id = :cron_job_id AND version = :expected_version
 RETURNING *;
 
@@ -49,14 +50,15 @@ WHERE tenant = :tenant AND cron_job_id = :cron_job_id AND version = :expected_ve
 -- Runs inside BEGIN IMMEDIATE: the write lock makes the select-then-update one step, so two
 -- processes sharing the file never claim the same job. Jobs that forbid or replace overlapping
 -- runs are due only at their occurrence (their overlap check must see the previous run's state
--- at fire time); the others a lead ahead.
+-- at fire time), and so are jobs that start workflow runs (a run starts when it is created);
+-- the others a lead ahead.
 UPDATE cron_jobs
 SET claimed_by = :owner, claim_expires_at = :claim_expires_at
 WHERE cron_job_id IN (
     SELECT cron_job_id FROM cron_jobs
     WHERE status = 'ACTIVE'
       AND next_run_at <= :horizon
-      AND (overlap_policy = 'allow' OR next_run_at <= :now)
+      AND ((overlap_policy = 'allow' AND workflow_name IS NULL) OR next_run_at <= :now)
       AND (claim_expires_at IS NULL OR claim_expires_at <= :now)
       AND (:tenant IS NULL OR tenant = :tenant)
     ORDER BY next_run_at
@@ -74,7 +76,11 @@ SELECT cron_job_id FROM cron_jobs WHERE cron_job_id = :cron_job_id;
 UPDATE cron_jobs
 SET next_run_at = :next_run_at,
     last_occurrence = coalesce(:last_occurrence, last_occurrence),
-    last_execution_id = coalesce(:last_execution_id, last_execution_id),
+    -- The last occurrence became either an execution or a workflow run: both move together.
+    last_execution_id = CASE WHEN :last_occurrence IS NULL THEN last_execution_id
+        ELSE :last_execution_id END,
+    last_workflow_run_id = CASE WHEN :last_occurrence IS NULL THEN last_workflow_run_id
+        ELSE :last_workflow_run_id END,
     claimed_by = NULL, claim_expires_at = NULL
 WHERE cron_job_id = :cron_job_id AND claimed_by = :owner AND version = :expected_version
   AND next_run_at IS :expected_next_run_at;
@@ -85,9 +91,11 @@ WHERE cron_job_id = :cron_job_id AND claimed_by = :owner;
 
 -- name: cron_occurrence_insert
 INSERT INTO cron_occurrences (
-    cron_job_id, occurrence, outcome, execution_id, execute_at, reason, recorded_at
+    cron_job_id, occurrence, outcome, execution_id, execute_at, reason, recorded_at,
+    workflow_run_id
 ) VALUES (
-    :cron_job_id, :occurrence, :outcome, :execution_id, :execute_at, :reason, :recorded_at
+    :cron_job_id, :occurrence, :outcome, :execution_id, :execute_at, :reason, :recorded_at,
+    :workflow_run_id
 )
 ON CONFLICT (cron_job_id, occurrence, outcome) DO NOTHING;
 
