@@ -14,7 +14,12 @@ from tickwheel.config import Settings
 from tickwheel.dashboard import install as install_dashboard
 from tickwheel.domain.clock import Clock, SystemClock
 from tickwheel.observability.metrics import process_metrics
-from tickwheel.store.factory import cron_store_for, stats_store_for, workflow_store_for
+from tickwheel.store.factory import (
+    cron_store_for,
+    stats_store_for,
+    workflow_store_for,
+    workflow_view_store_for,
+)
 from tickwheel.store.protocol import Store
 
 
@@ -41,7 +46,13 @@ def create_app(store: Store, settings: Settings, clock: Clock | None = None) -> 
     for module in (health, metrics, definitions, executions, cron, workflows):
         app.include_router(module.router)
     state = app.state.tickwheel
-    install_dashboard(app, stats_store_for(store), state.clock, settings.dashboard_secret)
+    install_dashboard(
+        app,
+        stats_store_for(store),
+        state.clock,
+        settings.dashboard_secret,
+        workflow_view_store_for(store),
+    )
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
     # Added last, so outermost: it times every request, including those refused by BodyLimit.
     app.add_middleware(RequestMetrics, metrics=app.state.metrics)

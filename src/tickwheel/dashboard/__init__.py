@@ -9,21 +9,31 @@ from __future__ import annotations
 from fastapi import FastAPI
 from fastapi.staticfiles import StaticFiles
 
-from tickwheel.dashboard import catalog, cluster, cron_edit, executions, home
+from tickwheel.dashboard import catalog, cluster, cron_edit, executions, home, workflows
 from tickwheel.dashboard.live import Hub
+from tickwheel.dashboard.run_feed import RunHub
 from tickwheel.dashboard.session import Signer
 from tickwheel.dashboard.views import HERE, install_handlers
 from tickwheel.domain.clock import Clock
 from tickwheel.store.stats_protocol import StatsStore
+from tickwheel.store.workflow_view_protocol import WorkflowViewStore
 
 
-def install(app: FastAPI, stats: StatsStore, clock: Clock, secret: str | None) -> None:
+def install(
+    app: FastAPI,
+    stats: StatsStore,
+    clock: Clock,
+    secret: str | None,
+    workflow_views: WorkflowViewStore,
+) -> None:
     app.state.dashboard_signer = Signer(secret)
     # The worker registry is not per tenant: the feed reads its alive count from the main store.
     store = app.state.tickwheel.store
     app.state.dashboard_hub = Hub(stats, clock, store.worker_count_alive)
+    app.state.dashboard_workflow_views = workflow_views
+    app.state.dashboard_run_hub = RunHub(workflow_views)
     install_handlers(app)
     # cron_edit before catalog: its POST /cron-jobs/{ref}/edit must win over {ref}/{action}.
-    for module in (home, executions, cron_edit, catalog, cluster):
+    for module in (home, executions, cron_edit, catalog, cluster, workflows):
         app.include_router(module.router)
     app.mount("/dashboard/static", StaticFiles(directory=HERE / "static"), name="dashboard-static")

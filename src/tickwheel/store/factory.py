@@ -6,6 +6,7 @@ from tickwheel.store.cron_protocol import CronStore
 from tickwheel.store.protocol import Store
 from tickwheel.store.stats_protocol import StatsStore
 from tickwheel.store.workflow_protocol import WorkflowStore
+from tickwheel.store.workflow_view_protocol import WorkflowViewStore
 
 
 async def open_store(url: str, *, pool_size: int = 10, connect_timeout: float = 10.0) -> Store:
@@ -79,3 +80,16 @@ def workflow_store_for(store: Store) -> WorkflowStore:
     if isinstance(store, PostgresStore):
         return PostgresWorkflowStore(store.pool)
     raise TypeError(f"no workflow store for {type(store).__name__}")
+
+
+def workflow_view_store_for(store: Store) -> WorkflowViewStore:
+    """The dashboard's read-only workflow views on the same database as ``store``."""
+    from tickwheel.store.postgres.store import PostgresStore
+    from tickwheel.store.postgres.workflow_views import PostgresWorkflowViewStore
+    from tickwheel.store.sqlite.store import SqliteStore
+
+    if isinstance(store, SqliteStore):
+        return store.workflow_views
+    if isinstance(store, PostgresStore):
+        return PostgresWorkflowViewStore(store.pool)
+    raise TypeError(f"no workflow view store for {type(store).__name__}")
