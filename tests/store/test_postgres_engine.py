@@ -152,7 +152,7 @@ async def test_each_tick_reads_the_due_rows_through_its_partial_index_not_the_ba
     _assert_reads_only_the_due(_node_on(nodes, "executions_due"))
     assert await store.execution_next_due_at([SHARD], NOW) == T0 + timedelta(seconds=10)
     assert await store.execution_next_due_at([SHARD + 1], NOW) is None
-    assert await store.execution_promote_due([SHARD], 500, NOW) == DUE
+    assert (await store.execution_promote_due([SHARD], 500, NOW)).promoted == DUE
 
     # RETRY_WAIT -> READY through executions_retry_due.
     await _turn_into(pg_url, "RETRY_WAIT", "next_attempt_at")
@@ -168,7 +168,7 @@ async def test_each_tick_reads_the_due_rows_through_its_partial_index_not_the_ba
     assert _scans_of_executions(nodes) == [("Index Scan", "executions_retry_due")]
     assert _node_on(nodes, "executions_retry_due")["Actual Rows"] == 1  # min() reads the first
     assert await store.execution_next_due_at(ALL_SHARDS, NOW) == T0 + timedelta(seconds=10)
-    assert await store.execution_promote_due(ALL_SHARDS, 500, NOW) == DUE
+    assert (await store.execution_promote_due(ALL_SHARDS, 500, NOW)).promoted == DUE
 
     # Expired leases through executions_running_lease.
     await _turn_into(pg_url, "RUNNING", "lease_expires_at")
@@ -214,10 +214,10 @@ async def test_promotion_wakes_workers_of_another_store(open_pg: OpenStore) -> N
     await scheduler.execution_insert_many([new_execution(execute_in=10)])
     assert await worker.listen(5)
     waiter = asyncio.create_task(worker.wait_for(Topic.READY, 5))
-    assert await scheduler.execution_promote_due(ALL_SHARDS, 10, NOW) == 1
+    assert (await scheduler.execution_promote_due(ALL_SHARDS, 10, NOW)).promoted == 1
     assert await asyncio.wait_for(waiter, 1)
     # Nothing moved, nothing sent.
-    assert await scheduler.execution_promote_due(ALL_SHARDS, 10, NOW) == 0
+    assert (await scheduler.execution_promote_due(ALL_SHARDS, 10, NOW)).promoted == 0
     assert not await worker.wait_for(Topic.READY, 0.3)
 
 
@@ -289,7 +289,7 @@ async def test_concurrent_promoters_move_each_due_execution_once(
 
     async def promote_all(store: PostgresStore) -> list[int]:
         moved: list[int] = []
-        while n := await store.execution_promote_due(ALL_SHARDS, 50, NOW):
+        while n := (await store.execution_promote_due(ALL_SHARDS, 50, NOW)).promoted:
             moved.append(n)
         return moved
 
@@ -313,6 +313,7 @@ async def test_promotion_skips_rows_locked_elsewhere_instead_of_waiting(
         await conn.execute(
             "SELECT 1 FROM executions WHERE execution_id = ANY(%s) FOR UPDATE", [locked]
         )
-        assert await asyncio.wait_for(store.execution_promote_due(ALL_SHARDS, 500, NOW), 5) == 90
+        promoted = await asyncio.wait_for(store.execution_promote_due(ALL_SHARDS, 500, NOW), 5)
+        assert promoted.promoted == 90
         await conn.rollback()
-    assert await store.execution_promote_due(ALL_SHARDS, 500, NOW) == 10
+    assert (await store.execution_promote_due(ALL_SHARDS, 500, NOW)).promoted == 10

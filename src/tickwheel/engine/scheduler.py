@@ -1,38 +1,78 @@
 """The scheduler: moves due SCHEDULED and RETRY_WAIT executions to READY.
 
-Unleased (``tickwheel server``, one process) it promotes over every shard. Leased
-(``tickwheel scheduler``, any number of processes) it promotes only over the shards it holds a
-lease on, and every promotion is fenced by the lease's epoch in the database. It sleeps until the
-earliest due time it knows of (never longer than ``max_sleep``) and is woken early when an
-execution is inserted that may be due sooner."""
+Unleased (``tickwheel server``, one process) it serves every shard. Leased (``tickwheel
+scheduler``, any number of processes) it serves only the shards it holds a lease on, and every
+promotion is fenced by the lease's epoch in the database.
+
+For the shards it serves it keeps the SCHEDULED executions due in the next ``window`` (30 s) in a
+timing wheel, loaded by a bounded walk of the due index, and fires each at its instant by a
+batched conditional update by id. The wheel is a cache; the database stays the truth:
+
+- it is extended every ``window / 3``, and rebuilt on start, on lease changes (the entries of
+  shards given up are dropped) and whenever due hints may have been missed;
+- executions inserted inside the loaded window arrive as due hints (shard, executeAt), through
+  LISTEN/NOTIFY on PostgreSQL and in-process on SQLite; a hint becomes a marker in the wheel
+  that, at its instant, loads that sliver of the shard and fires what it finds;
+- every extension (and, leased, every lease renewal) first runs the catch-all, the due query
+  over the served shards, which promotes whatever is overdue and was missed (inserted while no
+  scheduler ran, a hint lost);
+- RETRY_WAIT executions are not cached: each round asks the retry index for the next one.
+
+A shard whose window holds more than ``batch`` executions is loaded a page at a time: the last
+row of a full page carries a marker that loads the next page when its instant comes."""
 
 from __future__ import annotations
 
 import os
 import socket
 import uuid
-from collections.abc import Sequence
+from collections import defaultdict
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from tickwheel.domain.clock import Clock
 from tickwheel.domain.models import ShardLease
 from tickwheel.domain.sharding import SHARD_COUNT
 from tickwheel.engine.service import Service
+from tickwheel.engine.shard_leasing import ShardLeasing, shard_target
+from tickwheel.engine.timing_wheel import TimingWheel
+from tickwheel.store.due import HINT_HORIZON, DueEntry, DueHints, DueSlice, Promotion
 from tickwheel.store.protocol import Store, Topic
 
+__all__ = ["ALL_SHARDS", "Scheduler", "shard_target"]
+
 ALL_SHARDS: tuple[int, ...] = tuple(range(SHARD_COUNT))
+# A fresh shard's window starts this far back: the catch-all that runs first has promoted what
+# was due by the database's clock, and rows between its clock and ours are loaded and fired.
+LOAD_MARGIN = timedelta(seconds=1)
+# A hint's instant is rounded up to the millisecond: its sliver reaches back this far.
+HINT_SLIVER = timedelta(milliseconds=1)
+# An id the wheel fired but the database did not promote is tried again after 20, 40, ... ms
+# (the database's clock may lag ours), then left to the catch-all: it was cancelled, or
+# promoted by someone else, most likely.
+RETRY_FIRST = timedelta(milliseconds=20)
+RETRY_TRIES = 6
 
 
-def shard_target(owner: str, owners: Sequence[str]) -> int:
-    """This owner's fair share of the shards among ``owners`` (it included): every owner gets
-    ``SHARD_COUNT // n`` and the first ``SHARD_COUNT % n`` by name one more, so the shares add
-    up to exactly SHARD_COUNT (3 owners: 342, 341, 341) and all owners agree without talking."""
-    ranked = sorted({*owners, owner})
-    base, extra = divmod(SHARD_COUNT, len(ranked))
-    return base + (1 if ranked.index(owner) < extra else 0)
+@dataclass(frozen=True, slots=True)
+class _Fire:
+    """A loaded execution (keyed by its id)."""
+
+    shard_id: int
+    tries: int = 0
 
 
-class Scheduler(Service):
+@dataclass(frozen=True, slots=True)
+class _Load:
+    """A marker: load this slice when its instant comes: a hint's sliver, or the rest of a
+    shard's window after a full page (``page``)."""
+
+    slice: DueSlice
+    page: bool = False
+
+
+class Scheduler(Service, ShardLeasing):
     name = "scheduler"
 
     def __init__(
@@ -46,8 +86,11 @@ class Scheduler(Service):
         leased: bool = False,
         owner: str | None = None,
         lease_ttl: float = 10.0,
+        window: float = 30.0,
     ) -> None:
         super().__init__(clock)
+        if not 0 < window <= HINT_HORIZON.total_seconds():
+            raise ValueError(f"the window must be within 0 and {HINT_HORIZON.total_seconds()} s")
         self.store = store
         self.shards = list(shards)
         self.batch = batch
@@ -58,99 +101,266 @@ class Scheduler(Service):
         self.lease_ttl = timedelta(seconds=lease_ttl)
         # Renew at a third of the lease: two renewals may fail (a slow database) before expiry.
         self.renew_every = timedelta(seconds=lease_ttl / 3)
+        self.window = timedelta(seconds=window)
+        # Extend at a third of the window: the wheel always holds at least two thirds ahead.
+        self.refresh_every = self.window / 3
         self.leases: dict[int, ShardLease] = {}
         self.fenced_shards = 0  # promotion rounds' shards refused by the epoch fence
         self.refused = 0  # due executions those refusals left to the shards' new owners
         self._next_maintenance: datetime | None = None
+        self.wheel: TimingWheel | None = None
+        self._hints: DueHints | None = None
+        self._keys: dict[int, set[Hashable]] = defaultdict(set)  # shard -> its wheel keys
+        self._loaded: set[int] = set()  # shards whose window is in the wheel
+        self._paged: set[int] = set()  # shards whose window continues in a _Load marker
+        self.loaded_until: datetime | None = None
+        self._next_refresh: datetime | None = None
+        self._retry_at: datetime | None = None
         if leased:
             self.shards = []
 
     async def run_once(self) -> int:
-        """Promotes in bounded batches until a batch comes back short (nothing more is due);
-        leased, it then renews, takes and gives up shard leases when their time has come."""
-        total = await (self._promote_leased() if self.leased else self._promote())
-        self.promoted += total
-        self.metrics.promoted.inc(total)
+        """One round: hints into the wheel; the catch-all and the window's extension when their
+        time has come; due retries; the wheel's due executions; leased, lease maintenance."""
         now = self.clock.now()
-        if self.leased and (self._next_maintenance is None or now >= self._next_maintenance):
-            self._next_maintenance = now + self.renew_every
+        if self.wheel is None:
+            self.wheel = TimingWheel(now)
+            self._hints = self.store.due_hints()
+        lost = self._take_hints()
+        maintain = self.leased and (self._next_maintenance is None or now >= self._next_maintenance)
+        # The wheel fires first: what it holds is due now, and the catch-all then finds only
+        # what it missed. Both come before lease maintenance on purpose: a scheduler resumed
+        # after a pause promotes with the grants it still believes in, and the database's epoch
+        # fence, not this process's view, decides that it moves nothing where it lost them.
+        total = await self._fire(now)
+        refresh = (
+            lost
+            or maintain
+            or self._next_refresh is None
+            or now >= self._next_refresh
+            or not self._loaded.issuperset(self.shards)
+        )
+        if refresh:
+            total += await self._sweep()
+            await self._load(now, rebuild=lost)
+            total += await self._fire(now)
+        self._retry_at = await self._next_retry(now)
+        if self._retry_at is not None and self._retry_at <= now:
+            total += await self._sweep()
+            self._retry_at = await self._next_retry(now)
+        if maintain:
             await self.maintain_leases()
+            # Short of its share (just started, or others have yet to give shards up), it asks
+            # again soon rather than a renewal later: the split settles in about a second.
+            short = len(self.leases) < self.target
+            self._next_maintenance = now + (self.renew_every / 4 if short else self.renew_every)
+            taken = [s for s in self.shards if s not in self._loaded]
+            if taken:
+                # Shards taken over are served at once, not at the next round: what fell due
+                # during the handover first, then their window.
+                total += await self._sweep(only=taken)
+                await self._load(now, rebuild=False)
+                total += await self._fire(now)
         return total
 
-    async def _promote(self) -> int:
+    # -- the catch-all --------------------------------------------------------------------------
+
+    async def _sweep(self, only: Sequence[int] | None = None) -> int:
+        """The due query over the served shards (or ``only`` those), in bounded batches until
+        a batch comes back short."""
         total = 0
         while True:
-            moved = await self.store.execution_promote_due(
-                self.shards, self.batch, self.store_now()
-            )
-            total += moved
-            if moved < self.batch:
+            if self.leased:
+                leases = [lease for s, lease in self.leases.items() if only is None or s in only]
+                if not leases:
+                    return total
+                result = await self.store.execution_promote_due_leased(
+                    self.owner, leases, self.batch, self.store_now()
+                )
+                self._fenced(result)
+            else:
+                shards = self.shards if only is None else list(only)
+                if not shards:
+                    return total
+                result = await self.store.execution_promote_due(
+                    shards, self.batch, self.store_now()
+                )
+            total += self._count(result)
+            if result.promoted < self.batch:
                 return total
 
-    async def _promote_leased(self) -> int:
-        # Promotion comes before lease maintenance on purpose: a scheduler resumed after a pause
-        # promotes with the grants it still believes in, and the database's epoch fence, not
-        # this process's view, decides that it moves nothing where it lost them.
+    async def _next_retry(self, now: datetime) -> datetime | None:
+        if not self.shards:
+            return None
+        horizon = now + timedelta(seconds=self.max_sleep)
+        return await self.store.execution_next_retry_at(self.shards, horizon)
+
+    # -- the wheel ------------------------------------------------------------------------------
+
+    async def _load(self, now: datetime, *, rebuild: bool) -> None:
+        """Extends the window to ``now + window``: from where it ended for the shards loaded,
+        from a little before now for shards new to this scheduler (or all, to rebuild)."""
+        if rebuild:
+            self._forget(list(self._keys))
+            self._loaded.clear()
+            self._paged.clear()
+        until = now + self.window
+        old_until = self.loaded_until
+        slices = []
+        for shard in self.shards:
+            if shard in self._paged:
+                continue  # its next page's marker loads up to the current end when it fires
+            if shard in self._loaded and old_until is not None:
+                if old_until < until:
+                    slices.append(DueSlice(shard, old_until, until))
+            else:
+                slices.append(DueSlice(shard, now - LOAD_MARGIN, until))
+        self.loaded_until = until if old_until is None else max(old_until, until)
+        self._next_refresh = now + self.refresh_every
+        await self._load_slices(slices)
+        self._loaded.update(self.shards)
+
+    async def _load_slices(self, slices: Sequence[DueSlice]) -> None:
+        assert self.wheel is not None
+        if not slices:
+            return
+        pages = await self.store.execution_due_window(slices, self.batch)
+        for part, rows in zip(slices, pages, strict=True):
+            for row in rows:
+                self._add(row.execution_id, row.execute_at, _Fire(row.shard_id), row.shard_id)
+            if len(rows) == self.batch:
+                self._next_page(part, rows[-1])
+
+    def _next_page(self, part: DueSlice, last: DueEntry) -> None:
+        """A full page: the rest of the slice is loaded when the wheel reaches its last row."""
+        rest = DueSlice(part.shard_id, last.execute_at, part.until, last.execution_id)
+        key = ("page", part.shard_id, last.execute_at, last.execution_id)
+        self._add(key, last.execute_at, _Load(rest, page=True), part.shard_id)
+        self._paged.add(part.shard_id)
+
+    def _take_hints(self) -> bool:
+        """Turns due hints into markers for the shards served, inside the loaded window; True
+        when some may have been missed (the wheel is then rebuilt)."""
+        if self._hints is None:
+            return False
+        news = self._hints.take()
+        if news.lost:
+            return True
+        if self.loaded_until is None:
+            return False
+        for shard, at in news.pairs:
+            if shard in self._loaded and at <= self.loaded_until:
+                sliver = DueSlice(shard, at - HINT_SLIVER, at)
+                self._add(("hint", shard, at), at, _Load(sliver), shard)
+        for first, last in news.spans:
+            # An insert too spread to list: when its span begins, load the span of every shard
+            # (what is not due yet is kept in the wheel at its own instant).
+            until = min(last, self.loaded_until)
+            for shard in self._loaded if first <= until else ():
+                part = DueSlice(shard, first - HINT_SLIVER, until)
+                self._add(("span", shard, first, until), first, _Load(part), shard)
+        return False
+
+    def _add(self, key: Hashable, due: datetime, payload: object, shard: int) -> None:
+        assert self.wheel is not None
+        self.wheel.add(key, due, payload)
+        self._keys[shard].add(key)
+
+    def _forget(self, shard_ids: Sequence[int]) -> None:
+        """Drops the wheel's entries of shards no longer served."""
+        for shard in shard_ids:
+            for key in self._keys.pop(shard, ()):
+                if self.wheel is not None:
+                    self.wheel.remove(key)
+            self._loaded.discard(shard)
+            self._paged.discard(shard)
+
+    async def _fire(self, now: datetime) -> int:
+        """Promotes everything the wheel holds that is due by ``now``: markers load their slice
+        first (what they find is due at once and fires in the same round)."""
+        assert self.wheel is not None
         total = 0
-        while self.leases:
-            result = await self.store.execution_promote_due_leased(
-                self.owner, list(self.leases.values()), self.batch, self.store_now()
-            )
-            total += result.promoted
-            if result.fenced:
-                self.fenced_shards += len(result.fenced)
-                self.refused += result.refused
-                self.log.warning(
-                    "promotion fenced: %d shard lease(s) of %s lost (epoch or expiry); "
-                    "refused %d due execution(s) there, promoted 0 in those shards",
-                    len(result.fenced),
-                    self.owner,
-                    result.refused,
-                )
-                self._drop(result.fenced)
-            if result.promoted < self.batch:
-                break
+        while due := self.wheel.advance(now):
+            loads: list[DueSlice] = []
+            fire: dict[uuid.UUID, _Fire] = {}
+            for item in due:
+                payload = item.payload
+                if isinstance(payload, _Load):
+                    self._keys[payload.slice.shard_id].discard(item.key)
+                    if payload.page:
+                        self._paged.discard(payload.slice.shard_id)
+                        loads.append(self._page_rest(payload.slice))
+                    else:
+                        loads.append(payload.slice)
+                elif isinstance(payload, _Fire) and isinstance(item.key, uuid.UUID):
+                    self._keys[payload.shard_id].discard(item.key)
+                    fire[item.key] = payload
+            ids = list(fire)
+            for start in range(0, len(ids), self.batch):
+                total += await self._promote_ids(ids[start : start + self.batch], fire, now)
+            await self._load_slices([s for s in loads if s.shard_id in self._loaded])
         return total
+
+    def _page_rest(self, rest: DueSlice) -> DueSlice:
+        """A page marker's slice reaches the window's current end, extended since it was set."""
+        until = self.loaded_until if self.loaded_until is not None else rest.until
+        return DueSlice(rest.shard_id, rest.after_at, max(until, rest.until), rest.after_id)
+
+    async def _promote_ids(
+        self, ids: list[uuid.UUID], fire: dict[uuid.UUID, _Fire], now: datetime
+    ) -> int:
+        if self.leased:
+            shards = {fire[i].shard_id for i in ids}
+            leases = [self.leases[s] for s in shards if s in self.leases]
+            if not leases:
+                return 0
+            result = await self.store.execution_promote_ids_leased(
+                self.owner, leases, ids, self.store_now()
+            )
+            if result.fenced:
+                # Some grants are lost: the catch-all over every grant finds out which, counts
+                # what they refuse, and drops them (one report for the lot).
+                promoted = self._count(result)
+                return promoted + await self._sweep()
+        else:
+            result = await self.store.execution_promote_ids(ids, self.shards, self.store_now())
+        for execution_id in ids:
+            entry = fire[execution_id]
+            if execution_id in result.moved or entry.tries + 1 >= RETRY_TRIES:
+                continue
+            if entry.shard_id in self._loaded:
+                later = now + RETRY_FIRST * 2**entry.tries
+                retry = _Fire(entry.shard_id, entry.tries + 1)
+                self._add(execution_id, later, retry, entry.shard_id)
+        return self._count(result)
+
+    def _count(self, result: Promotion) -> int:
+        self.promoted += result.promoted
+        self.metrics.promotions(result.by_definition())
+        return result.promoted
+
+    def _fenced(self, result: Promotion) -> None:
+        if not result.fenced:
+            return
+        self.fenced_shards += len(result.fenced)
+        self.refused += result.refused
+        self.metrics.fenced(len(result.fenced), result.refused)
+        self.log.warning(
+            "promotion fenced: %d shard lease(s) of %s lost (epoch or expiry); "
+            "refused %d due execution(s) there, promoted 0 in those shards",
+            len(result.fenced),
+            self.owner,
+            result.refused,
+        )
+        self._drop(result.fenced)
+
+    # -- leases ---------------------------------------------------------------------------------
 
     def _drop(self, shard_ids: Sequence[int]) -> None:
         for shard_id in shard_ids:
             self.leases.pop(shard_id, None)
+        self._forget(shard_ids)
         self.shards = sorted(self.leases)
-
-    async def maintain_leases(self) -> None:
-        """Renews what is held, then moves toward this owner's fair share: gives up the excess
-        (the highest shards) or takes free and expired shards. No coordinator: every owner reads
-        the same live membership and computes the same shares."""
-        now = self.store_now()
-        held = list(self.leases.values())
-        renewed = await self.store.shard_lease_renew(self.owner, held, self.lease_ttl, now)
-        lost = len(held) - len(renewed)
-        if lost:
-            self.log.warning("%s lost %d shard lease(s) before renewing them", self.owner, lost)
-        self.leases = {lease.shard_id: lease for lease in renewed}
-        counts = await self.store.shard_lease_counts(now)
-        target = shard_target(self.owner, list(counts))
-        if len(self.leases) > target:
-            excess = sorted(self.leases)[target:]
-            await self.store.shard_lease_release(self.owner, [self.leases[s] for s in excess], now)
-            self._drop(excess)
-            self.log.info("%s released %d shard(s) (target %d)", self.owner, len(excess), target)
-        elif len(self.leases) < target:
-            taken = await self.store.shard_lease_acquire(
-                self.owner, target - len(self.leases), self.lease_ttl, now
-            )
-            self.leases.update((lease.shard_id, lease) for lease in taken)
-            if taken:
-                # A takeover needs no explicit rescan: the due query takes every row due up to
-                # now, whatever the watermark says, so rows due during the handover come too.
-                self.log.info("%s took %d shard(s) (target %d)", self.owner, len(taken), target)
-        self.shards = sorted(self.leases)
-
-    async def release_all(self) -> None:
-        """At shutdown: hand every shard back at once rather than after the lease expires."""
-        held = list(self.leases.values())
-        self._drop(list(self.leases))
-        await self.store.shard_lease_release(self.owner, held, self.store_now(), leaving=True)
 
     async def run(self) -> None:
         try:
@@ -162,18 +372,22 @@ class Scheduler(Service):
                 except Exception:  # the leases expire anyway; never mask the shutdown
                     self.log.warning("could not release shard leases of %s", self.owner)
 
+    # -- sleeping -------------------------------------------------------------------------------
+
     async def sleep_seconds(self) -> float:
+        """Until the first of: the wheel's next instant, the next retry, the window's next
+        extension, the next lease renewal; never longer than ``max_sleep``."""
         now = self.clock.now()
-        horizon = now + timedelta(seconds=self.max_sleep)
-        if not self.shards:
-            return self.max_sleep
-        next_due = await self.store.execution_next_due_at(self.shards, horizon)
-        if next_due is None:
-            return self.max_sleep
-        return max(0.0, min(self.max_sleep, (next_due - now).total_seconds()))
+        wake = now + timedelta(seconds=self.max_sleep)
+        next_due = self.wheel.next_due() if self.wheel is not None else None
+        maintenance = self._next_maintenance if self.leased else None
+        for at in (next_due, self._retry_at, self._next_refresh, maintenance):
+            if at is not None and at < wake:
+                wake = at
+        return max(0.0, (wake - now).total_seconds())
 
     async def idle(self, did: int) -> None:
         delay = await self.sleep_seconds()
         if delay > 0 and not self.stopping:
-            # An insert due sooner than we planned signals DUE and ends the wait early.
+            # An insert (a due hint) or a new retry ends the wait early.
             await self.store.wait_for(Topic.DUE, delay)

@@ -7,7 +7,15 @@ session), opened at the first wait; a background task turns notifications into o
 ``asyncio.Event`` per topic.
 
 Signals are hints and may be lost (a dropped connection, a store not listening yet): a woken
-service re-queries, and a waiting one polls at its timeout. Correctness never depends on them."""
+service re-queries, and a waiting one polls at its timeout. Correctness never depends on them.
+
+Inserts of SCHEDULED executions also tell the schedulers *what* is due: the ``tickwheel_due``
+payload lists (shard, executeAt) pairs after the origin, grouped by instant, so that the shard's
+owner can fire them from its timing wheel instead of at its next window load. One NOTIFY per
+insert batch; a list that would not fit PostgreSQL's 8000-byte payload is replaced by the span
+of its instants (``~first:last``), which every scheduler loads for all its shards when the span
+begins. A listener that was deaf for a while tells its subscribers they lost hints: they reload
+their window from the database."""
 
 from __future__ import annotations
 
@@ -15,14 +23,18 @@ import asyncio
 import logging
 import time
 import uuid
-from collections.abc import Iterable
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
 from contextlib import aclosing
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from psycopg import AsyncConnection
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from tickwheel.domain.states import ExecutionStatus
+from tickwheel.store.due import DueFanout, DueHints
 from tickwheel.store.protocol import Topic
 
 log = logging.getLogger(__name__)
@@ -49,6 +61,61 @@ _LISTENER_DEFAULTS = {
 }
 _BACKOFF_FIRST = 0.5
 _BACKOFF_MAX = 30.0
+# PostgreSQL refuses payloads of 8000 bytes or more; keep a margin.
+PAYLOAD_LIMIT = 7900
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MS = timedelta(milliseconds=1)
+
+
+def _ms_up(at: datetime) -> int:
+    return -((_EPOCH - at) // _MS)
+
+
+def due_payload(origin: str, pairs: Sequence[tuple[int, datetime]]) -> str:
+    """``origin`` then the pairs grouped by instant: ``<origin> <ms>:<shard>.<shard>;<ms>:...``
+    with instants in Unix milliseconds rounded up, so that the receiver never acts before the
+    instant. When that would not fit: ``<origin> ~<first ms>:<last ms>``, the span (rounded
+    outward) that every receiver loads for all its shards."""
+    if not pairs:
+        return origin
+    by_ms: dict[int, set[int]] = defaultdict(set)
+    for shard, at in pairs:
+        by_ms[_ms_up(at)].add(shard)
+    listed = ";".join(
+        f"{ms}:{'.'.join(map(str, sorted(shards)))}" for ms, shards in sorted(by_ms.items())
+    )
+    payload = f"{origin} {listed}"
+    if len(payload) <= PAYLOAD_LIMIT:
+        return payload
+    first = min(at for _, at in pairs)
+    return f"{origin} ~{(first - _EPOCH) // _MS}:{max(by_ms)}"
+
+
+@dataclass(frozen=True)
+class DuePayload:
+    origin: str
+    pairs: list[tuple[int, datetime]]
+    span: tuple[datetime, datetime] | None = None
+    unreadable: bool = False
+
+
+def parse_due_payload(payload: str) -> DuePayload:
+    """The parts of a ``due_payload``; ``unreadable`` when it cannot be read (the hints it
+    carried are lost)."""
+    origin, _, listed = payload.partition(" ")
+    try:
+        if listed.startswith("~"):
+            first, _, last = listed[1:].partition(":")
+            span = (_EPOCH + int(first) * _MS, _EPOCH + int(last) * _MS)
+            return DuePayload(origin, [], span)
+        pairs: list[tuple[int, datetime]] = []
+        for group in listed.split(";") if listed else []:
+            ms, _, shards = group.partition(":")
+            at = _EPOCH + int(ms) * _MS
+            pairs.extend((int(shard), at) for shard in shards.split("."))
+    except ValueError:
+        return DuePayload(origin, [], unreadable=True)
+    return DuePayload(origin, pairs)
 
 
 # Whom executions entering a status concern: workers (READY), schedulers (SCHEDULED).
@@ -80,16 +147,43 @@ class Signals:
         self._retry_at = 0.0
         self._deaf_since_listening = False
         self._closed = False
+        self._due = DueFanout()
 
-    async def notify(self, conn: AsyncConnection[Any], topics: Iterable[Topic]) -> None:
-        """Inside the caller's transaction: other processes' listeners hear it at commit."""
+    def subscribe_due(self) -> DueHints:
+        """A scheduler's inbox of due hints, from this process and, once listening, others.
+        Starts listening (in a running loop): hints sent before LISTEN took effect are lost,
+        and the inbox is told so when it does."""
+        hints = self._due.subscribe()
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:  # no running loop: the first wait starts listening
+            return hints
+        self._start()
+        return hints
+
+    async def notify(
+        self,
+        conn: AsyncConnection[Any],
+        topics: Iterable[Topic],
+        due: Sequence[tuple[int, datetime]] = (),
+    ) -> None:
+        """Inside the caller's transaction: other processes' listeners hear it at commit.
+        ``due`` lists the (shard, executeAt) pairs of SCHEDULED executions inserted."""
         channels = sorted(CHANNELS[t] for t in set(topics))
+        if not channels:
+            return
+        if due and Topic.DUE in topics:
+            channels.remove(CHANNELS[Topic.DUE])
+            payload = due_payload(self._origin, due)
+            await conn.execute(_NOTIFY, {"payload": payload, "channels": [CHANNELS[Topic.DUE]]})
         if channels:
             await conn.execute(_NOTIFY, {"payload": self._origin, "channels": channels})
 
-    def signal(self, topics: Iterable[Topic]) -> None:
+    def signal(self, topics: Iterable[Topic], due: Sequence[tuple[int, datetime]] = ()) -> None:
         """In this process, after the commit: waiters here wake without a round trip, even
-        before this store has started listening."""
+        before this store has started listening. Hints go to the inboxes before the wake-up,
+        so that a woken scheduler finds them."""
+        self._due.publish(list(due))
         for topic in topics:
             self._events[topic].set()
 
@@ -123,6 +217,21 @@ class Signals:
             await asyncio.wait([self._task])
             self._task = None
 
+    def _received(self, channel: str, payload: str) -> None:
+        topic = _TOPICS.get(channel)
+        if topic is None:
+            return
+        due = parse_due_payload(payload) if topic is Topic.DUE else DuePayload(payload, [])
+        if due.origin == self._origin:
+            return  # ours: ``signal`` did it right after the commit
+        if due.unreadable:
+            self._due.lose()
+        elif due.span is not None:
+            self._due.publish_span(*due.span)
+        else:
+            self._due.publish(due.pairs)
+        self._events[topic].set()
+
     def _start(self) -> None:
         """(Re)starts the listener unless it runs, or failed lately and is backing off. While
         it is down, waits still end at their timeout, and callers poll."""
@@ -139,6 +248,9 @@ class Signals:
             for statement in _LISTEN:
                 await conn.execute(statement)
             self._failures = 0
+            # Due hints sent before LISTEN took effect (or while the connection was down) are
+            # lost: the schedulers' inboxes say so, and they reload their windows.
+            self._due.lose()
             if self._deaf_since_listening:
                 # Notifications sent while the connection was down are lost: wake everybody
                 # once so that they re-query.
@@ -146,9 +258,7 @@ class Signals:
             self._listening.set()
             async with aclosing(conn.notifies()) as notifications:
                 async for n in notifications:
-                    topic = _TOPICS.get(n.channel)
-                    if topic is not None and n.payload != self._origin:
-                        self._events[topic].set()
+                    self._received(n.channel, n.payload)
             raise ConnectionError("the notification stream ended")  # pragma: no cover
         except Exception as exc:
             self._failures += 1

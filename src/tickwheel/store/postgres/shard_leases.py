@@ -16,7 +16,6 @@ from psycopg_pool import AsyncConnectionPool
 from tickwheel.domain.models import ShardLease
 from tickwheel.store.postgres.notify import Signals
 from tickwheel.store.postgres.rows import opt_aware
-from tickwheel.store.protocol import LeasedPromotion, Topic
 from tickwheel.store.sqlfile import load_queries
 
 Q = load_queries("tickwheel.store.postgres.sql")
@@ -91,39 +90,3 @@ class PostgresShardLeases:
         async with self._pool.connection() as conn:
             cursor = await conn.execute(Q["shard_lease_counts"], {"now": opt_aware(now)})
             return {str(r["owner"]): int(r["n"]) for r in await cursor.fetchall()}
-
-    async def execution_promote_due_leased(
-        self,
-        owner: str,
-        leases: Sequence[ShardLease],
-        limit: int,
-        now: datetime | None = None,
-    ) -> LeasedPromotion:
-        grants = _grants(owner, leases, now)
-        topics: set[Topic] = set()
-        async with self._pool.connection() as conn, conn.transaction():
-            # The fence comes first and its row locks last until commit: the promotion below
-            # only touches shards this grant still holds at the moment it runs.
-            cursor = await conn.execute(Q["shard_lease_fence"], grants)
-            held = [int(r["shard_id"]) for r in await cursor.fetchall()]
-            fenced = sorted({lease.shard_id for lease in leases} - set(held))
-            refused = 0
-            if fenced:
-                params = {"shards": fenced, "now": grants["now"]}
-                cursor = await conn.execute(Q["execution_count_due"], params)
-                row = await cursor.fetchone()
-                refused = int(row["n"]) if row else 0
-            promoted = 0
-            if held:
-                params = {"shards": held, "limit": limit, "now": grants["now"]}
-                scheduled = await conn.execute(Q["execution_promote_scheduled"], params)
-                retries = await conn.execute(Q["execution_promote_retries"], params)
-                promoted = scheduled.rowcount + retries.rowcount
-                if scheduled.rowcount < limit:
-                    # Nothing due is left in these shards: the watermark may move to now.
-                    await conn.execute(Q["shard_lease_watermark"], {**params, "owner": owner})
-                if promoted:
-                    topics.add(Topic.READY)
-            await self._signals.notify(conn, topics)
-        self._signals.signal(topics)
-        return LeasedPromotion(promoted, fenced, refused)

@@ -17,7 +17,7 @@ from typing import Any
 import aiosqlite
 
 from tickwheel.domain.models import ShardLease
-from tickwheel.store.protocol import LeasedPromotion, Topic
+from tickwheel.store.protocol import Topic
 from tickwheel.store.sqlfile import load_queries
 from tickwheel.store.sqlite.codec import from_us, to_us
 
@@ -109,37 +109,3 @@ class SqliteShardLeases:
         async with self._lock:
             cursor = await self._conn.execute(Q["shard_lease_counts"], _params("", now))
             return {str(r["owner"]): int(r["n"]) for r in await cursor.fetchall()}
-
-    async def execution_promote_due_leased(
-        self,
-        owner: str,
-        leases: Sequence[ShardLease],
-        limit: int,
-        now: datetime | None = None,
-    ) -> LeasedPromotion:
-        params = _params(owner, now, grants=_grants(leases), limit=limit)
-        async with self._write() as conn:
-            # The fence and the promotion share one write transaction: no takeover can commit
-            # in between, so only shards this grant still holds are touched.
-            cursor = await conn.execute(Q["shard_lease_fence"], params)
-            held = [int(r["shard_id"]) for r in await cursor.fetchall()]
-            fenced = sorted({lease.shard_id for lease in leases} - set(held))
-            refused = 0
-            if fenced:
-                cursor = await conn.execute(
-                    Q["execution_count_due"], {**params, "shards": json.dumps(fenced)}
-                )
-                row = await cursor.fetchone()
-                refused = int(row["n"]) if row else 0
-            promoted = 0
-            if held:
-                shards = {**params, "shards": json.dumps(held)}
-                scheduled = await conn.execute(Q["execution_promote_scheduled"], shards)
-                retries = await conn.execute(Q["execution_promote_retries"], shards)
-                promoted = scheduled.rowcount + retries.rowcount
-                if scheduled.rowcount < limit:
-                    # Nothing due is left in these shards: the watermark may move to now.
-                    await conn.execute(Q["shard_lease_watermark"], shards)
-        if promoted:
-            self._events[Topic.READY].set()
-        return LeasedPromotion(promoted, fenced, refused)

@@ -1,0 +1,199 @@
+"""Promotion on PostgreSQL (SCHEDULED or RETRY_WAIT -> READY): mixed into ``PostgresStore`` (its
+pool and signals).
+
+Two ways in, with the same guards. The timing wheel's firing promotes the executions it loaded
+by id (``execution_promote_ids*``); the catch-all walks the due indexes up to now
+(``execution_promote_due*``). Leased, both are fenced by the shard leases' epochs in the same
+transaction, so a scheduler that lost a grant promotes nothing in that shard."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from psycopg import AsyncConnection
+from psycopg.rows import DictRow
+from psycopg_pool import AsyncConnectionPool
+
+from tickwheel.domain.models import ShardLease
+from tickwheel.domain.sharding import bucket_start
+from tickwheel.store.due import DueEntry, DueHints, DueSlice, Promotion
+from tickwheel.store.postgres.notify import Signals
+from tickwheel.store.postgres.rows import opt_aware, require_aware, utc
+from tickwheel.store.protocol import Topic
+from tickwheel.store.sqlfile import load_queries
+
+Q = load_queries("tickwheel.store.postgres.sql")
+Conn = AsyncConnection[DictRow]
+
+
+def _grants(owner: str, leases: Sequence[ShardLease], now: datetime | None) -> dict[str, Any]:
+    return {
+        "owner": owner,
+        "shards": [lease.shard_id for lease in leases],
+        "epochs": [lease.epoch for lease in leases],
+        "now": opt_aware(now),
+    }
+
+
+class PostgresPromotion:
+    _pool: AsyncConnectionPool[Conn]
+    _signals: Signals
+
+    def due_hints(self) -> DueHints:
+        return self._signals.subscribe_due()
+
+    async def execution_due_window(
+        self, slices: Sequence[DueSlice], limit: int
+    ) -> list[list[DueEntry]]:
+        found: list[list[DueEntry]] = [[] for _ in slices]
+        if not slices:
+            return found
+        params = {
+            "shards": [c.shard_id for c in slices],
+            "after_ats": [require_aware(c.after_at) for c in slices],
+            "after_ids": [c.after_id for c in slices],
+            "bucket_froms": [bucket_start(c.after_at) for c in slices],
+            "untils": [require_aware(c.until) for c in slices],
+            "limit": limit,
+        }
+        async with self._pool.connection() as conn:
+            cursor = await conn.execute(Q["execution_due_window"], params)
+            rows = await cursor.fetchall()
+        for r in rows:
+            entry = DueEntry(r["execution_id"], int(r["shard_id"]), utc(r["execute_at"]))
+            found[int(r["slice"]) - 1].append(entry)
+        return found
+
+    async def execution_promote_ids(
+        self, execution_ids: Sequence[uuid.UUID], shards: Sequence[int], now: datetime | None = None
+    ) -> Promotion:
+        params = {
+            "execution_ids": list(execution_ids),
+            "shards": list(shards),
+            "now": opt_aware(now),
+        }
+        async with self._pool.connection() as conn, conn.transaction():
+            moved = await self._run_promotion(conn, ("execution_promote_ids",), params)
+            await self._signals.notify(conn, {Topic.READY} if moved else set())
+        return self._promoted(moved)
+
+    async def execution_promote_ids_leased(
+        self,
+        owner: str,
+        leases: Sequence[ShardLease],
+        execution_ids: Sequence[uuid.UUID],
+        now: datetime | None = None,
+    ) -> Promotion:
+        grants = _grants(owner, leases, now)
+        async with self._pool.connection() as conn, conn.transaction():
+            held = await self._fence(conn, grants)
+            moved: dict[uuid.UUID, str] = {}
+            if held:
+                params = {
+                    "execution_ids": list(execution_ids),
+                    "shards": held,
+                    "now": grants["now"],
+                }
+                moved = await self._run_promotion(conn, ("execution_promote_ids",), params)
+            await self._signals.notify(conn, {Topic.READY} if moved else set())
+        fenced = sorted({lease.shard_id for lease in leases} - set(held))
+        return self._promoted(moved, fenced)
+
+    async def execution_promote_due(
+        self, shards: Sequence[int], limit: int, now: datetime | None = None
+    ) -> Promotion:
+        params = {"shards": list(shards), "limit": limit, "now": opt_aware(now)}
+        async with self._pool.connection() as conn, conn.transaction():
+            moved = await self._run_promotion(
+                conn, ("execution_promote_scheduled", "execution_promote_retries"), params
+            )
+            await self._signals.notify(conn, {Topic.READY} if moved else set())
+        return self._promoted(moved)
+
+    async def execution_promote_due_leased(
+        self,
+        owner: str,
+        leases: Sequence[ShardLease],
+        limit: int,
+        now: datetime | None = None,
+    ) -> Promotion:
+        grants = _grants(owner, leases, now)
+        async with self._pool.connection() as conn, conn.transaction():
+            held = await self._fence(conn, grants)
+            fenced = sorted({lease.shard_id for lease in leases} - set(held))
+            refused = 0
+            if fenced:
+                params = {"shards": fenced, "now": grants["now"]}
+                cursor = await conn.execute(Q["execution_count_due"], params)
+                row = await cursor.fetchone()
+                refused = int(row["n"]) if row else 0
+            moved: dict[uuid.UUID, str] = {}
+            if held:
+                params = {"shards": held, "limit": limit, "now": grants["now"]}
+                cursor = await conn.execute(Q["execution_promote_scheduled"], params)
+                scheduled = {
+                    r["execution_id"]: r["definition_uri"] for r in await cursor.fetchall()
+                }
+                cursor = await conn.execute(Q["execution_promote_retries"], params)
+                moved = {
+                    **scheduled,
+                    **{r["execution_id"]: r["definition_uri"] for r in await cursor.fetchall()},
+                }
+                if len(scheduled) < limit:
+                    # Nothing due is left in these shards: the watermark may move to now.
+                    await conn.execute(Q["shard_lease_watermark"], {**params, "owner": owner})
+            await self._signals.notify(conn, {Topic.READY} if moved else set())
+        return self._promoted(moved, fenced, refused)
+
+    async def execution_next_due_at(
+        self, shards: Sequence[int], horizon: datetime
+    ) -> datetime | None:
+        return await self._next_at(
+            ("execution_next_scheduled_at", "execution_next_retry_at"), shards, horizon
+        )
+
+    async def execution_next_retry_at(
+        self, shards: Sequence[int], horizon: datetime
+    ) -> datetime | None:
+        return await self._next_at(("execution_next_retry_at",), shards, horizon)
+
+    # -- internals ----------------------------------------------------------------------------
+
+    async def _fence(self, conn: Conn, grants: dict[str, Any]) -> list[int]:
+        """First statement of a leased promotion: the shards of the grants still held, locked
+        (FOR SHARE) against takeover until the promotion commits."""
+        cursor = await conn.execute(Q["shard_lease_fence"], grants)
+        return [int(r["shard_id"]) for r in await cursor.fetchall()]
+
+    async def _run_promotion(
+        self, conn: Conn, queries: Sequence[str], params: dict[str, Any]
+    ) -> dict[uuid.UUID, str]:
+        moved: dict[uuid.UUID, str] = {}
+        for query in queries:
+            cursor = await conn.execute(Q[query], params)
+            moved.update((r["execution_id"], r["definition_uri"]) for r in await cursor.fetchall())
+        return moved
+
+    def _promoted(
+        self, moved: dict[uuid.UUID, str], fenced: list[int] | None = None, refused: int = 0
+    ) -> Promotion:
+        """The promotion's result, once committed: workers of this process wake at once."""
+        if moved:
+            self._signals.signal({Topic.READY})
+        return Promotion(moved, fenced or [], refused)
+
+    async def _next_at(
+        self, queries: Sequence[str], shards: Sequence[int], horizon: datetime
+    ) -> datetime | None:
+        params = {"shards": list(shards), "horizon": require_aware(horizon)}
+        found: list[datetime] = []
+        async with self._pool.connection() as conn:
+            for query in queries:
+                cursor = await conn.execute(Q[query], params)
+                row = await cursor.fetchone()
+                if row is not None and row["at"] is not None:
+                    found.append(row["at"])
+        return utc(min(found)) if found else None

@@ -1,0 +1,96 @@
+-- The scheduler's queries: the due window it loads into its timing wheel, the wheel's firing by
+-- id, and the catch-all that walks the due indexes up to now. Every promotion returns the
+-- definition of each row it moved, so that the scheduler counts promotions per definition.
+
+-- name: execution_due_window
+-- Each slice's next rows in (executeAt, id) order from its cursor, at most :limit per slice. One
+-- probe of executions_due per slice (LATERAL), bounded on both index columns: only the slice's
+-- rows are read, never the backlog beyond its end, and the LIMIT stops each probe early (the
+-- index gives the order; the id only breaks ties). The slice's ordinal says whose row it is.
+SELECT c.slice, d.execution_id, d.shard_id, d.execute_at
+FROM unnest(%(shards)s::smallint[], %(after_ats)s::timestamptz[], %(after_ids)s::uuid[],
+            %(bucket_froms)s::timestamptz[], %(untils)s::timestamptz[])
+     WITH ORDINALITY AS c (shard_id, after_at, after_id, bucket_from, until, slice)
+CROSS JOIN LATERAL (
+    SELECT e.execution_id, e.shard_id, e.execute_at FROM executions e
+    WHERE e.status = 'SCHEDULED'
+      AND e.shard_id = c.shard_id
+      AND e.bucket_start >= c.bucket_from AND e.bucket_start <= c.until
+      AND e.execute_at >= c.after_at AND e.execute_at <= c.until
+      AND (e.execute_at, e.execution_id) > (c.after_at, c.after_id)
+    ORDER BY e.bucket_start, e.execute_at, e.execution_id
+    LIMIT %(limit)s
+) d;
+
+-- name: execution_promote_ids
+-- The wheel's firing: the rows it loaded, by primary key. Each is still guarded: SCHEDULED (a
+-- cancel or the catch-all may have moved it meanwhile), in a shard the caller may promote, and
+-- due by the database's clock, so that a scheduler whose clock runs ahead fires nothing early.
+-- SKIP LOCKED and the id order as in execution_promote_scheduled: a row a cancel holds is left
+-- to the cancel, and two statements never wait on each other's rows in opposite orders.
+WITH due AS MATERIALIZED (
+    SELECT execution_id FROM executions
+    WHERE execution_id = ANY (%(execution_ids)s::uuid[])
+      AND status = 'SCHEDULED'
+      AND shard_id = ANY (%(shards)s::smallint[])
+      AND execute_at <= coalesce(%(now)s::timestamptz, now())
+    ORDER BY execution_id
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE executions e
+SET status = 'READY', ready_at = coalesce(%(now)s::timestamptz, now()),
+    updated_at = coalesce(%(now)s::timestamptz, now())
+FROM due
+WHERE e.execution_id = due.execution_id AND e.status = 'SCHEDULED'
+RETURNING e.execution_id, e.definition_uri;
+
+-- name: execution_promote_scheduled
+-- The catch-all. Through executions_due, probed once per shard of the array (the smallint cast
+-- keeps the index usable): each probe reads the entries of past buckets up to now, so the cost
+-- follows the due rows, never the future backlog. SKIP LOCKED: two schedulers that briefly both
+-- own a shard, or a cancel holding a row, make this skip rows instead of queueing behind them;
+-- the row lock re-checks the status on the newest row version, so no row is promoted twice.
+WITH due AS MATERIALIZED (
+    SELECT execution_id FROM executions
+    WHERE status = 'SCHEDULED'
+      AND shard_id = ANY (%(shards)s::smallint[])
+      AND bucket_start <= coalesce(%(now)s::timestamptz, now())
+      AND execute_at <= coalesce(%(now)s::timestamptz, now())
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE executions e
+SET status = 'READY', ready_at = coalesce(%(now)s::timestamptz, now()),
+    updated_at = coalesce(%(now)s::timestamptz, now())
+FROM due
+WHERE e.execution_id = due.execution_id AND e.status = 'SCHEDULED'
+RETURNING e.execution_id, e.definition_uri;
+
+-- name: execution_promote_retries
+-- Through executions_retry_due, oldest first: only retries whose time has come are read.
+WITH due AS MATERIALIZED (
+    SELECT execution_id FROM executions
+    WHERE status = 'RETRY_WAIT' AND next_attempt_at <= coalesce(%(now)s::timestamptz, now())
+      AND shard_id = ANY (%(shards)s::smallint[])
+    ORDER BY next_attempt_at
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE executions e
+SET status = 'READY', ready_at = coalesce(%(now)s::timestamptz, now()), next_attempt_at = NULL,
+    updated_at = coalesce(%(now)s::timestamptz, now())
+FROM due
+WHERE e.execution_id = due.execution_id AND e.status = 'RETRY_WAIT'
+RETURNING e.execution_id, e.definition_uri;
+
+-- name: execution_next_scheduled_at
+-- Bounded by the horizon on both index columns, so only the near future is read.
+SELECT min(execute_at) AS at FROM executions
+WHERE status = 'SCHEDULED'
+  AND shard_id = ANY (%(shards)s::smallint[])
+  AND bucket_start < %(horizon)s::timestamptz AND execute_at < %(horizon)s::timestamptz;
+
+-- name: execution_next_retry_at
+SELECT min(next_attempt_at) AS at FROM executions
+WHERE status = 'RETRY_WAIT' AND next_attempt_at < %(horizon)s::timestamptz
+  AND shard_id = ANY (%(shards)s::smallint[]);

@@ -1,0 +1,66 @@
+-- The scheduler's queries (see the PostgreSQL file for the why). SQLite has one writer at a
+-- time, so the guards need no row locks. Every promotion returns each moved row's definition.
+
+-- name: execution_due_window
+-- Each slice's next rows from its cursor, at most :limit per slice. :slices is a JSON array of
+-- [shard_id, after_at, after_id, bucket_from, until]; the slice's index says whose row it is.
+SELECT slice, execution_id, shard_id, execute_at FROM (
+    SELECT c.key AS slice, e.execution_id, e.shard_id, e.execute_at,
+        row_number() OVER (
+            PARTITION BY c.key ORDER BY e.bucket_start, e.execute_at, e.execution_id
+        ) AS n
+    FROM json_each(:slices) AS c
+    JOIN executions e
+      ON e.status = 'SCHEDULED'
+     AND e.shard_id = json_extract(c.value, '$[0]')
+     AND e.bucket_start >= json_extract(c.value, '$[3]')
+     AND e.bucket_start <= json_extract(c.value, '$[4]')
+     AND e.execute_at >= json_extract(c.value, '$[1]')
+     AND e.execute_at <= json_extract(c.value, '$[4]')
+     AND (e.execute_at, e.execution_id)
+         > (json_extract(c.value, '$[1]'), json_extract(c.value, '$[2]'))
+)
+WHERE n <= :limit;
+
+-- name: execution_promote_ids
+-- The wheel's firing by id, guarded: still SCHEDULED, in a shard the caller may promote, due.
+UPDATE executions SET status = 'READY', ready_at = :now, updated_at = :now
+WHERE execution_id IN (SELECT value FROM json_each(:execution_ids))
+  AND status = 'SCHEDULED'
+  AND shard_id IN (SELECT value FROM json_each(:shards))
+  AND execute_at <= :now
+RETURNING execution_id, definition_uri;
+
+-- name: execution_promote_scheduled
+-- The catch-all, shard by shard through executions_due: each probe reads only past buckets.
+UPDATE executions SET status = 'READY', ready_at = :now, updated_at = :now
+WHERE execution_id IN (
+    SELECT execution_id FROM executions
+    WHERE status = 'SCHEDULED'
+      AND shard_id IN (SELECT value FROM json_each(:shards))
+      AND bucket_start <= :now AND execute_at <= :now
+    LIMIT :limit
+)
+RETURNING execution_id, definition_uri;
+
+-- name: execution_promote_retries
+UPDATE executions SET status = 'READY', ready_at = :now, next_attempt_at = NULL, updated_at = :now
+WHERE execution_id IN (
+    SELECT execution_id FROM executions
+    WHERE status = 'RETRY_WAIT' AND next_attempt_at <= :now
+      AND shard_id IN (SELECT value FROM json_each(:shards))
+    ORDER BY next_attempt_at
+    LIMIT :limit
+)
+RETURNING execution_id, definition_uri;
+
+-- name: execution_next_scheduled_at
+SELECT min(execute_at) AS at FROM executions
+WHERE status = 'SCHEDULED'
+  AND shard_id IN (SELECT value FROM json_each(:shards))
+  AND bucket_start < :horizon AND execute_at < :horizon;
+
+-- name: execution_next_retry_at
+SELECT min(next_attempt_at) AS at FROM executions
+WHERE status = 'RETRY_WAIT' AND next_attempt_at < :horizon
+  AND shard_id IN (SELECT value FROM json_each(:shards));

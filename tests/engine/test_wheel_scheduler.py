@@ -1,0 +1,188 @@
+"""The scheduler's timing wheel on both backends, on the fake clock: executions of the loaded
+window fire at their instant by id, executions inserted inside the window arrive as due hints
+and fire at their instant (not at the next load), a full page continues when its last row comes
+due, lost hints are made up by the catch-all, shards given up leave the wheel, and promotions
+are counted per definition (and fenced ones counted as such)."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import replace
+from datetime import timedelta
+
+import pytest
+
+from tests.factories import T0, definition, new_execution, stored
+from tickwheel.domain.clock import FakeClock
+from tickwheel.domain.sharding import SHARD_COUNT
+from tickwheel.domain.states import ExecutionStatus
+from tickwheel.engine.scheduler import Scheduler
+from tickwheel.observability.metrics import Metrics
+from tickwheel.store.protocol import Store
+
+
+def scheduler(store: Store, clock: FakeClock, **options: object) -> Scheduler:
+    s = Scheduler(store, clock, **options)  # type: ignore[arg-type]
+    s.metrics = Metrics()
+    return s
+
+
+@pytest.fixture(autouse=True)
+async def listening(store: Store) -> None:
+    """On PostgreSQL, LISTEN in effect before the schedulers subscribe: a listener that comes up
+    later tells them they may have missed hints, and they would rebuild at a random round."""
+    listen = getattr(store, "listen", None)
+    if listen is not None:
+        assert await listen(5)
+
+
+async def insert(
+    store: Store, clock: FakeClock, *delays: float, name: str = "greet"
+) -> list[uuid.UUID]:
+    d = definition(name)
+    items = [
+        new_execution(execute_in=delay, now=clock.now(), d=d, key=uuid.uuid4().hex)
+        for delay in delays
+    ]
+    return [o.execution.execution_id for o in await store.execution_insert_many(items)]
+
+
+def shards_in_wheel(s: Scheduler) -> set[int]:
+    assert s.wheel is not None
+    return {shard for shard, keys in s._keys.items() for key in keys if key in s.wheel}
+
+
+async def status(store: Store, execution_id: uuid.UUID) -> ExecutionStatus:
+    got = await store.execution_get("acme", execution_id)
+    assert got is not None
+    return got.status
+
+
+async def test_the_loaded_window_fires_each_execution_at_its_instant(store: Store) -> None:
+    clock = FakeClock(T0)
+    [early, late, beyond] = await insert(store, clock, 5, 12.5, 45)
+    s = scheduler(store, clock)
+    assert await s.run_once() == 0
+    assert s.wheel is not None and len(s.wheel) == 2  # the window is 30 s: not the third
+    assert s.loaded_until == T0 + timedelta(seconds=30)
+    clock.advance(5 - 1e-6)
+    assert await s.run_once() == 0
+    assert await s.sleep_seconds() == pytest.approx(1e-6, abs=1e-9)
+    clock.advance(1e-6)
+    assert await s.run_once() == 1
+    assert await status(store, early) is ExecutionStatus.READY
+    # The window was extended at 10 s (a third of it): the third one is loaded now.
+    clock.set(T0 + timedelta(seconds=12.5))
+    assert await s.run_once() == 1
+    assert s.loaded_until == T0 + timedelta(seconds=42.5) and len(s.wheel) == 0
+    assert await status(store, late) is ExecutionStatus.READY
+    clock.set(T0 + timedelta(seconds=22.5))
+    await s.run_once()
+    assert len(s.wheel) == 1 and s.loaded_until == T0 + timedelta(seconds=52.5)
+    clock.set(T0 + timedelta(seconds=45))
+    assert await s.run_once() == 1
+    assert await status(store, beyond) is ExecutionStatus.READY
+
+
+async def test_an_execution_inserted_inside_the_window_fires_at_its_time(store: Store) -> None:
+    clock = FakeClock(T0)
+    s = scheduler(store, clock)
+    await s.run_once()  # the window [T0, T0 + 30 s] is loaded, empty
+    clock.advance(1)
+    [eid] = await insert(store, clock, 2)  # due at T0 + 3 s, long before the next load
+    assert await s.run_once() == 0  # the hint became a marker in the wheel
+    assert s.wheel is not None and s.wheel.next_due() == T0 + timedelta(seconds=3)
+    clock.advance(2)
+    assert s._next_refresh is not None and clock.now() < s._next_refresh  # no load this round
+    assert await s.run_once() == 1
+    got = await store.execution_get("acme", eid)
+    assert got is not None and got.status is ExecutionStatus.READY
+    assert got.ready_at == T0 + timedelta(seconds=3)
+
+
+async def test_a_lost_hint_is_made_up_by_the_next_load(store: Store) -> None:
+    clock = FakeClock(T0)
+    s = scheduler(store, clock)
+    await s.run_once()
+    [eid] = await insert(store, clock, 2)
+    assert s._hints is not None
+    s._hints.take()  # as if the notification never arrived
+    clock.advance(2)
+    assert await s.run_once() == 0  # the wheel does not know it
+    clock.advance(8)  # the window's extension runs the catch-all first
+    assert await s.run_once() == 1
+    assert await status(store, eid) is ExecutionStatus.READY
+
+
+async def test_a_full_page_continues_when_its_last_row_comes_due(store: Store) -> None:
+    clock = FakeClock(T0)
+    items = [
+        replace(new_execution(execute_in=1 + i / 10, key=f"p{i}"), shard_id=7) for i in range(7)
+    ]
+    ids = [o.execution.execution_id for o in await store.execution_insert_many(items)]
+    s = scheduler(store, clock, shards=[7], batch=3)
+    await s.run_once()
+    assert s.wheel is not None and len(s.wheel) == 4  # a page of 3, and its continuation
+    for i in range(7):
+        clock.set(T0 + timedelta(seconds=1 + i / 10))
+        assert await s.run_once() == 1, f"execution {i} was not promoted at its instant"
+        assert await status(store, ids[i]) is ExecutionStatus.READY
+    assert len(s.wheel) == 0
+
+
+async def test_shards_given_up_leave_the_wheel(store: Store) -> None:
+    clock = FakeClock(T0)
+    a = scheduler(store, clock, leased=True, owner="a")
+    await a.run_once()  # alone: takes every shard
+    ids = await insert(store, clock, *[5 + i / 10 for i in range(10)])
+    clock.advance(1)
+    await a.run_once()
+    shard_of = {i: (await store.execution_get("acme", i)).shard_id for i in ids}  # type: ignore[union-attr]
+    assert shards_in_wheel(a) == set(shard_of.values())  # hinted: markers in their shards
+    b = scheduler(store, clock, leased=True, owner="b")
+    await b.run_once()  # a member, holding nothing yet
+    clock.advance(a.renew_every.total_seconds())
+    await a.run_once()  # gives up the upper half, and their executions leave its wheel
+    await b.run_once()  # takes them, and loads their window
+    kept = {s for s in shard_of.values() if s in a.leases}
+    assert kept and shards_in_wheel(a) == kept
+    assert shards_in_wheel(b) == set(shard_of.values()) - kept  # loaded from the database
+    clock.set(T0 + timedelta(seconds=6))  # within both leases
+    await a.run_once()
+    await b.run_once()
+    assert (a.promoted + b.promoted, a.fenced_shards, b.fenced_shards) == (10, 0, 0)
+
+
+async def test_a_lost_lease_fences_the_wheel_and_is_counted(store: Store) -> None:
+    clock = FakeClock(T0)
+    a = scheduler(store, clock, leased=True, owner="a")
+    await a.run_once()
+    ids = await insert(store, clock, *[20 + i / 10 for i in range(10)])
+    clock.advance(1)
+    await a.run_once()
+    clock.advance(20)  # paused past its lease: the wheel fires with grants the database refuses
+    await a.run_once()
+    assert (a.fenced_shards, a.refused) == (SHARD_COUNT, 10)
+    assert a.metrics.value("tickwheel_promotion_fenced_shards_total") == SHARD_COUNT
+    assert a.metrics.value("tickwheel_promotion_fenced_executions_total") == 10
+    # Alone, it then takes every shard again (new epochs) and promotes under those.
+    assert len(a.leases) == SHARD_COUNT and a.promoted == 10
+    assert all([await status(store, i) is ExecutionStatus.READY for i in ids])
+
+
+async def test_promotions_are_counted_per_definition(store: Store) -> None:
+    for name in ("greet", "bill"):
+        assert await store.definition_insert(stored(definition(name)))
+    clock = FakeClock(T0)
+    s = scheduler(store, clock)
+    await insert(store, clock, 1, 1, 1, name="bill")  # loaded with the window
+    await s.run_once()
+    await insert(store, clock, 2, 2, name="greet")  # hinted
+    await insert(store, clock, 40, name="greet")  # beyond the window: a later load
+    clock.advance(2)
+    assert await s.run_once() == 5
+    clock.advance(40)
+    assert await s.run_once() == 1
+    value = s.metrics.value
+    assert value("tickwheel_executions_promoted_total", definition="bill") == 3
+    assert value("tickwheel_executions_promoted_total", definition="greet") == 3
