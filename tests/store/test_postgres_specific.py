@@ -210,16 +210,25 @@ async def test_claim_candidates_use_the_ready_partial_index(
     await store.execution_insert_many([new_execution(priority=n % 5) for n in range(50)])
     async with await psycopg.AsyncConnection.connect(pg_url, autocommit=True) as conn:
         await conn.execute("ANALYZE executions")
+        # EXPLAIN without ANALYZE plans the claim statement but does not run it.
         cursor = await conn.execute(
-            "EXPLAIN (FORMAT JSON) " + Q["execution_claim_candidates"],
-            {"limit": 10, "definition_uris": None},
+            "EXPLAIN (FORMAT JSON) " + Q["execution_claim_ready"],
+            {"worker_id": "w0", "limit": 10, "lease": LEASE, "now": None, "definition_uris": None},
         )
         [(plan,)] = await cursor.fetchall()
-    scans = list(_scans(plan[0]["Plan"]))
+    [candidates] = [
+        p for p in plan[0]["Plan"]["Plans"] if p.get("Subplan Name") == "CTE candidates"
+    ]
     # Straight off the READY partial index, already in claim order (no sort): nothing reads
     # the 20,000 SCHEDULED rows.
-    assert scans == [("Index Scan", "executions", "executions_ready")], plan
-    assert "Sort" not in json.dumps(plan), plan
+    assert list(_scans(candidates)) == [("Index Scan", "executions", "executions_ready")], plan
+    assert "Sort" not in json.dumps(candidates), plan
+    # The rest of the statement touches only the claimed rows, by primary key.
+    executions_scans = {s for s in _scans(plan[0]["Plan"]) if s[1] == "executions"}
+    assert executions_scans == {
+        ("Index Scan", "executions", "executions_ready"),
+        ("Index Scan", "executions", "executions_pkey"),
+    }, plan
     claimed = await store.execution_claim_ready("w1", 10, LEASE)
     assert [e.priority for e in claimed] == [4] * 10
 

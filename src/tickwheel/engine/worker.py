@@ -4,12 +4,23 @@ token.
 No lock is held while a handler runs: the claim is one short transaction, and from then on the
 worker proves it still owns the execution with the fencing token on every write. A heartbeat
 renews the lease; if the token is no longer current (the lease expired and the reaper or another
-worker moved on) the attempt is abandoned and its result dropped — a zombie never commits."""
+worker moved on) the attempt is abandoned and its result dropped — a zombie never commits.
+
+Throughput comes from batching both ends. Claims: up to every free slot in one round trip, and
+while more work is queued the worker waits for a few slots to free up (``low_water``) rather
+than claiming one execution at a time. Completions: a finished attempt frees its slot at once and
+its result waits in a buffer, reported with others in one transaction when ``finish_batch``
+results are waiting or ``finish_interval`` seconds after the first, and at drain and shutdown.
+A result not yet reported is not acknowledged: if the worker dies first, the lease expires and
+the reaper treats the attempt as lost, exactly as for a worker killed while its handler ran (a
+retry under the retry policy). Delivery stays at least once: the buffer only widens the window,
+by at most ``finish_interval`` plus one report, between a handler's side effect and its report."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
 import random
 import socket
@@ -17,7 +28,6 @@ import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
-from typing import Any
 
 from tickwheel.domain.backoff import Uniform
 from tickwheel.domain.clock import Clock
@@ -25,6 +35,7 @@ from tickwheel.domain.definitions import Definition, RetryPolicy
 from tickwheel.domain.models import Execution
 from tickwheel.domain.retry import decide_failure
 from tickwheel.domain.states import AttemptStatus, ExecutionStatus
+from tickwheel.engine.reporting import Finished, ResultBuffer
 from tickwheel.engine.runners import JobContext, Runner, RunOutcome, default_runners, run_attempt
 from tickwheel.engine.service import Service
 from tickwheel.observability.logs import bind, execution_fields
@@ -34,6 +45,11 @@ REPORT_EVERY = 5.0
 """Seconds between a worker's reports to the registry (one upsert each, never one per claim)."""
 ALIVE_WITHIN = 3 * REPORT_EVERY
 """A worker is alive while its last report is at most this old: two missed reports tolerated."""
+
+FINISH_BATCH = 200
+"""At most this many finished attempts are reported in one transaction."""
+FINISH_INTERVAL = 0.01
+"""Seconds a finished attempt may wait in the buffer for others to share its transaction."""
 
 # When a definition cannot be found, the failure is permanent: nothing to retry with.
 _NO_RETRY = RetryPolicy(max_attempts=1)
@@ -64,6 +80,10 @@ class Worker(Service):
         poll: float = 1.0,
         definition_uris: Sequence[str] | None = None,
         max_inline_output: int = 64 * 1024,
+        low_water: int | None = None,
+        claim_wait: float = 0.02,
+        finish_batch: int = FINISH_BATCH,
+        finish_interval: float = FINISH_INTERVAL,
     ) -> None:
         super().__init__(clock)
         if concurrency < 1:
@@ -85,6 +105,29 @@ class Worker(Service):
         self.finished = 0
         self.report_every = REPORT_EVERY
         self._reported_at: float | None = None
+        # While more work is queued, claim once this many slots are free (a quarter by default)
+        # or once ``claim_wait`` seconds passed since the first slot freed up.
+        self.low_water = min(concurrency, low_water or max(1, concurrency // 4))
+        self.claim_wait = claim_wait
+        # The last claim came back short (or none was made yet): claim for any free slot, and
+        # wait for a READY signal rather than for slots.
+        self._queue_empty = True
+        self._slots_wanted = 1
+        self._slots_free: asyncio.Future[None] | None = None
+        self.results = ResultBuffer(
+            store,
+            batch=finish_batch,
+            interval=finish_interval,
+            now=self.store_now,
+            recorded=self._recorded,
+            stale=lambda item: self._stale(
+                item.execution, "the result came with a stale fencing token"
+            ),
+            stopping=lambda: self.stopping,
+            log=self.log,
+        )
+        self._beats: dict[uuid.UUID, asyncio.Task[None]] = {}
+        self._lost: set[uuid.UUID] = set()
 
     # -- claiming -------------------------------------------------------------------------------
 
@@ -96,6 +139,10 @@ class Worker(Service):
     def blocked_slots(self) -> int:
         """Slots lost to stuck threads beyond the spare threads of the pool."""
         return max(0, self.stuck_threads - self.concurrency)
+
+    @property
+    def free_slots(self) -> int:
+        return self.concurrency - len(self.running) - self.blocked_slots
 
     async def report(self) -> None:
         """Tells the registry this worker is up and how busy it is. A failed report is logged,
@@ -119,18 +166,21 @@ class Worker(Service):
         due = self._reported_at is None or time.monotonic() - self._reported_at >= self.report_every
         if due and not self.stopping:
             await self.report()
-        free = self.concurrency - len(self.running) - self.blocked_slots
+        free = self.free_slots
         if free <= 0 or self.stopping:
             return 0
         claimed = await self.store.execution_claim_ready(
             self.worker_id, free, self.lease, self.store_now(), self.definition_uris
         )
+        self._queue_empty = len(claimed) < free
+        debug = self.log.isEnabledFor(logging.DEBUG)
         for execution in claimed:
             assert execution.fencing_token is not None
             started = execution.started_at or self.clock.now()
             late = (started - execution.execute_at).total_seconds()
             self.metrics.started(execution.definition_uri, execution.attempt_count, late)
-            self.log.debug("claimed", extra=execution_fields(execution, self.worker_id))
+            if debug:
+                self.log.debug("claimed", extra=execution_fields(execution, self.worker_id))
             task = asyncio.create_task(
                 self._attempt(execution), name=f"attempt-{execution.execution_id}"
             )
@@ -141,30 +191,58 @@ class Worker(Service):
     def _forget(self, execution_id: uuid.UUID) -> Callable[[asyncio.Task[None]], None]:
         def done(_: asyncio.Task[None]) -> None:
             self.running.pop(execution_id, None)
+            waiter = self._slots_free
+            if waiter is not None and not waiter.done() and self.free_slots >= self._slots_wanted:
+                waiter.set_result(None)
 
         return done
 
     async def idle(self, did: int) -> None:
         if self.stopping:
             return
-        if len(self.running) + self.blocked_slots >= self.concurrency:
-            # Full: wait for a slot, not for the database.
-            tasks = [task for task, _ in self.running.values()]
-            if tasks:
-                await asyncio.wait(tasks, timeout=self.poll, return_when=asyncio.FIRST_COMPLETED)
-            else:  # every slot is held by a stuck thread: only time frees them
-                await self.pause(self.poll)
-        elif not did:
-            await self.store.wait_for(Topic.READY, self.poll)
+        if self._queue_empty:
+            if self.free_slots > 0:
+                await self._wait_for_work()
+            else:
+                await self._wait_for_slots(1, self.poll)
+            return
+        # More work is queued. A claim per freed slot would cost a round trip per execution:
+        # wait for a slot, then briefly for ``low_water`` of them, and claim them together.
+        if self.free_slots <= 0:
+            await self._wait_for_slots(1, self.poll)
+        if 0 < self.free_slots < self.low_water:
+            await self._wait_for_slots(self.low_water, self.claim_wait)
+
+    async def _wait_for_work(self) -> None:
+        """Nothing more to take: sleeps until work becomes READY (LISTEN/NOTIFY on PostgreSQL,
+        in-process events on SQLite), polling at most every ``poll`` seconds, or until stopped."""
+        ready = asyncio.ensure_future(self.store.wait_for(Topic.READY, self.poll))
+        stopped = asyncio.ensure_future(self._stopping.wait())
+        _, pending = await asyncio.wait((ready, stopped), return_when=asyncio.FIRST_COMPLETED)
+        for task in pending:
+            task.cancel()
+
+    async def _wait_for_slots(self, wanted: int, timeout: float) -> None:
+        if not self.running:  # every slot is held by a stuck thread: only time frees them
+            await self.pause(timeout)
+            return
+        self._slots_wanted = wanted
+        self._slots_free = asyncio.get_running_loop().create_future()
+        try:
+            await asyncio.wait([self._slots_free], timeout=timeout)
+        finally:
+            self._slots_free = None
 
     async def drain(self) -> None:
-        """Waits for every attempt in flight (tests; graceful shutdown)."""
+        """Waits for every attempt in flight and reports every result (tests; shutdown)."""
         while self.running:
             await asyncio.gather(*(task for task, _ in list(self.running.values())))
+        await self.flush()
 
     async def shutdown(self, grace: float) -> int:
-        """Stops claiming, lets running attempts finish for ``grace`` seconds, then cancels the
-        rest and releases them to READY without burning an attempt. Returns how many it released."""
+        """Stops claiming, lets running attempts finish for ``grace`` seconds, reports every
+        finished attempt, then cancels the rest and releases them to READY without burning an
+        attempt. Returns how many it released."""
         self.stop()
         pending = [task for task, _ in self.running.values()]
         if pending:
@@ -172,9 +250,10 @@ class Worker(Service):
         left = dict(self.running)
         for task, _ in left.values():
             task.cancel()
+        await asyncio.gather(*(task for task, _ in left.values()), return_exceptions=True)
+        await self.flush()
         released = 0
-        for execution_id, (task, token) in left.items():
-            await asyncio.gather(task, return_exceptions=True)
+        for execution_id, (_, token) in left.items():
             if await self.store.execution_release(execution_id, token, self.store_now()):
                 released += 1
         if released:
@@ -188,6 +267,29 @@ class Worker(Service):
         except Exception as exc:
             self.log.warning("worker registry: stop not recorded: %s", exc)
         return released
+
+    # -- reporting finished attempts ------------------------------------------------------------
+
+    async def flush(self) -> None:
+        """Reports every finished attempt still in the buffer."""
+        await self.results.flush()
+
+    def _recorded(self, item: Finished) -> None:
+        self.finished += 1
+        result, execution = item.result, item.execution
+        self.metrics.finished(
+            execution.definition_uri,
+            str(result.execution_status),
+            str(result.attempt_status),
+            item.seconds,
+        )
+        if self.log.isEnabledFor(logging.DEBUG):
+            self.log.debug(
+                "attempt %d finished: %s",
+                execution.attempt_count,
+                result.attempt_status,
+                extra=execution_fields(execution, self.worker_id),
+            )
 
     # -- one attempt ----------------------------------------------------------------------------
 
@@ -208,34 +310,60 @@ class Worker(Service):
         definition = await self._definition(execution)
         if definition is None:
             outcome = RunOutcome(ok=False, kind="permanent", message="the definition is gone")
-            await self._report(execution, None, outcome, started)
+            self._report(execution, None, outcome, started)
             return
-        work = asyncio.create_task(
-            run_attempt(definition, execution.inputs, ctx, runners=self.runners)
+        # The first heartbeat is due a third of a lease from now; most attempts are over long
+        # before, so it is a timer, and a task only for attempts that outlive it.
+        this = asyncio.current_task()
+        assert this is not None
+        beat = asyncio.get_running_loop().call_later(
+            self._beat_interval, self._start_heartbeat, execution, token, this
         )
-        beat = asyncio.create_task(self._heartbeat(execution, token, work))
         try:
-            outcome = await work
+            outcome = await run_attempt(definition, execution.inputs, ctx, runners=self.runners)
         except asyncio.CancelledError:
-            if work.cancelled() and not beat.done():
+            if execution.execution_id not in self._lost:
                 raise  # shutdown cancelled us: the caller releases the execution
+            self._lost.discard(execution.execution_id)
+            this.uncancel()
             self._stale(execution, "the lease was lost while the handler ran")
             return
         finally:
             beat.cancel()
-        await self._report(execution, definition, outcome, started)
+            heartbeat = self._beats.pop(execution.execution_id, None)
+            if heartbeat is not None:
+                heartbeat.cancel()
+        self._report(execution, definition, outcome, started)
 
-    async def _heartbeat(self, execution: Execution, token: int, work: asyncio.Task[Any]) -> None:
-        interval = max(self.lease.total_seconds() / 3, 0.05)
-        while not work.done():
-            await asyncio.sleep(interval)
-            alive = await self.store.execution_heartbeat(
-                execution.execution_id, token, self.lease, self.store_now()
-            )
+    @property
+    def _beat_interval(self) -> float:
+        return max(self.lease.total_seconds() / 3, 0.05)
+
+    def _start_heartbeat(
+        self, execution: Execution, token: int, attempt: asyncio.Task[None]
+    ) -> None:
+        self._beats[execution.execution_id] = asyncio.create_task(
+            self._heartbeat(execution, token, attempt)
+        )
+
+    async def _heartbeat(
+        self, execution: Execution, token: int, attempt: asyncio.Task[None]
+    ) -> None:
+        while not attempt.done():
+            try:
+                alive = await self.store.execution_heartbeat(
+                    execution.execution_id, token, self.lease, self.store_now()
+                )
+            except Exception as exc:
+                # The lease runs on; the next beat may get through before it expires.
+                self.log.warning("heartbeat failed: %s", exc)
+                alive = True
             if not alive:
                 # Someone else owns the execution now: stop and drop whatever the handler makes.
-                work.cancel()
+                self._lost.add(execution.execution_id)
+                attempt.cancel()
                 return
+            await asyncio.sleep(self._beat_interval)
 
     async def _definition(self, execution: Execution) -> Definition | None:
         key = (execution.definition_uri, execution.definition_version)
@@ -247,7 +375,7 @@ class Worker(Service):
             self._definitions[key] = stored.definition
         return self._definitions[key]
 
-    async def _report(
+    def _report(
         self,
         execution: Execution,
         definition: Definition | None,
@@ -287,23 +415,8 @@ class Worker(Service):
                 error=error,
                 next_attempt_at=decision.next_attempt_at,
             )
-        if await self.store.attempt_finish(result, self.store_now()):
-            self.finished += 1
-            seconds = (self.clock.now() - started).total_seconds()
-            self.metrics.finished(
-                execution.definition_uri,
-                str(result.execution_status),
-                str(result.attempt_status),
-                seconds,
-            )
-            self.log.debug(
-                "attempt %d finished: %s",
-                execution.attempt_count,
-                result.attempt_status,
-                extra=execution_fields(execution, self.worker_id),
-            )
-        else:
-            self._stale(execution, "the result came with a stale fencing token")
+        seconds = (self.clock.now() - started).total_seconds()
+        self.results.add(Finished(execution, result, seconds))
 
     def _stale(self, execution: Execution, why: str) -> None:
         self.stale_writes += 1

@@ -1,0 +1,122 @@
+"""The worker's hot path on PostgreSQL: mixed into ``PostgresStore`` (its pool and signals).
+
+A claim is one statement (candidates, tokens, the RUNNING update and the attempt rows in
+data-modifying CTEs), so one round trip and its own transaction. A batch of finished attempts
+is one statement too, plus the rare extras in the same transaction: outputs kept by reference,
+workflow outbox rows, and the NOTIFY that wakes schedulers for retries."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
+from datetime import datetime, timedelta
+from typing import Any
+
+from psycopg import AsyncConnection
+from psycopg.rows import DictRow
+from psycopg_pool import AsyncConnectionPool
+
+from tickwheel.domain.models import Execution
+from tickwheel.store.postgres.notify import topics_for
+from tickwheel.store.postgres.rows import execution_from_row, jsonb, opt_aware
+from tickwheel.store.postgres.workflows import workflow_event_record
+from tickwheel.store.protocol import AttemptResult, Topic
+from tickwheel.store.sqlfile import load_queries
+
+Q = load_queries("tickwheel.store.postgres.sql")
+Conn = AsyncConnection[DictRow]
+
+
+class PostgresClaims:
+    _pool: AsyncConnectionPool[Conn]
+    _signalling_tx: Callable[[], AbstractAsyncContextManager[tuple[Conn, set[Topic]]]]
+
+    async def execution_claim_ready(
+        self,
+        worker_id: str,
+        limit: int,
+        lease: timedelta,
+        now: datetime | None = None,
+        definition_uris: Sequence[str] | None = None,
+    ) -> list[Execution]:
+        params: dict[str, Any] = {
+            "worker_id": worker_id,
+            "limit": limit,
+            "lease": lease,
+            "now": opt_aware(now),
+            "definition_uris": list(definition_uris) if definition_uris is not None else None,
+        }
+        # Autocommit: the statement is its own transaction. Its candidates stay locked until it
+        # commits, so a cancel racing this claim either locked its row first (the row is skipped
+        # here and the cancel wins) or waits for this commit and then finds the row RUNNING.
+        async with self._pool.connection() as conn:
+            cursor = await conn.execute(Q["execution_claim_ready"], params)
+            rows = await cursor.fetchall()
+        return [execution_from_row(r) for r in rows]
+
+    async def attempt_finish(self, result: AttemptResult, now: datetime | None = None) -> bool:
+        [accepted] = await self.attempt_finish_many([result], now)
+        return accepted
+
+    async def attempt_finish_many(
+        self, results: Sequence[AttemptResult], now: datetime | None = None
+    ) -> list[bool]:
+        if not results:
+            return []
+        at = opt_aware(now)
+        # Sorted by id, so that two batches (or a batch and the reaper's) that share rows lock
+        # them in one order and cannot deadlock.
+        batch = sorted(results, key=lambda r: r.execution_id)
+        params: dict[str, Any] = {
+            "execution_ids": [r.execution_id for r in batch],
+            "fencing_tokens": [r.fencing_token for r in batch],
+            "statuses": [str(r.execution_status) for r in batch],
+            "attempt_statuses": [str(r.attempt_status) for r in batch],
+            # An output kept by reference stays out of the hot row (written below).
+            "outputs": [None if r.output_reference else jsonb(r.output) for r in batch],
+            "output_references": [r.output_reference for r in batch],
+            "errors": [jsonb(r.error) for r in batch],
+            "next_attempt_ats": [opt_aware(r.next_attempt_at) for r in batch],
+            "lease_expired_only": [r.lease_expired_only for r in batch],
+            "now": at,
+        }
+        async with self._signalling_tx() as (conn, topics):
+            cursor = await conn.execute(Q["execution_finish_many"], params)
+            rows = await cursor.fetchall()
+            done = {(row["execution_id"], int(row["fencing_token"])): row for row in rows}
+            by_key = {(r.execution_id, r.fencing_token): r for r in batch}
+            for key, row in done.items():
+                result = by_key[key]
+                if result.output_reference is not None:
+                    await conn.execute(
+                        Q["execution_output_put"],
+                        {
+                            "execution_id": result.execution_id,
+                            "output": jsonb(result.output),
+                            "size_bytes": result.output_size,
+                            "now": at,
+                        },
+                    )
+                # The outbox row in the finishing transaction: an orchestrator learns of every
+                # finished task run, and of none that rolled back.
+                if await workflow_event_record(
+                    conn, row["idempotency_key"], result.execution_id, row["status"], at
+                ):
+                    topics.add(Topic.WORKFLOW)
+            topics.update(topics_for(by_key[key].execution_status for key in done))
+        return _accepted(results, done)
+
+
+def _accepted(
+    results: Sequence[AttemptResult], done: Mapping[tuple[uuid.UUID, int], DictRow]
+) -> list[bool]:
+    """Per result, in the caller's order: True when it committed. A result repeated in the
+    batch is accepted once (the first), as the row could only be finished once."""
+    seen: set[tuple[uuid.UUID, int]] = set()
+    answer: list[bool] = []
+    for r in results:
+        key = (r.execution_id, r.fencing_token)
+        answer.append(key in done and key not in seen)
+        seen.add(key)
+    return answer

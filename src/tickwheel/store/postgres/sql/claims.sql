@@ -1,0 +1,94 @@
+-- The worker's hot path: claim READY executions, and report finished attempts. Each is one
+-- statement per batch (data-modifying CTEs), because round trips and statements per execution
+-- are what bound a worker's throughput.
+
+-- name: execution_claim_ready
+-- One statement, so one round trip and its own transaction (the pool is autocommit).
+-- candidates: served by the executions_ready partial index, already in claim order (no SCHEDULED
+--   or finished row is ever visited). SKIP LOCKED: concurrent claimers take disjoint rows instead
+--   of queueing behind each other, and a row a cancel has locked is left to the cancel. A worker
+--   that runs only some definitions names them; NULL means any.
+-- tokens: one nextval per candidate, drawn while the materialised candidates are scanned in claim
+--   order, so tokens ascend in claim order. The sequence is shared by every claimer and never goes
+--   back: a later claim of an execution always carries a larger token than any earlier claim of
+--   it (the earlier claim committed before the row could be READY again).
+-- claimed: the status guard states the transition although the rows are locked. Lease times come
+--   from the database clock unless the caller passes now (tests).
+-- recorded: the RUNNING attempt row, written once, in the same statement.
+WITH candidates AS MATERIALIZED (
+    SELECT execution_id FROM executions
+    WHERE status = 'READY'
+      AND (%(definition_uris)s::text[] IS NULL
+           OR definition_uri = ANY (%(definition_uris)s::text[]))
+    ORDER BY priority DESC, ready_at
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+),
+tokens AS MATERIALIZED (
+    SELECT execution_id, nextval('fencing_token_seq') AS fencing_token FROM candidates
+),
+claimed AS (
+    UPDATE executions e
+    SET status = 'RUNNING', attempt_count = e.attempt_count + 1, lease_owner = %(worker_id)s,
+        lease_expires_at = coalesce(%(now)s::timestamptz, now()) + %(lease)s::interval,
+        fencing_token = t.fencing_token,
+        started_at = coalesce(e.started_at, coalesce(%(now)s::timestamptz, now())),
+        updated_at = coalesce(%(now)s::timestamptz, now())
+    FROM tokens t
+    WHERE e.execution_id = t.execution_id AND e.status = 'READY'
+    RETURNING e.*
+),
+recorded AS (
+    INSERT INTO attempts (execution_id, attempt_number, worker_id, fencing_token, status,
+                          started_at)
+    SELECT execution_id, attempt_count, %(worker_id)s, fencing_token, 'RUNNING',
+        coalesce(%(now)s::timestamptz, now())
+    FROM claimed
+)
+SELECT * FROM claimed ORDER BY fencing_token;
+
+-- name: execution_finish_many
+-- A worker's batch of finished attempts; parameters are parallel arrays, one element per result,
+-- sorted by execution id by the store so that overlapping batches lock rows in one order.
+-- The fencing guard, per row: only the holder of the current token of a RUNNING execution may
+-- finish it; a stale row matches nothing here and the others still commit. The reaper's write
+-- (lease_expired_only) must lose against a heartbeat that renewed the lease meanwhile: the
+-- heartbeat's UPDATE holds the row lock, and this one re-checks the lease on the new version.
+-- recorded: the attempt row of each execution finished, in the same statement.
+WITH finished AS (
+    UPDATE executions e
+    SET status = b.status, output = b.output, output_reference = b.output_reference,
+        error = b.error, next_attempt_at = b.next_attempt_at, lease_owner = NULL,
+        lease_expires_at = NULL,
+        finished_at = CASE WHEN b.status IN ('SUCCEEDED', 'FAILED', 'CANCELLED')
+            THEN coalesce(%(now)s::timestamptz, now()) END,
+        updated_at = coalesce(%(now)s::timestamptz, now())
+    FROM unnest(%(execution_ids)s::uuid[], %(fencing_tokens)s::bigint[], %(statuses)s::text[],
+                %(attempt_statuses)s::text[], %(outputs)s::jsonb[],
+                %(output_references)s::text[], %(errors)s::jsonb[],
+                %(next_attempt_ats)s::timestamptz[], %(lease_expired_only)s::boolean[])
+         AS b (execution_id, fencing_token, status, attempt_status, output, output_reference,
+               error, next_attempt_at, lease_expired_only)
+    WHERE e.execution_id = b.execution_id AND e.status = 'RUNNING'
+      AND e.fencing_token = b.fencing_token
+      AND (NOT b.lease_expired_only OR e.lease_expires_at < coalesce(%(now)s::timestamptz, now()))
+    RETURNING e.execution_id, e.fencing_token, e.attempt_count, e.idempotency_key, e.status,
+        b.attempt_status, b.error
+),
+recorded AS (
+    UPDATE attempts a
+    SET status = f.attempt_status, finished_at = coalesce(%(now)s::timestamptz, now()),
+        error = f.error
+    FROM finished f
+    WHERE a.execution_id = f.execution_id AND a.attempt_number = f.attempt_count
+      AND a.fencing_token = f.fencing_token AND a.status = 'RUNNING'
+)
+SELECT execution_id, fencing_token, attempt_count, idempotency_key, status FROM finished;
+
+-- name: attempt_finish
+-- One attempt row (a graceful shutdown's release).
+UPDATE attempts
+SET status = %(attempt_status)s, finished_at = coalesce(%(now)s::timestamptz, now()),
+    error = %(error)s
+WHERE execution_id = %(execution_id)s AND attempt_number = %(attempt_number)s
+  AND fencing_token = %(fencing_token)s AND status = 'RUNNING';

@@ -1,0 +1,147 @@
+"""The worker's hot path on SQLite: mixed into ``SqliteStore`` (its connection, lock and events).
+
+A claim and a batch of finished attempts each take one write transaction (``BEGIN IMMEDIATE``),
+so one commit, one fsync, however many executions they carry: with ``synchronous = FULL`` the
+commit is what a write costs here. The write lock serialises claimers, so the fencing tokens of
+a claim are the counter's next values, drawn in the same transaction."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable, Sequence
+from contextlib import AbstractAsyncContextManager
+from datetime import UTC, datetime, timedelta
+
+import aiosqlite
+
+from tickwheel.domain.models import Execution
+from tickwheel.domain.states import ExecutionStatus
+from tickwheel.store.protocol import AttemptResult, Topic
+from tickwheel.store.sqlfile import load_queries
+from tickwheel.store.sqlite.codec import opt_us, to_us
+from tickwheel.store.sqlite.rows import execution_row
+from tickwheel.store.sqlite.workflows import workflow_event_record
+
+Q = load_queries("tickwheel.store.sqlite.sql")
+
+
+class SqliteClaims:
+    _lock: asyncio.Lock
+    _tx: Callable[..., AbstractAsyncContextManager[aiosqlite.Connection]]
+    _signal: Callable[[Topic], None]
+
+    async def execution_claim_ready(
+        self,
+        worker_id: str,
+        limit: int,
+        lease: timedelta,
+        now: datetime | None = None,
+        definition_uris: Sequence[str] | None = None,
+    ) -> list[Execution]:
+        at = now or datetime.now(UTC)
+        params = {
+            "worker_id": worker_id,
+            "limit": limit,
+            "lease_expires_at": to_us(at + lease),
+            "now": to_us(at),
+            "definition_uris": json.dumps(list(definition_uris))
+            if definition_uris is not None
+            else None,
+        }
+        async with self._tx() as conn:
+            cursor = await conn.execute(Q["execution_claim_ready"], params)
+            rows = list(await cursor.fetchall())
+            if not rows:
+                return []
+            await conn.execute(Q["fencing_token_next"], {"n": len(rows)})
+            ids = [r["execution_id"] for r in rows]
+            await conn.execute(Q["attempt_insert"], {"execution_ids": json.dumps(ids), **params})
+        # RETURNING comes in no particular order: tokens follow the claim order.
+        return sorted((execution_row(r) for r in rows), key=_token)
+
+    async def attempt_finish(self, result: AttemptResult, now: datetime | None = None) -> bool:
+        [accepted] = await self.attempt_finish_many([result], now)
+        return accepted
+
+    async def attempt_finish_many(
+        self, results: Sequence[AttemptResult], now: datetime | None = None
+    ) -> list[bool]:
+        if not results:
+            return []
+        now_us = to_us(now or datetime.now(UTC))
+        accepted: list[bool] = []
+        outbox = False
+        async with self._tx() as conn:
+            for result in results:
+                ok, recorded = await _finish_one(conn, result, now_us)
+                accepted.append(ok)
+                outbox |= recorded
+        if outbox:
+            self._signal(Topic.WORKFLOW)
+        statuses = {r.execution_status for r, ok in zip(results, accepted, strict=True) if ok}
+        if ExecutionStatus.READY in statuses:
+            self._signal(Topic.READY)
+        if ExecutionStatus.RETRY_WAIT in statuses:
+            self._signal(Topic.DUE)  # the scheduler may be asleep past the retry's time
+        return accepted
+
+
+async def _finish_one(
+    conn: aiosqlite.Connection,
+    result: AttemptResult,
+    now_us: int,
+) -> tuple[bool, bool]:
+    """One result of the batch, inside its transaction: whether it was accepted (False, and
+    nothing written, when the token is stale) and whether it wrote a workflow outbox row."""
+    error = json.dumps(result.error) if result.error is not None else None
+    inline = result.output is not None and result.output_reference is None
+    cursor = await conn.execute(
+        Q["execution_finish_many"],
+        {
+            "execution_id": str(result.execution_id),
+            "fencing_token": result.fencing_token,
+            "status": str(result.execution_status),
+            "output": json.dumps(result.output) if inline else None,
+            "output_reference": result.output_reference,
+            "error": error,
+            "next_attempt_at": opt_us(result.next_attempt_at),
+            "lease_expired_only": int(result.lease_expired_only),
+            "now": now_us,
+        },
+    )
+    row = await cursor.fetchone()
+    if row is None:
+        return False, False
+    if result.output_reference is not None:
+        await conn.execute(
+            Q["execution_output_put"],
+            {
+                "execution_id": str(result.execution_id),
+                "output": json.dumps(result.output),
+                "size_bytes": result.output_size,
+                "now": now_us,
+            },
+        )
+    await conn.execute(
+        Q["attempt_finish"],
+        {
+            "execution_id": str(result.execution_id),
+            "attempt_number": row["attempt_count"],
+            "fencing_token": result.fencing_token,
+            "attempt_status": str(result.attempt_status),
+            "error": error,
+            "now": now_us,
+        },
+    )
+    # The outbox row in the finishing transaction: an orchestrator learns of every finished
+    # task run, and of none that rolled back.
+    recorded = await workflow_event_record(
+        conn, row["idempotency_key"], result.execution_id, str(result.execution_status), now_us
+    )
+    return True, recorded
+
+
+def _token(execution: Execution) -> int:
+    assert execution.fencing_token is not None
+    return execution.fencing_token

@@ -1,0 +1,58 @@
+-- The worker's hot path: claim READY executions, and report finished attempts, each batch in
+-- one write transaction (one commit, so one fsync, per batch rather than per execution).
+
+-- name: execution_claim_ready
+-- Runs inside BEGIN IMMEDIATE: no other claimer can interleave, so the tokens are the counter's
+-- current value plus the claim position (1, 2, ...); the store then advances the counter by the
+-- number claimed (fencing_token_next). The candidates are limited before they are numbered, so
+-- a claim reads only `limit` entries of the READY index however long the queue is.
+-- A worker that runs only some definitions names them (a JSON array); NULL means any.
+UPDATE executions
+SET status = 'RUNNING', attempt_count = attempt_count + 1, lease_owner = :worker_id,
+    lease_expires_at = :lease_expires_at,
+    fencing_token = (SELECT value FROM counters WHERE name = 'fencing_token') + c.position,
+    started_at = coalesce(started_at, :now), updated_at = :now
+FROM (
+    SELECT execution_id, row_number() OVER (ORDER BY priority DESC, ready_at) AS position
+    FROM (
+        SELECT execution_id, priority, ready_at FROM executions
+        WHERE status = 'READY'
+          AND (:definition_uris IS NULL
+               OR definition_uri IN (SELECT value FROM json_each(:definition_uris)))
+        ORDER BY priority DESC, ready_at
+        LIMIT :limit
+    )
+) AS c
+WHERE executions.execution_id = c.execution_id AND executions.status = 'READY'
+RETURNING *;
+
+-- name: fencing_token_next
+-- SQLite only (PostgreSQL draws from a sequence inside its claim statement): moves the counter
+-- past the tokens the claim just handed out, in the same write transaction.
+UPDATE counters SET value = value + :n WHERE name = 'fencing_token';
+
+-- name: attempt_insert
+-- SQLite only (PostgreSQL writes the attempt rows inside its claim statement): the RUNNING
+-- attempt of each execution just claimed (a JSON array of ids).
+INSERT INTO attempts (execution_id, attempt_number, worker_id, fencing_token, status, started_at)
+SELECT execution_id, attempt_count, lease_owner, fencing_token, 'RUNNING', :now
+FROM executions
+WHERE execution_id IN (SELECT value FROM json_each(:execution_ids)) AND status = 'RUNNING';
+
+-- name: execution_finish_many
+-- One row of a worker's batch (SQLite has no arrays: the store runs it per row, all in one write
+-- transaction). The fencing guard: only the holder of the current token of a RUNNING execution
+-- may finish it. The reaper's write must lose against a heartbeat that renewed the lease.
+UPDATE executions
+SET status = :status, output = :output, output_reference = :output_reference, error = :error,
+    next_attempt_at = :next_attempt_at, lease_owner = NULL, lease_expires_at = NULL,
+    finished_at = CASE WHEN :status IN ('SUCCEEDED', 'FAILED', 'CANCELLED') THEN :now END,
+    updated_at = :now
+WHERE execution_id = :execution_id AND status = 'RUNNING' AND fencing_token = :fencing_token
+  AND (:lease_expired_only = 0 OR lease_expires_at < :now)
+RETURNING attempt_count, idempotency_key;
+
+-- name: attempt_finish
+UPDATE attempts SET status = :attempt_status, finished_at = :now, error = :error
+WHERE execution_id = :execution_id AND attempt_number = :attempt_number
+  AND fencing_token = :fencing_token AND status = 'RUNNING';
