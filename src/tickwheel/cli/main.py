@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from tickwheel.cli.commands import admin, cron, definitions, executions, roles, workflows
+from tickwheel.cli.commands.partitions import app as partitions_app
 from tickwheel.cli.commands.prune import prune_command
 from tickwheel.cli.commands.server import server
 from tickwheel.cli.context import CliState, resolve_api_key
@@ -39,6 +40,7 @@ executions.register(app)
 app.add_typer(definitions.app, name="definitions")
 app.add_typer(admin.keys_app, name="keys")
 app.add_typer(admin.db_app, name="db")
+admin.db_app.add_typer(partitions_app, name="partitions")
 app.add_typer(cron.app, name="cron")
 app.add_typer(workflows.app, name="workflows")
 app.command()(server)

@@ -1,0 +1,4 @@
+-- Time-range partitioning of executions is a PostgreSQL option (docs/scaling.md): SQLite has
+-- no table partitioning, and an embedded, single-file database never holds the backlog that
+-- would make it worth it. This migration exists so that both dialects keep the same numbered
+-- list of migrations, and it changes nothing: the SQLite schema stays as 0009 left it.
