@@ -3,8 +3,12 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-dev
+# The benchmarks get their own venv: the peers they install (Celery, Procrastinate) stay out of
+# the environment the tests and linters run in.
+BENCH_VENV  := .venv-bench
+BENCH_STAMP := $(BENCH_VENV)/.installed-bench
 
-.PHONY: run test lint fmt clean
+.PHONY: run test lint fmt clean bench
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -28,5 +32,16 @@ fmt: $(STAMP)
 	$(BIN)/ruff format src tests
 	$(BIN)/ruff check --fix src tests
 
+$(BENCH_STAMP): pyproject.toml
+	$(PYTHON) -m venv $(BENCH_VENV)
+	$(BENCH_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(BENCH_VENV)/bin/python -m pip install --quiet -e '.[bench]'
+	touch $(BENCH_STAMP)
+
+# B1-B5 at full size, 3 runs each (hours on 2 cores, and a 10 M-row backlog database kept
+# for B4); BENCH_ARGS to change, e.g. make bench BENCH_ARGS='--n 5000 --backlog 200000 --runs 1'.
+bench: $(BENCH_STAMP)
+	$(BENCH_VENV)/bin/python -m bench all $(BENCH_ARGS)
+
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(BENCH_VENV) .pytest_cache .mypy_cache .ruff_cache

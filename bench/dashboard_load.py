@@ -1,7 +1,7 @@
 """Dashboard under load: does the overview page stay responsive while executions flow at a
 target rate (issue 6: "a thousand executions per second ... without freezing the page")?
 
-    .venv/bin/python bench/dashboard_load.py --rate 1000 --seconds 30 --backend sqlite
+    .venv-bench/bin/python -m bench.dashboard_load --rate 1000 --seconds 30 --backend sqlite
 
 One run from nothing: a fresh database (a SQLite file in a temporary directory, or a new
 PostgreSQL database dropped afterwards), migrated with ``tickwheel db upgrade``; an all-in-one
@@ -34,7 +34,8 @@ from types import FrameType
 from typing import Any
 
 import httpx
-from _common import (
+
+from bench._common import (
     CLOCK_TICKS,
     LOOPBACK,
     REPO,
@@ -53,7 +54,7 @@ from _common import (
     require_loopback,
     sqlite_database,
 )
-from _common import (
+from bench._common import (
     tickwheel_executable as tickwheel_exe,
 )
 

@@ -1,7 +1,7 @@
 """End-to-end benchmark: submit N no-op executions through the HTTP batch API, then let a
 scheduler and W worker processes drain them, on SQLite and/or PostgreSQL.
 
-    .venv/bin/python bench/e2e.py --backend both --workers 1 2 --executions 20000 --runs 3
+    .venv-bench/bin/python -m bench.e2e --backend both --workers 1 2 --executions 20000 --runs 3
 
 Every run starts from nothing: a fresh database (a SQLite file in a temporary directory, or a new
 PostgreSQL database that is dropped afterwards), migrated with ``tickwheel db upgrade``; an
@@ -31,7 +31,8 @@ from types import FrameType
 from typing import Any
 
 import httpx
-from _common import (
+
+from bench._common import (
     LOOPBACK,
     REPO,
     TERMINAL,
@@ -231,12 +232,16 @@ def wait_for_server(base_url: str, key_file: Path, procs: Processes) -> str:
     raise RunFailed(f"the server was not ready within {READY_TIMEOUT:g} s:\n{procs.logs()}")
 
 
-async def submit_all(base_url: str, api_key: str, opts: Options) -> float:
-    """Submits every execution, due now, in batches; returns the seconds it took (requests
-    only: the batches' Python dicts are built before the clock starts)."""
+async def submit_all(
+    base_url: str, api_key: str, opts: Options, execute_at: str | None = None
+) -> float:
+    """Submits every execution, due now or at ``execute_at`` (RFC 3339), in batches; returns
+    the seconds it took (requests only: the batches' Python dicts are built before the clock
+    starts)."""
+    when = {} if execute_at is None else {"executeAt": execute_at}
     batches = [
         [
-            {"definitionUri": DEFINITION_URI, "inputs": {}, "idempotencyKey": f"bench-{i}"}
+            {"definitionUri": DEFINITION_URI, "inputs": {}, "idempotencyKey": f"bench-{i}", **when}
             for i in range(start, min(start + opts.batch_size, opts.executions))
         ]
         for start in range(0, opts.executions, opts.batch_size)

@@ -1,0 +1,195 @@
+"""B2 drain, B3 herd and B5 peers: the workloads of bench/workloads.py on tickwheel alone, or on
+tickwheel, Procrastinate and Celery in one session (each run of each system in turn, so that
+all three see the same machine)."""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from bench import report
+from bench._common import require_loopback
+from bench.workloads import DRAIN_FIGURES, HERD_FIGURES, Config, drain, herd
+
+SYSTEMS = ("tickwheel", "procrastinate", "celery")
+KEY = ["workload", "system", "workers"]
+
+
+def add_engine_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--concurrency", type=int, default=16, help="jobs at once per worker process (all systems)"
+    )
+    parser.add_argument(
+        "--lead", type=float, default=None,
+        help="herd: seconds from the start of storing to the instant (default: from the rate"
+        " the system stored at so far, generously)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--warmup", type=float, default=3.0, help="herd: seconds for workers to start"
+    )
+
+
+def config(args: argparse.Namespace, **extra: Any) -> Config:
+    return Config(
+        pg_url=args.pg_url, concurrency=args.concurrency, timeout=args.timeout, lead=args.lead,
+        warmup=args.warmup, redis_url=getattr(args, "redis_url", Config.redis_url),
+        celery_pool=getattr(args, "celery_pool", Config.celery_pool), **extra,
+    )  # fmt: skip
+
+
+def cases(
+    systems: Sequence[str],
+    drain_workers: Sequence[int],
+    herd_workers: Sequence[int],
+    n: int,
+    cfg: Config,
+    **tag: Any,
+) -> list[report.Case]:
+    out: list[report.Case] = []
+    for system in systems:
+        for w in drain_workers:
+            key = {**tag, "workload": "drain", "system": system, "workers": w}
+            out.append(report.Case(key, functools.partial(drain, system, w, n, cfg)))
+        for w in herd_workers:
+            key = {**tag, "workload": "herd", "system": system, "workers": w}
+            out.append(report.Case(key, functools.partial(herd, system, w, n, cfg)))
+    return out
+
+
+def medians(runs: Sequence[dict[str, Any]], key: Sequence[str]) -> list[dict[str, Any]]:
+    drains = report.medians([r for r in runs if r["workload"] == "drain"], key, DRAIN_FIGURES)
+    herds = report.medians([r for r in runs if r["workload"] == "herd"], key, HERD_FIGURES)
+    return drains + herds
+
+
+def table(rows: Sequence[dict[str, Any]], key: Sequence[str]) -> str:
+    lines = []
+    for r in rows:
+        name = " ".join(f"{r[k]}" for k in key)
+        if r["workload"] == "drain":
+            lines.append(
+                f"{name:<34} drain {r['drain_eps'] or 0:>8,.0f}/s  steady"
+                f" {r['steady_eps'] or 0:>8,.0f}/s  ({r['runs']} runs)"
+            )
+        else:
+            ready = "-" if r["all_ready_s"] is None else f"{r['all_ready_s']:.2f} s"
+            lines.append(
+                f"{name:<34} all READY {ready:>8}  all started {r['all_started_s']:.2f} s  "
+                f"lateness p50 {r['lateness_p50_s']:.2f} p99 {r['lateness_p99_s']:.2f} max "
+                f"{r['lateness_max_s']:.2f} s  ({r['runs']} runs)"
+            )
+    return "\n".join(lines)
+
+
+def charts(
+    path_stem: Any, title: str, rows: Sequence[dict[str, Any]], runs: Sequence[dict[str, Any]],
+    series_key: str,
+) -> None:  # fmt: skip
+    """Two charts: drain throughput by worker count, herd start times by figure."""
+    series_names = list(dict.fromkeys(r[series_key] for r in rows))
+    drains = [r for r in rows if r["workload"] == "drain"]
+    if drains:
+        workers = sorted({r["workers"] for r in drains})
+        report.bar_chart(
+            path_stem.with_name(path_stem.name + "-drain.png"),
+            f"{title}: drain, end to end (median; dots: runs)",
+            "executions / s",
+            [f"{w} worker process{'es' * (w > 1)}" for w in workers],
+            {s: [_get(drains, series_key, s, w, "drain_eps") for w in workers]
+             for s in series_names},
+            {s: [[r["drain_eps"] for r in runs if r.get(series_key) == s and r["workers"] == w
+                  and r["workload"] == "drain" and "error" not in r] for w in workers]
+             for s in series_names},
+        )  # fmt: skip
+    herds = [r for r in rows if r["workload"] == "herd"]
+    if herds:
+        figures = ["all_ready_s", "all_started_s", "lateness_p50_s", "lateness_p99_s"]
+        report.bar_chart(
+            path_stem.with_name(path_stem.name + "-herd.png"),
+            f"{title}: herd, seconds after the instant (median)",
+            "seconds",
+            [f.removesuffix("_s").replace("_", " ") for f in figures],
+            {s: [_first(herds, series_key, s, f) for f in figures] for s in series_names},
+        )
+
+
+def _get(rows: Sequence[dict[str, Any]], key: str, value: Any, workers: int, fig: str) -> Any:
+    for r in rows:
+        if r[key] == value and r["workers"] == workers:
+            return r[fig]
+    return None
+
+
+def _first(rows: Sequence[dict[str, Any]], key: str, value: Any, fig: str) -> Any:
+    return next((r[fig] for r in rows if r[key] == value), None)
+
+
+def peer_ratios(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """tickwheel ÷ peer, oriented so that above 1 means tickwheel did better: drain throughput
+    as is, herd times inverted (peer's seconds ÷ tickwheel's)."""
+    out = []
+    for peer in SYSTEMS[1:]:
+        for r in rows:
+            if r["system"] != peer:
+                continue
+            ours = report.find(
+                rows, workload=r["workload"], system="tickwheel", workers=r["workers"]
+            )
+            if ours is None:
+                continue
+            if r["workload"] == "drain":
+                figs = {f: report.ratio(ours[f], r[f]) for f in ("drain_eps", "steady_eps")}
+            else:
+                figs = {f: report.ratio(r[f], ours[f])
+                        for f in ("all_started_s", "lateness_p50_s", "lateness_p99_s")}  # fmt: skip
+            out.append({"peer": peer, "workload": r["workload"], "workers": r["workers"], **figs})
+    return out
+
+
+def main(which: str, argv: Sequence[str] | None = None) -> int:
+    """``which``: b2 (drain), b3 (herd) or b5 (both, on all three systems)."""
+    parser = argparse.ArgumentParser(prog=f"python -m bench {which}", description=__doc__)
+    report.add_common(parser, n=100_000)
+    add_engine_options(parser)
+    if which in ("b2", "b5"):
+        parser.add_argument("--workers", type=int, nargs="+", default=[1, 2],
+                            help="drain: worker-process counts")  # fmt: skip
+    if which in ("b3", "b5"):
+        parser.add_argument("--herd-workers", type=int, nargs="+", default=[2],
+                            help="herd: worker-process counts")  # fmt: skip
+    if which == "b5":
+        parser.add_argument("--systems", nargs="+", choices=SYSTEMS, default=list(SYSTEMS))
+        parser.add_argument("--redis-url", default="redis://127.0.0.1:6379/0")
+        parser.add_argument("--celery-pool", choices=("threads", "prefork"), default="threads")
+    args = parser.parse_args(argv)
+    report.check_common(parser, args)
+    if which == "b5":
+        require_loopback(args.redis_url)
+    started = time.monotonic()
+    systems = args.systems if which == "b5" else ["tickwheel"]
+    cfg = config(args)
+    todo = cases(
+        systems, getattr(args, "workers", []), getattr(args, "herd_workers", []), args.n, cfg
+    )
+    runs, interrupted = report.repeat(todo, args.runs, args.quiet_wait)
+    rows = medians(runs, KEY)
+    extra = {"ratios_tickwheel_over_peer": peer_ratios(rows)} if which == "b5" else {}
+    name = {"b2": "b2-drain", "b3": "b3-herd", "b5": "b5-peers"}[which]
+    settings = {
+        "systems": systems, "worker_concurrency": args.concurrency,
+        "drain_workers": getattr(args, "workers", []),
+        "herd_workers": getattr(args, "herd_workers", []), "lead": args.lead,
+        "celery_pool": getattr(args, "celery_pool", None),
+    }  # fmt: skip
+    path = report.write(name, args, settings, runs, rows, interrupted, started, extra)
+    charts(path.with_suffix(""), f"{name.upper()} ({args.n:,} executions)", rows, runs, "system")
+    print()
+    print(table(rows, ["system", "workload", "workers"]))
+    for r in extra.get("ratios_tickwheel_over_peer", []):
+        shown = ", ".join(f"{k} {v:.2f}" for k, v in r.items() if isinstance(v, float))
+        print(f"tickwheel/{r['peer']} {r['workload']} W={r['workers']}: {shown}")
+    print(path)
+    return 130 if interrupted else 1 if any("error" in r for r in runs) else 0

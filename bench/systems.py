@@ -1,0 +1,218 @@
+"""The systems the workloads run on, behind one small interface: tickwheel here, the peers in
+bench/peers.py. A system is set up inside an ExitStack, so that whatever it started (processes,
+databases, broker keys) is gone when the run ends, fails or is interrupted.
+
+tickwheel is driven from outside as an operator would: ``tickwheel db upgrade``, an API-only
+``tickwheel server`` that the executions are submitted to (``POST /v1/executions/batch``, the
+machinery of bench/e2e.py), then ``tickwheel scheduler`` and W ``tickwheel worker`` processes."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import subprocess
+import textwrap
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Protocol
+
+from bench import e2e
+from bench._common import (
+    LOOPBACK,
+    REPO,
+    Database,
+    PostgresDatabase,
+    Processes,
+    child_env,
+    free_port,
+    postgres_database,
+    sqlite_database,
+    tickwheel_executable,
+)
+from bench.journal import JOURNAL_ENV
+
+# The tenant of every execution a run submits: a reused backlog database (B4) holds other rows.
+BENCH_TENANT = "default"
+SUBMIT_CONCURRENCY = 2
+
+
+class SetupFailed(RuntimeError):
+    pass
+
+
+class System(Protocol):
+    name: str
+
+    def submit(self, n: int, execute_at: datetime | None) -> float:
+        """Submits ``n`` no-op executions (due now, or all at ``execute_at``); returns seconds."""
+        ...
+
+    def start_workers(self, workers: int) -> None:
+        """Starts W worker processes (and whatever else the system needs to run work)."""
+        ...
+
+    def finished(self) -> tuple[int, int]:
+        """(succeeded, failed) so far."""
+        ...
+
+    def figures(self, instant: float | None) -> dict[str, Any]:
+        """System-specific figures read after the run, e.g. when every execution was READY."""
+        ...
+
+
+def run_checked(argv: list[str], *, env: dict[str, str], cwd: Path, what: str) -> None:
+    done = subprocess.run(
+        argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=600, check=False
+    )
+    if done.returncode != 0:
+        raise SetupFailed(f"{what} failed:\n{done.stdout}{done.stderr}")
+
+
+def definition_yaml() -> str:
+    return textwrap.dedent("""\
+        name: noop
+        version: 1
+        description: Does nothing but note its start in the journal (the benchmark suite).
+        execution:
+          type: python
+          entrypoint: bench.jobs_tickwheel:noop
+        timeout: 30
+        retry:
+          maxAttempts: 1
+        """)
+
+
+class TickwheelSystem:
+    name = "tickwheel"
+
+    def __init__(
+        self,
+        stack: contextlib.ExitStack,
+        tmp: Path,
+        journal: Path,
+        *,
+        pg_url: str,
+        backend: str = "postgresql",
+        database_url: str | None = None,
+        concurrency: int = 16,
+        drain_timeout: float = 1800.0,
+    ) -> None:
+        """``database_url``: an existing, migrated-or-not database to use instead of a fresh
+        one (B4's backlog database); the run's own executions are deleted from it afterwards."""
+        self.concurrency = concurrency
+        self.procs = Processes(tmp / "logs")
+        self.db: Database
+        if database_url is not None:
+            pg = PostgresDatabase(database_url)
+            stack.callback(pg.close)
+            # Before the run: no key, so that the server writes a new admin key file; after it
+            # (also after a failure), the run's executions go, the backlog stays.
+            clean_reused_database(pg)
+            stack.callback(clean_reused_database, pg)
+            self.db = pg
+        elif backend == "sqlite":
+            self.db = stack.enter_context(sqlite_database(tmp))
+        else:
+            self.db = stack.enter_context(postgres_database(pg_url))
+        # LIFO: the processes stop before the database is cleaned or dropped.
+        stack.callback(self.procs.stop)
+        self.tool = str(tickwheel_executable())
+        self.env = child_env(
+            TICKWHEEL_LOG_LEVEL="warning", PYTHONPATH=str(REPO), **{JOURNAL_ENV: str(journal)}
+        )
+        self.cwd = tmp / "server"
+        definitions = tmp / "definitions"
+        for directory in (self.cwd, definitions):
+            directory.mkdir()
+        (definitions / "noop.yaml").write_text(definition_yaml())
+        self.drain_timeout = drain_timeout
+        run_checked(
+            [self.tool, "db", "upgrade", "--database-url", self.db.url],
+            env=self.env, cwd=self.cwd, what="tickwheel db upgrade",
+        )  # fmt: skip
+        port = free_port()
+        self.procs.start(
+            "server",
+            [
+                self.tool, "server", "--no-engine", "--host", LOOPBACK, "--port", str(port),
+                "--database-url", self.db.url, "--definitions", str(definitions),
+            ],
+            env=self.env,
+            cwd=self.cwd,
+        )  # fmt: skip
+        self.base_url = f"http://{LOOPBACK}:{port}"
+        self.api_key = e2e.wait_for_server(
+            self.base_url, self.cwd / "tickwheel.admin-key", self.procs
+        )
+
+    def submit(self, n: int, execute_at: datetime | None) -> float:
+        opts = self.options(n)
+        at = None if execute_at is None else execute_at.isoformat().replace("+00:00", "Z")
+        seconds = asyncio.run(e2e.submit_all(self.base_url, self.api_key, opts, at))
+        return seconds
+
+    def options(self, n: int) -> e2e.Options:
+        return e2e.Options(
+            executions=n,
+            batch_size=1000,
+            concurrency=self.concurrency,
+            submit_concurrency=SUBMIT_CONCURRENCY,
+            sync_handler=False,
+            pg_url="",
+            drain_timeout=self.drain_timeout,
+        )
+
+    def start_workers(self, workers: int) -> None:
+        self.procs.start(
+            "scheduler", [self.tool, "scheduler", "--database-url", self.db.url],
+            env=self.env, cwd=self.cwd,
+        )  # fmt: skip
+        for i in range(workers):
+            self.procs.start(
+                f"worker-{i + 1}",
+                [
+                    self.tool, "worker", "--concurrency", str(self.concurrency),
+                    "--path", str(REPO), "--database-url", self.db.url,
+                ],
+                env=self.env,
+                cwd=self.cwd,
+            )  # fmt: skip
+
+    def finished(self) -> tuple[int, int]:
+        self.procs.check_alive()
+        if isinstance(self.db, PostgresDatabase):
+            # Only the run's tenant, through executions_tenant_status: never the backlog.
+            rows = self.db._connection().execute(
+                "SELECT status, count(*) FROM executions WHERE tenant = %s GROUP BY status",
+                (BENCH_TENANT,),
+            )
+            counts = {str(status): int(n) for status, n in rows}
+        else:
+            counts = self.db.counts()
+        return counts.get("SUCCEEDED", 0), counts.get("FAILED", 0) + counts.get("CANCELLED", 0)
+
+    def figures(self, instant: float | None) -> dict[str, Any]:
+        """When every execution of the run had become READY (the scheduler's part of a herd),
+        from ``ready_at``, which the promotion stamps with the database's clock."""
+        if instant is None or not isinstance(self.db, PostgresDatabase):
+            return {}
+        row = (
+            self.db._connection()
+            .execute(
+                "SELECT extract(epoch FROM max(ready_at))::float8 FROM executions"
+                " WHERE tenant = %s",
+                (BENCH_TENANT,),
+            )
+            .fetchone()
+        )
+        last_ready = None if row is None or row[0] is None else float(row[0])
+        return {"all_ready_s": None if last_ready is None else last_ready - instant}
+
+
+def clean_reused_database(db: PostgresDatabase) -> None:
+    """Removes what a run left in a database that outlives it (attempts, events and outputs go
+    with their executions, ON DELETE CASCADE)."""
+    conn = db._connection()
+    conn.execute("DELETE FROM executions WHERE tenant = %s", (BENCH_TENANT,))
+    conn.execute("DELETE FROM api_keys")
+    conn.execute("VACUUM (ANALYZE) executions")
