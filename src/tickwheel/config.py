@@ -28,6 +28,12 @@ class Settings(BaseSettings):
     tenant: str = Field("default", description="tenant of the first admin key")
     db_pool_size: int = Field(10, gt=0)
     worker_concurrency: int = Field(4, gt=0, description="attempts one worker runs at once")
+    worker_finish_batch: int = Field(
+        200, gt=0, description="finished attempts a worker reports in one transaction, at most"
+    )
+    worker_finish_interval: float = Field(
+        0.01, ge=0, description="seconds a finished attempt may wait to share a transaction"
+    )
     lease_seconds: float = Field(
         30.0, gt=0, description="how long a claim lasts between heartbeats"
     )
@@ -47,6 +53,21 @@ class Settings(BaseSettings):
     )
     cron_claim_seconds: float = Field(
         30.0, gt=0, description="a cron instance's claim on a job; then another may take it"
+    )
+    orchestrator_claim_seconds: float = Field(
+        30.0, gt=0, description="an orchestrator's claim on outbox rows; then another takes them"
+    )
+    workflow_stall_seconds: float = Field(
+        30.0, gt=0, description="a workflow run with no progress this long is advanced by a sweep"
+    )
+    shard_lease_seconds: float = Field(
+        10.0, gt=0, description="a scheduler's lease on its shards (renewed every third of it)"
+    )
+    wheel_window_seconds: float = Field(
+        30.0,
+        gt=0,
+        le=600,
+        description="a scheduler keeps the executions due this far ahead in its timing wheel",
     )
     retention_days: float = Field(
         30.0, ge=0, description="terminal executions finished longer ago are pruned (0: never)"

@@ -21,6 +21,7 @@ import uvicorn
 
 from tickwheel.api.app import create_app
 from tickwheel.api.auth import create_key
+from tickwheel.api.inprocess_workflows import InProcessWorkflowsTransport
 from tickwheel.client.client import AsyncClient
 from tickwheel.client.transports.inprocess import InProcessTransport
 from tickwheel.config import Settings
@@ -279,7 +280,13 @@ class Engine:
         if scheduler:
             # Leased: the role process shares the shards with other schedulers; the all-in-one
             # server is the only scheduler of its database and promotes over every shard.
-            self.services += [Scheduler(store, leased=leased), Reaper(store)]
+            promoter = Scheduler(
+                store,
+                leased=leased,
+                lease_ttl=settings.shard_lease_seconds,
+                window=settings.wheel_window_seconds,
+            )
+            self.services += [promoter, Reaper(store)]
             if settings.retention_days > 0:  # retention beside the scheduler, hourly
                 retention = timedelta(days=settings.retention_days)
                 self.services.append(Pruner(store, retention=retention))
@@ -291,6 +298,8 @@ class Engine:
                 lease=timedelta(seconds=settings.lease_seconds),
                 definition_uris=definition_uris,
                 max_inline_output=settings.max_inline_output_bytes,
+                finish_batch=settings.worker_finish_batch,
+                finish_interval=settings.worker_finish_interval,
             )
             self.services.append(self.worker)
         self._tasks: list[asyncio.Task[None]] = []
@@ -329,17 +338,28 @@ def in_process_cron(store: Store, settings: Settings) -> CronService:
 def in_process_orchestrator(store: Store, settings: Settings) -> Orchestrator:
     """The workflow orchestrator inside ``tickwheel server`` (or ``tickwheel orchestrator``):
     every tenant's runs, each through an in-process client bound to that tenant."""
-    return Orchestrator(workflow_store_for(store), store, tenant_clients(store, settings))
+    stall = timedelta(seconds=settings.workflow_stall_seconds)
+    return Orchestrator(
+        workflow_store_for(store),
+        store,
+        tenant_clients(store, settings),
+        lease=timedelta(seconds=settings.orchestrator_claim_seconds),
+        stall_grace=stall,
+        sweep_every=stall,
+    )
 
 
 def tenant_clients(store: Store, settings: Settings) -> ClientFor:
-    """One in-process client per tenant, made on first use."""
+    """One in-process client per tenant, made on first use. Its ``client.workflows`` starts
+    workflow runs in process too (the Cron Service's workflow-targeted jobs)."""
     clients: dict[str, AsyncClient] = {}
+    workflows = workflow_store_for(store)
 
     def client_for(tenant: str) -> AsyncClient:
         if tenant not in clients:
             transport = InProcessTransport(store, tenant, limits=settings.submit_limits())
-            clients[tenant] = AsyncClient(transport=transport)
+            runs = InProcessWorkflowsTransport(workflows, transport)
+            clients[tenant] = AsyncClient(transport=transport, workflows_transport=runs)
         return clients[tenant]
 
     return client_for

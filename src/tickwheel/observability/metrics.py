@@ -54,6 +54,18 @@ class Metrics:
         self.promoted = Counter(
             "tickwheel_executions_promoted",
             "Executions the scheduler moved to READY (SCHEDULED or RETRY_WAIT that came due).",
+            by_def,
+            registry=r,
+        )
+        self.fenced_shards = Counter(
+            "tickwheel_promotion_fenced_shards",
+            "Shards in which a scheduler's promotion was refused because its lease there was "
+            "lost (a newer epoch, or expired by the database's clock).",
+            registry=r,
+        )
+        self.fenced_executions = Counter(
+            "tickwheel_promotion_fenced_executions",
+            "Due executions those refusals left to the shards' new owners.",
             registry=r,
         )
         self.claimed = Counter(
@@ -128,6 +140,16 @@ class Metrics:
             ["outcome"],
             registry=r,
         )
+        self.workflow_events = Counter(
+            "tickwheel_workflow_events",
+            "Outbox rows of finished workflow executions an orchestrator consumed.",
+            registry=r,
+        )
+        self.workflow_runs_swept = Counter(
+            "tickwheel_workflow_runs_swept",
+            "Stalled workflow runs (a submission lost in a crash) advanced by a sweep.",
+            registry=r,
+        )
         self.pruned = Counter(
             "tickwheel_executions_pruned",
             "Terminal executions deleted by the retention pruner.",
@@ -167,6 +189,16 @@ class Metrics:
         self.lease_expirations.inc()
         if execution_status == "FAILED":
             self.failed.labels(definition_label(definition_uri)).inc()
+
+    def promotions(self, by_definition: Mapping[str, int]) -> None:
+        """Executions a scheduler moved to READY, counted per definition."""
+        for uri, n in by_definition.items():
+            self.promoted.labels(definition_label(uri)).inc(n)
+
+    def fenced(self, shards: int, executions: int) -> None:
+        """A promotion the shard-lease fence refused: how many shards, how many due there."""
+        self.fenced_shards.inc(shards)
+        self.fenced_executions.inc(executions)
 
     def cron_occurrence(self, outcome: str) -> None:
         """For the Cron Service: one recorded occurrence (``SUBMITTED``, ``SKIPPED_MISFIRE``...)."""

@@ -24,6 +24,7 @@ from tickwheel.domain.models import (
 )
 from tickwheel.domain.states import AttemptStatus, ExecutionStatus
 from tickwheel.domain.submission import NewExecution
+from tickwheel.store.due import DueEntry, DueHints, DueSlice, Promotion
 
 
 @dataclass(frozen=True)
@@ -74,17 +75,6 @@ class WorkerInfo:
     last_heartbeat_at: datetime
     running: int
     stopped_at: datetime | None
-
-
-@dataclass(frozen=True)
-class LeasedPromotion:
-    """What an epoch-fenced promotion did: ``promoted`` rows moved to READY in the shards still
-    held; ``fenced`` the shards whose grant was lost (nothing was promoted there) and ``refused``
-    how many due executions of those shards it therefore left to their new owner."""
-
-    promoted: int
-    fenced: list[int]
-    refused: int
 
 
 class Topic(StrEnum):
@@ -178,12 +168,52 @@ class Store(Protocol):
         """Records an attempt's outcome; False (and nothing written) when the token is stale."""
         ...
 
+    async def attempt_finish_many(
+        self, results: Sequence[AttemptResult], now: datetime | None = None
+    ) -> list[bool]:
+        """``attempt_finish`` for a batch, in one transaction: per result, in order, whether it
+        was recorded. Each is fenced on its own: a stale token is False and writes nothing,
+        while the others commit, each with everything a single finish writes (attempt row,
+        execution status, output, workflow outbox row, wake-ups)."""
+        ...
+
     async def execution_promote_due(
         self, shards: Sequence[int], limit: int, now: datetime | None = None
-    ) -> int:
-        """SCHEDULED rows whose executeAt has come and RETRY_WAIT rows whose nextAttemptAt has
-        come -> READY, at most ``limit`` of each, only in ``shards``; returns how many moved.
-        Walks the partial due indexes shard by shard, so its cost follows the due rows."""
+    ) -> Promotion:
+        """The catch-all: SCHEDULED rows whose executeAt has come and RETRY_WAIT rows whose
+        nextAttemptAt has come -> READY, at most ``limit`` of each, only in ``shards``. Walks
+        the partial due indexes shard by shard, so its cost follows the due rows."""
+        ...
+
+    async def execution_promote_ids(
+        self, execution_ids: Sequence[uuid.UUID], shards: Sequence[int], now: datetime | None = None
+    ) -> Promotion:
+        """The timing wheel's firing: those of ``execution_ids`` still SCHEDULED, in ``shards``
+        and due by ``now`` (None: the database's clock) -> READY, in one statement."""
+        ...
+
+    async def execution_promote_ids_leased(
+        self,
+        owner: str,
+        leases: Sequence[ShardLease],
+        execution_ids: Sequence[uuid.UUID],
+        now: datetime | None = None,
+    ) -> Promotion:
+        """``execution_promote_ids`` fenced like ``execution_promote_due_leased``, over the
+        shards of ``leases`` (``refused`` is not counted here)."""
+        ...
+
+    async def execution_due_window(
+        self, slices: Sequence[DueSlice], limit: int
+    ) -> list[list[DueEntry]]:
+        """For each slice, in its order, its first ``limit`` SCHEDULED executions in
+        (executeAt, id) order: a bounded walk of the due index that fills the scheduler's
+        timing wheel. A slice that returns ``limit`` rows may have more after the last."""
+        ...
+
+    def due_hints(self) -> DueHints:
+        """Subscribes to the (shard, executeAt) pairs of SCHEDULED executions inserted from now
+        on (this process's and, on PostgreSQL, every process's): hints, possibly lost."""
         ...
 
     async def execution_promote_due_leased(
@@ -192,7 +222,7 @@ class Store(Protocol):
         leases: Sequence[ShardLease],
         limit: int,
         now: datetime | None = None,
-    ) -> LeasedPromotion:
+    ) -> Promotion:
         """``execution_promote_due`` fenced by shard leases: in one transaction, only in the
         shards whose lease ``owner`` still holds with the same epoch and unexpired (by the
         database's clock), which are locked against takeover until commit. When the batch of
@@ -236,6 +266,12 @@ class Store(Protocol):
         self, shards: Sequence[int], horizon: datetime
     ) -> datetime | None:
         """The earliest executeAt (SCHEDULED) or nextAttemptAt (RETRY_WAIT) before ``horizon``."""
+        ...
+
+    async def execution_next_retry_at(
+        self, shards: Sequence[int], horizon: datetime
+    ) -> datetime | None:
+        """The earliest nextAttemptAt (RETRY_WAIT) before ``horizon``."""
         ...
 
     async def execution_heartbeat(

@@ -42,6 +42,13 @@ def worker(
         float | None, typer.Option(help="lease seconds (renewed by heartbeats)")
     ] = None,
     grace: Annotated[float | None, typer.Option(help="SIGTERM: seconds to finish")] = None,
+    finish_batch: Annotated[
+        int | None, typer.Option(min=1, help="finished attempts reported per transaction, at most")
+    ] = None,
+    finish_interval: Annotated[
+        float | None,
+        typer.Option(min=0, help="seconds a finished attempt may wait to share a transaction"),
+    ] = None,
     path: Annotated[
         list[Path], typer.Option(help="add to sys.path for python entrypoints (repeatable)")
     ] = [Path()],  # noqa: B006 - typer reads, never mutates
@@ -56,15 +63,34 @@ def worker(
         definitions_dir=str(definitions) if definitions else None,
         lease_seconds=lease,
         shutdown_grace_seconds=grace,
+        worker_finish_batch=finish_batch,
+        worker_finish_interval=finish_interval,
         database_url=database_url,
         log_level=log_level,
     )
     _run(settings, scheduler=False, worker=True, worker_id=worker_id)
 
 
-def scheduler(database_url: DatabaseUrl = None, log_level: LogLevel = None) -> None:
+def scheduler(
+    shard_lease: Annotated[
+        float | None,
+        typer.Option(min=0.1, help="seconds a shard lease lasts (renewed every third of it)"),
+    ] = None,
+    window: Annotated[
+        float | None,
+        typer.Option(min=0.1, max=600, help="seconds of due executions kept in the timing wheel"),
+    ] = None,
+    database_url: DatabaseUrl = None,
+    log_level: LogLevel = None,
+) -> None:
     """Run a scheduler (and reaper): due executions become READY, lost leases are recovered."""
-    _run(_settings(database_url=database_url, log_level=log_level), scheduler=True, worker=False)
+    settings = _settings(
+        shard_lease_seconds=shard_lease,
+        wheel_window_seconds=window,
+        database_url=database_url,
+        log_level=log_level,
+    )
+    _run(settings, scheduler=True, worker=False)
 
 
 def orchestrator(database_url: DatabaseUrl = None, log_level: LogLevel = None) -> None:

@@ -29,8 +29,11 @@ from tickwheel.domain.models import (
 )
 from tickwheel.domain.states import AttemptStatus, ExecutionStatus
 from tickwheel.domain.submission import NewExecution
+from tickwheel.store.due import hint_pairs
 from tickwheel.store.migrate import Migration, load_migrations, pending
+from tickwheel.store.postgres.claims import PostgresClaims
 from tickwheel.store.postgres.notify import Signals, topics_for
+from tickwheel.store.postgres.promotion import PostgresPromotion
 from tickwheel.store.postgres.rows import (
     api_key_from_row,
     attempt_from_row,
@@ -43,7 +46,6 @@ from tickwheel.store.postgres.rows import (
     like_prefix,
     opt_aware,
     require_aware,
-    utc,
 )
 from tickwheel.store.postgres.shard_leases import PostgresShardLeases
 from tickwheel.store.postgres.workers import PostgresWorkerRegistry
@@ -60,7 +62,7 @@ MIGRATION_LOCK = 0x7469636B776865
 Conn = AsyncConnection[DictRow]
 
 
-class PostgresStore(PostgresWorkerRegistry, PostgresShardLeases):
+class PostgresStore(PostgresClaims, PostgresPromotion, PostgresWorkerRegistry, PostgresShardLeases):
     dialect = "postgresql"
 
     def __init__(self, pool: AsyncConnectionPool[Conn], url: str) -> None:
@@ -201,10 +203,14 @@ class PostgresStore(PostgresWorkerRegistry, PostgresShardLeases):
             return []
         # One INSERT for the batch. The follow-up read is a new statement, so under READ
         # COMMITTED it sees the rows of competing submissions that made ours skip.
-        async with self._signalling_tx() as (conn, topics):
+        async with self._tx() as conn:
             cursor = await conn.execute(Q["execution_insert"], insert_arrays(items))
             inserted = [execution_from_row(r) for r in await cursor.fetchall()]
-            topics.update(topics_for(e.status for e in inserted))
+            topics = topics_for(e.status for e in inserted)
+            # What is due where rides on the DUE notification, for the shards' schedulers.
+            due = hint_pairs(inserted)
+            await self._signals.notify(conn, topics, due)
+        self._signals.signal(topics, due)
         created = {e.execution_id for e in inserted}
         missing = [i for i in items if i.execution_id not in created]
         existing: list[Execution] = []
@@ -290,119 +296,7 @@ class PostgresStore(PostgresWorkerRegistry, PostgresShardLeases):
                 topics.add(Topic.WORKFLOW)
             return execution_from_row(row)
 
-    async def execution_claim_ready(
-        self,
-        worker_id: str,
-        limit: int,
-        lease: timedelta,
-        now: datetime | None = None,
-        definition_uris: Sequence[str] | None = None,
-    ) -> list[Execution]:
-        params: dict[str, Any] = {
-            "worker_id": worker_id,
-            "limit": limit,
-            "lease": lease,
-            "now": opt_aware(now),
-            "definition_uris": list(definition_uris) if definition_uris is not None else None,
-        }
-        async with self._tx() as conn:
-            # The candidates stay locked until commit. A cancel racing this claim either locked
-            # its row first (the row is skipped here and the cancel wins) or waits for this
-            # commit and then finds the row RUNNING.
-            cursor = await conn.execute(Q["execution_claim_candidates"], params)
-            ids = [r["execution_id"] for r in await cursor.fetchall()]
-            if not ids:
-                return []
-            cursor = await conn.execute(Q["fencing_token_next"], {"n": len(ids)})
-            # Ascending tokens to the candidates in claim order (priority, then readiness).
-            params["fencing_tokens"] = sorted(int(r["value"]) for r in await cursor.fetchall())
-            params["execution_ids"] = ids
-            cursor = await conn.execute(Q["execution_claim"], params)
-            rows = sorted(await cursor.fetchall(), key=lambda r: int(r["fencing_token"]))
-            if not rows:  # pragma: no cover - the candidates are locked by this transaction
-                return []
-            params["execution_ids"] = [r["execution_id"] for r in rows]
-            params["attempt_numbers"] = [r["attempt_count"] for r in rows]
-            params["fencing_tokens"] = [r["fencing_token"] for r in rows]
-            await conn.execute(Q["attempt_insert"], params)
-        return [execution_from_row(r) for r in rows]
-
-    async def attempt_finish(self, result: AttemptResult, now: datetime | None = None) -> bool:
-        error = jsonb(result.error)
-        async with self._signalling_tx() as (conn, topics):
-            cursor = await conn.execute(
-                Q["execution_finish_if_token"],
-                {
-                    "execution_id": result.execution_id,
-                    "fencing_token": result.fencing_token,
-                    "status": str(result.execution_status),
-                    "output": None if result.output_reference else jsonb(result.output),
-                    "output_reference": result.output_reference,
-                    "error": error,
-                    "next_attempt_at": opt_aware(result.next_attempt_at),
-                    "lease_expired_only": result.lease_expired_only,
-                    "now": opt_aware(now),
-                },
-            )
-            row = await cursor.fetchone()
-            if row is None:
-                return False
-            topics.update(topics_for([result.execution_status]))
-            if result.output_reference is not None:
-                await conn.execute(
-                    Q["execution_output_put"],
-                    {
-                        "execution_id": result.execution_id,
-                        "output": jsonb(result.output),
-                        "size_bytes": result.output_size,
-                        "now": opt_aware(now),
-                    },
-                )
-            await conn.execute(
-                Q["attempt_finish"],
-                {
-                    "execution_id": result.execution_id,
-                    "attempt_number": row["attempt_count"],
-                    "fencing_token": result.fencing_token,
-                    "attempt_status": str(result.attempt_status),
-                    "error": error,
-                    "now": opt_aware(now),
-                },
-            )
-            if await workflow_event_record(
-                conn,
-                row["idempotency_key"],
-                result.execution_id,
-                str(result.execution_status),
-                opt_aware(now),
-            ):
-                topics.add(Topic.WORKFLOW)
-            return True
-
     # -- engine ---------------------------------------------------------------------------------
-
-    async def execution_promote_due(
-        self, shards: Sequence[int], limit: int, now: datetime | None = None
-    ) -> int:
-        params = {"shards": list(shards), "limit": limit, "now": opt_aware(now)}
-        async with self._signalling_tx() as (conn, topics):
-            scheduled = await conn.execute(Q["execution_promote_scheduled"], params)
-            retries = await conn.execute(Q["execution_promote_retries"], params)
-            moved = scheduled.rowcount + retries.rowcount
-            if moved:
-                topics.add(Topic.READY)
-        return moved
-
-    async def execution_next_due_at(
-        self, shards: Sequence[int], horizon: datetime
-    ) -> datetime | None:
-        params = {"shards": list(shards), "horizon": require_aware(horizon)}
-        found = [
-            row["at"]
-            for query in ("execution_next_scheduled_at", "execution_next_retry_at")
-            if (row := await self._one(query, params)) is not None and row["at"] is not None
-        ]
-        return utc(min(found)) if found else None
 
     async def execution_heartbeat(
         self,

@@ -29,11 +29,14 @@ from tickwheel.domain.models import (
 )
 from tickwheel.domain.states import ExecutionStatus
 from tickwheel.domain.submission import NewExecution
+from tickwheel.store.due import DueFanout
 from tickwheel.store.migrate import load_migrations, pending
 from tickwheel.store.protocol import AttemptResult, InsertOutcome, StoredDefinition, Topic
 from tickwheel.store.sqlfile import load_queries
+from tickwheel.store.sqlite.claims import SqliteClaims
 from tickwheel.store.sqlite.codec import from_us, jload, opt_us, to_us
 from tickwheel.store.sqlite.cron import SqliteCronStore
+from tickwheel.store.sqlite.promotion import SqlitePromotion
 from tickwheel.store.sqlite.rows import (
     api_key_row,
     attempt_row,
@@ -44,18 +47,20 @@ from tickwheel.store.sqlite.rows import (
 from tickwheel.store.sqlite.shard_leases import SqliteShardLeases
 from tickwheel.store.sqlite.stats import SqliteStatsStore
 from tickwheel.store.sqlite.workers import SqliteWorkerRegistry
+from tickwheel.store.sqlite.workflow_views import SqliteWorkflowViewStore
 from tickwheel.store.sqlite.workflows import SqliteWorkflowStore, workflow_event_record
 
 Q = load_queries("tickwheel.store.sqlite.sql")
 
 
-class SqliteStore(SqliteWorkerRegistry, SqliteShardLeases):
+class SqliteStore(SqliteClaims, SqlitePromotion, SqliteWorkerRegistry, SqliteShardLeases):
     dialect = "sqlite"
 
     def __init__(self, conn: aiosqlite.Connection, path: str) -> None:
         self._conn = conn
         self._lock = asyncio.Lock()
         self._events = {topic: asyncio.Event() for topic in Topic}
+        self._due = DueFanout()
         self.path = path
 
     @property
@@ -72,6 +77,11 @@ class SqliteStore(SqliteWorkerRegistry, SqliteShardLeases):
     def stats(self) -> SqliteStatsStore:
         """The dashboard's read-only aggregates on this same connection (and its lock)."""
         return SqliteStatsStore(self._conn, self._lock)
+
+    @property
+    def workflow_views(self) -> SqliteWorkflowViewStore:
+        """The dashboard's read-only workflow views on this same connection (and its lock)."""
+        return SqliteWorkflowViewStore(self._conn, self._lock)
 
     @classmethod
     async def open(cls, path: str) -> SqliteStore:
@@ -208,7 +218,7 @@ class SqliteStore(SqliteWorkerRegistry, SqliteShardLeases):
         if ExecutionStatus.READY in created:
             self._signal(Topic.READY)
         if ExecutionStatus.SCHEDULED in created:
-            self._signal(Topic.DUE)
+            self._signal_due([o.execution for o in outcomes if o.created])
         return outcomes
 
     async def execution_get(self, tenant: str, execution_id: uuid.UUID) -> Execution | None:
@@ -291,126 +301,7 @@ class SqliteStore(SqliteWorkerRegistry, SqliteShardLeases):
                 self._signal(Topic.WORKFLOW)
             return execution_row(row)
 
-    async def execution_claim_ready(
-        self,
-        worker_id: str,
-        limit: int,
-        lease: timedelta,
-        now: datetime | None = None,
-        definition_uris: Sequence[str] | None = None,
-    ) -> list[Execution]:
-        now = now or datetime.now(UTC)
-        claimed: list[Execution] = []
-        uris = json.dumps(list(definition_uris)) if definition_uris is not None else None
-        async with self._tx() as conn:
-            cursor = await conn.execute(
-                Q["execution_claim_candidates"], {"limit": limit, "definition_uris": uris}
-            )
-            ids = [r["execution_id"] for r in await cursor.fetchall()]
-            if not ids:
-                return []
-            cursor = await conn.execute(Q["fencing_token_next"], {"n": len(ids)})
-            token_row = await cursor.fetchone()
-            assert token_row is not None
-            first_token = int(token_row["value"]) - len(ids) + 1
-            for offset, execution_id in enumerate(ids):
-                params = {
-                    "execution_id": execution_id,
-                    "worker_id": worker_id,
-                    "fencing_token": first_token + offset,
-                    "lease_expires_at": to_us(now + lease),
-                    "now": to_us(now),
-                }
-                cursor = await conn.execute(Q["execution_claim"], params)
-                row = await cursor.fetchone()
-                if row is None:  # pragma: no cover - the write lock excludes other claimers
-                    continue
-                await conn.execute(
-                    Q["attempt_insert"], {**params, "attempt_number": row["attempt_count"]}
-                )
-                claimed.append(execution_row(row))
-        return claimed
-
-    async def attempt_finish(self, result: AttemptResult, now: datetime | None = None) -> bool:
-        now_us = to_us(now or datetime.now(UTC))
-        error = json.dumps(result.error) if result.error is not None else None
-        async with self._tx() as conn:
-            cursor = await conn.execute(
-                Q["execution_finish_if_token"],
-                {
-                    "execution_id": str(result.execution_id),
-                    "fencing_token": result.fencing_token,
-                    "status": str(result.execution_status),
-                    "output": _inline_output(result),
-                    "output_reference": result.output_reference,
-                    "error": error,
-                    "next_attempt_at": opt_us(result.next_attempt_at),
-                    "lease_expired_only": int(result.lease_expired_only),
-                    "now": now_us,
-                },
-            )
-            row = await cursor.fetchone()
-            if row is None:
-                return False
-            if result.output_reference is not None:
-                await conn.execute(
-                    Q["execution_output_put"],
-                    {
-                        "execution_id": str(result.execution_id),
-                        "output": json.dumps(result.output),
-                        "size_bytes": result.output_size,
-                        "now": now_us,
-                    },
-                )
-            await conn.execute(
-                Q["attempt_finish"],
-                {
-                    "execution_id": str(result.execution_id),
-                    "attempt_number": row["attempt_count"],
-                    "fencing_token": result.fencing_token,
-                    "attempt_status": str(result.attempt_status),
-                    "error": error,
-                    "now": now_us,
-                },
-            )
-            if await workflow_event_record(
-                conn,
-                row["idempotency_key"],
-                result.execution_id,
-                str(result.execution_status),
-                now_us,
-            ):
-                self._signal(Topic.WORKFLOW)
-        if result.execution_status is ExecutionStatus.READY:
-            self._signal(Topic.READY)
-        elif result.execution_status is ExecutionStatus.RETRY_WAIT:
-            self._signal(Topic.DUE)  # the scheduler may be asleep past the retry's time
-        return True
-
     # -- engine ---------------------------------------------------------------------------------
-
-    async def execution_promote_due(
-        self, shards: Sequence[int], limit: int, now: datetime | None = None
-    ) -> int:
-        params = {"shards": json.dumps(list(shards)), "limit": limit, "now": _now_us(now)}
-        async with self._tx() as conn:
-            scheduled = await conn.execute(Q["execution_promote_scheduled"], params)
-            retries = await conn.execute(Q["execution_promote_retries"], params)
-            moved = scheduled.rowcount + retries.rowcount
-        if moved:
-            self._signal(Topic.READY)
-        return moved
-
-    async def execution_next_due_at(
-        self, shards: Sequence[int], horizon: datetime
-    ) -> datetime | None:
-        params = {"shards": json.dumps(list(shards)), "horizon": to_us(horizon)}
-        found = [
-            row["at"]
-            for query in ("execution_next_scheduled_at", "execution_next_retry_at")
-            if (row := await self._one(query, params)) is not None and row["at"] is not None
-        ]
-        return from_us(min(found)) if found else None
 
     async def execution_heartbeat(
         self,
@@ -595,12 +486,6 @@ class SqliteStore(SqliteWorkerRegistry, SqliteShardLeases):
     async def api_key_count(self) -> int:
         row = await self._one("api_key_count", {})
         return int(row["n"]) if row else 0
-
-
-def _inline_output(result: AttemptResult) -> str | None:
-    if result.output is None or result.output_reference is not None:
-        return None
-    return json.dumps(result.output)
 
 
 def _now_us(now: datetime | None) -> int:

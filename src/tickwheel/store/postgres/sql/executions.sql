@@ -3,7 +3,9 @@
 -- ON CONFLICT DO NOTHING waits for a competing, uncommitted insert of the same key and then
 -- skips, so concurrent identical submissions create one row. Rows go in ordered by key: two
 -- batches that share keys then wait on each other in the same order and cannot deadlock, and
--- among duplicates inside the batch the earliest item is the one inserted.
+-- among duplicates inside the batch the earliest item is the one inserted. No conflict target:
+-- on a partitioned table (docs/scaling.md) the key's uniqueness is execution_keys', claimed by a
+-- trigger that skips the row the same way, and no unique index on executions could name it.
 INSERT INTO executions (
     execution_id, tenant, definition_uri, definition_version, input_snapshot, execute_at,
     bucket_start, shard_id, idempotency_key, request_fingerprint, status, priority,
@@ -26,7 +28,7 @@ FROM unnest(
     max_attempts, ready_at, created_at, position
 )
 ORDER BY tenant, idempotency_key, position
-ON CONFLICT (tenant, idempotency_key) DO NOTHING
+ON CONFLICT DO NOTHING
 RETURNING *;
 
 -- name: execution_get_by_key
@@ -104,116 +106,6 @@ ORDER BY ev.event_id;
 SELECT a.* FROM attempts a JOIN executions e ON e.execution_id = a.execution_id
 WHERE e.tenant = %(tenant)s AND a.execution_id = %(execution_id)s
 ORDER BY a.attempt_number;
-
--- name: fencing_token_next
--- One token per claimed execution. The sequence is shared by every claimer and never goes
--- back, so a later claim of an execution always carries a larger token than any earlier claim
--- of it (the earlier claim committed before the row could be READY again).
-SELECT nextval('fencing_token_seq') AS value FROM generate_series(1, %(n)s);
-
--- name: execution_claim_candidates
--- Served by the executions_ready partial index: no SCHEDULED or finished row is ever visited.
--- SKIP LOCKED: concurrent claimers take disjoint rows instead of queueing behind each other, and
--- a row a cancel has locked is left to the cancel. The locks last until the claim commits.
--- A worker that runs only some definitions names them; NULL means any.
-SELECT execution_id FROM executions
-WHERE status = 'READY'
-  AND (%(definition_uris)s::text[] IS NULL OR definition_uri = ANY(%(definition_uris)s::text[]))
-ORDER BY priority DESC, ready_at
-LIMIT %(limit)s
-FOR UPDATE SKIP LOCKED;
-
--- name: execution_claim
--- The candidates are locked by this transaction; the status guard states the transition anyway.
--- Lease times come from the database clock unless the caller passes now (tests).
-UPDATE executions e
-SET status = 'RUNNING', attempt_count = e.attempt_count + 1, lease_owner = %(worker_id)s,
-    lease_expires_at = coalesce(%(now)s::timestamptz, now()) + %(lease)s::interval,
-    fencing_token = c.fencing_token,
-    started_at = coalesce(e.started_at, coalesce(%(now)s::timestamptz, now())),
-    updated_at = coalesce(%(now)s::timestamptz, now())
-FROM unnest(%(execution_ids)s::uuid[], %(fencing_tokens)s::bigint[]) AS c (execution_id, fencing_token)
-WHERE e.execution_id = c.execution_id AND e.status = 'READY'
-RETURNING e.*;
-
--- name: attempt_insert
-INSERT INTO attempts (execution_id, attempt_number, worker_id, fencing_token, status, started_at)
-SELECT a.execution_id, a.attempt_number, %(worker_id)s, a.fencing_token, 'RUNNING',
-    coalesce(%(now)s::timestamptz, now())
-FROM unnest(%(execution_ids)s::uuid[], %(attempt_numbers)s::integer[], %(fencing_tokens)s::bigint[])
-    AS a (execution_id, attempt_number, fencing_token);
-
--- name: execution_finish_if_token
--- The fencing guard: only the holder of the current token of a RUNNING execution may finish it.
-UPDATE executions
-SET status = %(status)s::text, output = %(output)s, output_reference = %(output_reference)s,
-    error = %(error)s, next_attempt_at = %(next_attempt_at)s, lease_owner = NULL,
-    lease_expires_at = NULL,
-    finished_at = CASE WHEN %(status)s::text IN ('SUCCEEDED', 'FAILED', 'CANCELLED')
-        THEN coalesce(%(now)s::timestamptz, now()) END,
-    updated_at = coalesce(%(now)s::timestamptz, now())
-WHERE execution_id = %(execution_id)s AND status = 'RUNNING' AND fencing_token = %(fencing_token)s
-  -- The reaper's write must lose against a heartbeat that renewed the lease meanwhile: the
-  -- heartbeat's UPDATE holds the row lock, and this one re-checks the lease on the new version.
-  AND (NOT %(lease_expired_only)s::boolean
-       OR lease_expires_at < coalesce(%(now)s::timestamptz, now()))
-RETURNING attempt_count, idempotency_key;
-
--- name: attempt_finish
-UPDATE attempts
-SET status = %(attempt_status)s, finished_at = coalesce(%(now)s::timestamptz, now()),
-    error = %(error)s
-WHERE execution_id = %(execution_id)s AND attempt_number = %(attempt_number)s
-  AND fencing_token = %(fencing_token)s AND status = 'RUNNING';
-
--- name: execution_promote_scheduled
--- Through executions_due, probed once per shard of the array (the smallint cast keeps the
--- index usable): each probe reads the entries of past buckets up to now, so the cost follows
--- the due rows, never the future backlog. SKIP LOCKED: two schedulers that briefly both own a
--- shard, or a cancel holding a row, make this skip rows instead of queueing behind them; the
--- row lock re-checks the status on the newest row version, so no row is promoted twice.
-WITH due AS MATERIALIZED (
-    SELECT execution_id FROM executions
-    WHERE status = 'SCHEDULED'
-      AND shard_id = ANY (%(shards)s::smallint[])
-      AND bucket_start <= coalesce(%(now)s::timestamptz, now())
-      AND execute_at <= coalesce(%(now)s::timestamptz, now())
-    LIMIT %(limit)s
-    FOR UPDATE SKIP LOCKED
-)
-UPDATE executions e
-SET status = 'READY', ready_at = coalesce(%(now)s::timestamptz, now()),
-    updated_at = coalesce(%(now)s::timestamptz, now())
-FROM due
-WHERE e.execution_id = due.execution_id AND e.status = 'SCHEDULED';
-
--- name: execution_promote_retries
--- Through executions_retry_due, oldest first: only retries whose time has come are read.
-WITH due AS MATERIALIZED (
-    SELECT execution_id FROM executions
-    WHERE status = 'RETRY_WAIT' AND next_attempt_at <= coalesce(%(now)s::timestamptz, now())
-      AND shard_id = ANY (%(shards)s::smallint[])
-    ORDER BY next_attempt_at
-    LIMIT %(limit)s
-    FOR UPDATE SKIP LOCKED
-)
-UPDATE executions e
-SET status = 'READY', ready_at = coalesce(%(now)s::timestamptz, now()), next_attempt_at = NULL,
-    updated_at = coalesce(%(now)s::timestamptz, now())
-FROM due
-WHERE e.execution_id = due.execution_id AND e.status = 'RETRY_WAIT';
-
--- name: execution_next_scheduled_at
--- Bounded by the horizon on both index columns, so only the near future is read.
-SELECT min(execute_at) AS at FROM executions
-WHERE status = 'SCHEDULED'
-  AND shard_id = ANY (%(shards)s::smallint[])
-  AND bucket_start < %(horizon)s::timestamptz AND execute_at < %(horizon)s::timestamptz;
-
--- name: execution_next_retry_at
-SELECT min(next_attempt_at) AS at FROM executions
-WHERE status = 'RETRY_WAIT' AND next_attempt_at < %(horizon)s::timestamptz
-  AND shard_id = ANY (%(shards)s::smallint[]);
 
 -- name: execution_heartbeat
 -- Only the current token's holder extends the lease; a zombie's heartbeat changes nothing.
