@@ -84,3 +84,15 @@ async def async_sleeper() -> None:
     except asyncio.CancelledError:
         CANCELLED.append("async_sleeper")
         raise
+
+
+class Unhashable:
+    """A callable object that cannot be a cache key: its signature is read every time."""
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __call__(self, x: int) -> dict[str, int]:
+        return {"sum": x + 1}
+
+
+unhashable = Unhashable()

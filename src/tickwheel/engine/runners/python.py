@@ -65,13 +65,32 @@ def load_entrypoint(entrypoint: str) -> Callable[..., Any]:
     return target  # type: ignore[no-any-return]
 
 
+def _signature(func: Callable[..., Any]) -> inspect.Signature | None:
+    """``inspect.signature`` once per function: it costs more than a no-op job itself (about a
+    tenth of a busy worker's time), and an entrypoint's signature does not change."""
+    try:
+        return _cached_signature(func)
+    except TypeError:  # an unhashable callable object: nothing to cache it by
+        return _uncached_signature(func)
+
+
+def _uncached_signature(func: Callable[..., Any]) -> inspect.Signature | None:
+    try:
+        return inspect.signature(func)
+    except (TypeError, ValueError):  # some builtins have no signature
+        return None
+
+
+_cached_signature = functools.lru_cache(maxsize=1024)(_uncached_signature)
+
+
 def context_parameter(func: Callable[..., Any]) -> str | None:
     """The name of the parameter that takes the JobContext: one annotated ``JobContext`` (also
     as a string, under ``from __future__ import annotations``), else one named ``context``."""
-    try:
-        parameters = inspect.signature(func).parameters
-    except (TypeError, ValueError):  # some builtins have no signature
+    signature = _signature(func)
+    if signature is None:
         return None
+    parameters = signature.parameters
     for name, param in parameters.items():
         annotation = param.annotation
         if annotation is JobContext or (
@@ -179,9 +198,8 @@ def _arguments(
                 f"input {name!r} collides with the JobContext parameter of {entrypoint!r}"
             )
         kwargs[name] = ctx
-    try:
-        signature = inspect.signature(func)
-    except (TypeError, ValueError):  # no signature to check against (some builtins)
+    signature = _signature(func)
+    if signature is None:  # no signature to check against (some builtins)
         return kwargs
     try:
         signature.bind(**kwargs)
