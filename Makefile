@@ -20,7 +20,7 @@ run: $(STAMP)
 	$(BIN)/tickwheel server --definitions examples/definitions
 
 test: $(STAMP)
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q --durations=25
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests
