@@ -111,27 +111,69 @@ async def test_runs_with_task_runs_guarded_updates_and_retry(store: Store) -> No
         ("clean", TR.PENDING, None),
     ]
     rid, ex = run.workflow_run_id, uuid.uuid4()
-    assert await ws.workflow_task_run_update(rid, "extract", [TR.PENDING], TR.SUBMITTED, T0, ex)
-    assert not await ws.workflow_task_run_update(rid, "extract", [TR.PENDING], TR.SKIPPED, T0)
-    assert await ws.workflow_task_run_update(
-        rid, "extract", [TR.SUBMITTED], TR.SUCCEEDED, T0, output={"rows": 3}
+    update = ws.workflow_task_run_update
+    assert await update(rid, "extract", [TR.PENDING], TR.SUBMITTED, T0, ex, retry_count=0)
+    assert not await update(rid, "extract", [TR.PENDING], TR.SKIPPED, T0, retry_count=0)
+    assert await update(
+        rid, "extract", [TR.SUBMITTED], TR.SUCCEEDED, T0, output={"rows": 3}, retry_count=0
     )
-    assert await ws.workflow_task_run_update(
-        rid, "clean", [TR.PENDING], TR.FAILED, T0, error={"kind": "x"}
+    assert await update(
+        rid, "clean", [TR.PENDING], TR.FAILED, T0, error={"kind": "x"}, retry_count=0
     )
     extract, clean = await ws.workflow_task_run_list(rid)
     assert (extract.status, extract.execution_id, extract.output) == (TR.SUCCEEDED, ex, {"rows": 3})
     assert (clean.status, clean.error) == (TR.FAILED, {"kind": "x"})
-    assert not await ws.workflow_run_retry("acme", rid, ["clean"], T0)  # still RUNNING
-    assert await ws.workflow_run_finish(rid, RunStatus.FAILED, T0)
-    assert not await ws.workflow_run_finish(rid, RunStatus.SUCCEEDED, T0)
-    assert await ws.workflow_run_retry("acme", rid, ["clean"], T0 + LEASE)
+    assert not await ws.workflow_run_retry("acme", rid, ["clean"], T0, retry_count=0)  # RUNNING
+    assert await ws.workflow_run_finish(rid, RunStatus.FAILED, T0, retry_count=0)
+    assert not await ws.workflow_run_finish(rid, RunStatus.SUCCEEDED, T0, retry_count=0)
+    assert await ws.workflow_run_retry("acme", rid, ["clean"], T0 + LEASE, retry_count=0)
     again = await ws.workflow_run_get("acme", rid)
     assert again is not None
     assert (again.status, again.retry_count, again.finished_at) == (RunStatus.RUNNING, 1, None)
     extract, clean = await ws.workflow_task_run_list(rid)
     assert extract.status is TR.SUCCEEDED and extract.output == {"rows": 3}
     assert (clean.status, clean.error, clean.execution_id) == (TR.PENDING, None, None)
+
+
+async def test_writes_for_an_older_retry_change_nothing(store: Store) -> None:
+    """An advancer that read the run before a retry writes with the old ``retry_count``: the
+    task runs the retry reset (or kept) and the retried run stay as the retry left them."""
+    ws = workflows_of(store)
+    run = run_record()
+    rid, old, kept = run.workflow_run_id, uuid.uuid4(), uuid.uuid4()
+    assert await ws.workflow_run_insert(run, ["extract", "clean", "stats"])
+    update = ws.workflow_task_run_update
+    assert await update(rid, "extract", [TR.PENDING], TR.SUBMITTED, T0, old, retry_count=0)
+    assert await update(rid, "extract", [TR.SUBMITTED], TR.FAILED, T0, retry_count=0)
+    assert await update(rid, "stats", [TR.PENDING], TR.SUBMITTED, T0, kept, retry_count=0)
+    assert await ws.workflow_run_finish(rid, RunStatus.FAILED, T0, retry_count=0)
+    assert await ws.workflow_run_retry("acme", rid, ["extract", "clean"], T0, retry_count=0)
+    # A second retry based on the same read is refused, even once the run failed again.
+    assert await ws.workflow_run_finish(rid, RunStatus.FAILED, T0, retry_count=1)
+    assert not await ws.workflow_run_retry("acme", rid, ["stats"], T0, retry_count=0)
+    assert await ws.workflow_run_retry("acme", rid, ["extract", "clean"], T0, retry_count=1)
+    before = await ws.workflow_task_run_list(rid)
+
+    # Retry 0's outcomes and submissions: refused, whatever status they expect.
+    later = T0 + LEASE
+    assert not await update(rid, "extract", [TR.PENDING], TR.SUBMITTED, later, old, retry_count=0)
+    assert not await update(rid, "clean", [TR.PENDING], TR.SKIPPED, later, retry_count=0)
+    assert not await update(
+        rid, "stats", [TR.SUBMITTED], TR.SUCCEEDED, later, output={"x": 1}, retry_count=1
+    )
+    assert not await ws.workflow_run_finish(rid, RunStatus.FAILED, later, retry_count=1)
+    assert await ws.workflow_task_run_list(rid) == before
+    current = await ws.workflow_run_get("acme", rid)
+    assert current is not None
+    assert (current.status, current.retry_count) == (RunStatus.RUNNING, 2)
+
+    # The current attempt's writes go through: a task kept SUBMITTED across the retries too.
+    assert await update(rid, "stats", [TR.SUBMITTED], TR.SUCCEEDED, later, retry_count=2)
+    assert await update(rid, "extract", [TR.PENDING], TR.SUBMITTED, later, old, retry_count=2)
+    extract, clean, stats = await ws.workflow_task_run_list(rid)
+    assert (extract.status, extract.execution_id) == (TR.SUBMITTED, old)
+    assert (clean.status, stats.status, stats.execution_id) == (TR.PENDING, TR.SUCCEEDED, kept)
+    assert await ws.workflow_run_finish(rid, RunStatus.CANCELLED, later, retry_count=2)
 
 
 async def test_finishing_a_workflow_execution_writes_one_outbox_row(store: Store) -> None:

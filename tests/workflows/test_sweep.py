@@ -189,8 +189,12 @@ async def test_a_run_whose_tasks_all_finished_but_never_ended_is_ended(
     # The starting request failed a, skipped b, and died before ending the run.
     now = rig.clock.now()
     update = rig.workflows.workflow_task_run_update
-    assert await update(run_id, "a", [TaskRunStatus.PENDING], TaskRunStatus.FAILED, now)
-    assert await update(run_id, "b", [TaskRunStatus.PENDING], TaskRunStatus.SKIPPED, now)
+    assert await update(
+        run_id, "a", [TaskRunStatus.PENDING], TaskRunStatus.FAILED, now, retry_count=0
+    )
+    assert await update(
+        run_id, "b", [TaskRunStatus.PENDING], TaskRunStatus.SKIPPED, now, retry_count=0
+    )
     rig.clock.advance(GRACE.total_seconds() + 1)
     assert await rig.orchestrator.sweep() == 1
     run = await rig.get(run_id)

@@ -4,6 +4,10 @@ Same conventions as ``store/protocol.py`` and ``store/cron_protocol.py``: entity
 unit of work per method, guarded updates whose row count says who won. The outbox rows
 (``workflow_events``) are written by the main Store, inside the transaction that finishes an
 execution whose idempotency key starts with ``wf:``; this protocol claims and deletes them.
+
+Every write to a run's task runs, and its finish, names the run's ``retry_count`` the caller
+read: a retry resets the task runs and increments the count in one transaction, so a write
+decided for an earlier attempt (an advancer that stalled across a retry) changes nothing.
 """
 
 from __future__ import annotations
@@ -129,17 +133,25 @@ class WorkflowStore(Protocol):
     ) -> WorkflowRunRecord | None: ...
 
     async def workflow_run_finish(
-        self, workflow_run_id: uuid.UUID, status: RunStatus, now: datetime
+        self, workflow_run_id: uuid.UUID, status: RunStatus, now: datetime, *, retry_count: int
     ) -> bool:
-        """RUNNING -> ``status``; False when the run is no longer RUNNING."""
+        """RUNNING -> ``status``; False when the run is no longer RUNNING, or was retried since
+        the caller read it (its ``retry_count`` is no longer ``retry_count``)."""
         ...
 
     async def workflow_run_retry(
-        self, tenant: str, workflow_run_id: uuid.UUID, task_names: Sequence[str], now: datetime
+        self,
+        tenant: str,
+        workflow_run_id: uuid.UUID,
+        task_names: Sequence[str],
+        now: datetime,
+        *,
+        retry_count: int,
     ) -> bool:
-        """In one transaction: a FAILED or CANCELLED run back to RUNNING with ``retry_count``
-        + 1, and the named task runs back to PENDING without execution, output or error.
-        False (nothing written) when the run is not FAILED or CANCELLED."""
+        """In one transaction: a FAILED or CANCELLED run at ``retry_count`` back to RUNNING with
+        ``retry_count`` + 1, and the named task runs back to PENDING without execution, output
+        or error. False (nothing written) when the run is not FAILED or CANCELLED, or was
+        retried since the caller read the task runs it chose ``task_names`` from."""
         ...
 
     async def workflow_task_run_list(self, workflow_run_id: uuid.UUID) -> list[TaskRunRecord]:
@@ -156,9 +168,13 @@ class WorkflowStore(Protocol):
         execution_id: uuid.UUID | None = None,
         output: Any = None,
         error: Any = None,
+        *,
+        retry_count: int,
     ) -> bool:
-        """Moves a task run to ``status`` if it is in one of ``expected``; ``execution_id`` None
-        keeps the stored one. False when the guard did not match."""
+        """Moves a task run to ``status`` if it is in one of ``expected`` and its run's
+        ``retry_count`` is still ``retry_count`` (the attempt the caller read); ``execution_id``
+        None keeps the stored one. False when either guard did not match: a write decided
+        before a retry must not land on the task runs the retry reset (or kept)."""
         ...
 
     async def workflow_event_claim(

@@ -14,7 +14,9 @@ RUNNING that no event will ever advance. The sweep covers that: at start and eve
 ``sweep_every`` it asks the store for RUNNING runs with a PENDING task whose upstream tasks all
 finished more than ``stall_grace`` ago (or whose tasks all finished, the run never ended), and
 advances them. Several orchestrators may sweep the same run at once: the idempotency keys and
-the guarded task-run writes make the second advance a no-op.
+the guarded task-run writes make the second advance a no-op. Those writes also name the run's
+``retry_count``: an orchestrator that stalled while a person retried the run changes nothing of
+the new attempt (``runs.py`` says how).
 
 Like the Cron Service it is built on the client and does not import the engine: its loop is its
 own. It sleeps on ``Topic.WORKFLOW`` (LISTEN/NOTIFY on PostgreSQL, an in-process signal on

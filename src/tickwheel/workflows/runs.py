@@ -6,6 +6,15 @@ crash anywhere between submitting and recording resubmits the same key and gets 
 execution back: nothing is ever run twice as two executions. Task-run writes are guarded by the
 status they expect; ``evaluate`` is idempotent, so whoever advances a run again repairs what a
 crash left half done.
+
+Every task-run write and the run's finish are also guarded by the ``retry_count`` read with the
+run: whoever acts on a run acts for one attempt of it. An advancer that stalled across a retry
+(it read attempt N, a person retried, the run is at N + 1 with its failed tasks PENDING again)
+would otherwise tie a reset task to attempt N's failed execution and fail the retried run
+again. Its writes are refused and logged; it stops, since the retry's own advance (or the
+sweep) carries attempt N + 1. Only an execution's outcome is read again and recorded for the
+current attempt: a task still running when its run ended stays SUBMITTED through a retry, and
+its outbox row is the only news of its end.
 """
 
 from __future__ import annotations
@@ -38,6 +47,10 @@ from tickwheel.store.workflow_protocol import TaskRunRecord, WorkflowRunRecord, 
 Wire = dict[str, Any]
 T = TaskRunStatus
 log = logging.getLogger("tickwheel.workflows")
+
+REREADS = 5
+"""How often ``finished`` and ``cancel`` read a run again when its attempt changed under them;
+each time needs another retry (or end) of the run in between, so a second is already rare."""
 
 
 def task_key(run: WorkflowRunRecord, task: str) -> str:
@@ -171,28 +184,41 @@ class WorkflowRuns:
     async def cancel(self, workflow_run_id: uuid.UUID) -> Wire:
         """Tasks not yet started are cancelled (their executions too); tasks already running
         finish on their own. The run ends CANCELLED; a finished run is a Conflict."""
-        run = await self._run(workflow_run_id)
-        # Finish the run first: from now on nobody submits new tasks for it.
-        if not await self.workflows.workflow_run_finish(
-            workflow_run_id, RunStatus.CANCELLED, self.clock.now()
-        ):
-            raise Conflict(f"workflow run {workflow_run_id} is {run.status}, not RUNNING")
+        for _ in range(REREADS):
+            run = await self._run(workflow_run_id)
+            if run.status is not RunStatus.RUNNING:
+                raise Conflict(f"workflow run {workflow_run_id} is {run.status}, not RUNNING")
+            # Finish the run first: from now on nobody submits new tasks for it. Refused when
+            # it ended, or ended and was retried, since we read it: then read it again.
+            if await self.workflows.workflow_run_finish(
+                workflow_run_id, RunStatus.CANCELLED, self.clock.now(), retry_count=run.retry_count
+            ):
+                break
+        else:
+            raise Conflict(f"workflow run {workflow_run_id} kept changing; cancel it again")
         for task in await self.workflows.workflow_task_run_list(workflow_run_id):
-            await self._cancel_task(task)
+            await self._cancel_task(run, task)
         return await self.get(workflow_run_id)
 
-    async def _cancel_task(self, task: TaskRunRecord) -> None:
+    async def _cancel_task(self, run: WorkflowRunRecord, task: TaskRunRecord) -> None:
         now = self.clock.now()
         if task.status is T.PENDING:
-            await self.workflows.workflow_task_run_update(
-                task.workflow_run_id, task.task_name, [T.PENDING], T.CANCELLED, now
-            )
+            if not await self.workflows.workflow_task_run_update(
+                task.workflow_run_id,
+                task.task_name,
+                [T.PENDING],
+                T.CANCELLED,
+                now,
+                retry_count=run.retry_count,
+            ):
+                await self._superseded(run, f"cancelling task {task.task_name}")
         elif task.status is T.SUBMITTED and task.execution_id is not None:
             try:
                 info = await self.client.cancel(task.execution_id)
             except Conflict:
                 return  # started (or finished) already: its outcome is recorded when it ends
-            await self._record(task, info)
+            # Refused after a retry: the cancellation's outbox row records it for that attempt.
+            await self._record(run, task, info)
 
     async def retry(self, workflow_run_id: uuid.UUID) -> Wire:
         """Failed, skipped and cancelled tasks back to PENDING (succeeded ones keep their
@@ -200,13 +226,20 @@ class WorkflowRuns:
         run = await self._run(workflow_run_id)
         tasks = await self.workflows.workflow_task_run_list(workflow_run_id)
         plan = retry_plan({t.task_name: t.status for t in tasks})
+        # The plan is for the attempt we read: refused if another request retried it meanwhile.
         retried = await self.workflows.workflow_run_retry(
-            self.tenant, workflow_run_id, plan, self.clock.now()
+            self.tenant, workflow_run_id, plan, self.clock.now(), retry_count=run.retry_count
         )
         if not retried:
+            current = await self._run(workflow_run_id)
+            if current.retry_count != run.retry_count:
+                raise Conflict(
+                    f"workflow run {workflow_run_id} was retried by another request meanwhile "
+                    f"(retry {current.retry_count}, {current.status})"
+                )
             raise Conflict(
-                f"workflow run {workflow_run_id} is {run.status}: only FAILED or CANCELLED runs "
-                "can be retried"
+                f"workflow run {workflow_run_id} is {current.status}: only FAILED or CANCELLED "
+                "runs can be retried"
             )
         await self.advance(workflow_run_id)
         return await self.get(workflow_run_id)
@@ -217,23 +250,46 @@ class WorkflowRuns:
         self, workflow_run_id: uuid.UUID, execution_id: uuid.UUID, *, advance: bool = True
     ) -> None:
         """An execution of this run ended: record it on its task run, then advance the run.
-        Recorded also when the run is no longer RUNNING (a task that ran on past a cancel)."""
-        tasks = await self.workflows.workflow_task_run_list(workflow_run_id)
-        for task in tasks:
-            if task.execution_id == execution_id and task.status is T.SUBMITTED:
-                await self._record(task, await self.client.get(execution_id))
+        Recorded also when the run is no longer RUNNING (a task that ran on past a cancel), and
+        for the current attempt when the run was retried while we read it: a task SUBMITTED
+        when its run ended stays so through the retry, and this is the only news of its end."""
+        for _ in range(REREADS):
+            # The run before its task runs: a retry in between makes the write below refused.
+            run = await self.workflows.workflow_run_get(None, workflow_run_id)
+            if run is None:
+                return
+            task = next(
+                (
+                    t
+                    for t in await self.workflows.workflow_task_run_list(workflow_run_id)
+                    if t.execution_id == execution_id and t.status is T.SUBMITTED
+                ),
+                None,
+            )
+            if task is None:
+                break  # recorded already, or the task was reset and resubmitted
+            if await self._record(run, task, await self.client.get(execution_id)):
+                break
+            if not await self._superseded(run, f"recording execution {execution_id}"):
+                break  # not final yet, or recorded by someone else meanwhile
+        else:
+            # The outbox row stays claimed; it comes back once its lease ends.
+            raise RuntimeError(f"workflow run {workflow_run_id} kept being retried")
         if advance:
             await self.advance(workflow_run_id)
 
-    async def _record(self, task: TaskRunRecord, info: ExecutionInfo) -> bool:
-        """A SUBMITTED task takes its execution's final status and output (False: not final)."""
+    async def _record(
+        self, run: WorkflowRunRecord, task: TaskRunRecord, info: ExecutionInfo
+    ) -> bool:
+        """A SUBMITTED task takes its execution's final status and output, for the attempt of
+        ``run``. False when the execution is not final or the guarded write was refused."""
         status = task_status_of(info.status)
         if status is T.SUBMITTED:
             return False
         output = info.output
         if info.output_reference is not None:
             output = await self.client.output(info.execution_id)
-        await self.workflows.workflow_task_run_update(
+        return await self.workflows.workflow_task_run_update(
             task.workflow_run_id,
             task.task_name,
             [T.SUBMITTED],
@@ -241,6 +297,23 @@ class WorkflowRuns:
             self.clock.now(),
             output=output,
             error=info.error,
+            retry_count=run.retry_count,
+        )
+
+    async def _superseded(self, run: WorkflowRunRecord, doing: str) -> bool:
+        """After a refused write: True (and logged) when the run was retried since ``run`` was
+        read, so what we were doing was for an attempt that is over."""
+        current = await self.workflows.workflow_run_get(None, run.workflow_run_id)
+        if current is not None and current.retry_count == run.retry_count:
+            return False
+        log.warning(
+            "workflow run %s was retried meanwhile (retry %d, now %s): %s for retry %d was "
+            "refused and changed nothing",
+            run.workflow_run_id,
+            run.retry_count,
+            "gone" if current is None else current.retry_count,
+            doing,
+            run.retry_count,
         )
         return True
 
@@ -258,17 +331,34 @@ class WorkflowRuns:
             }
             plan = evaluate(workflow, {name: t.status for name, t in tasks.items()})
             now = self.clock.now()
+            refused = False
             for name in plan.skip:
-                await self.workflows.workflow_task_run_update(
-                    run.workflow_run_id, name, [T.PENDING], T.SKIPPED, now
+                refused |= not await self.workflows.workflow_task_run_update(
+                    run.workflow_run_id,
+                    name,
+                    [T.PENDING],
+                    T.SKIPPED,
+                    now,
+                    retry_count=run.retry_count,
                 )
             changed = bool(plan.skip)
             for name in plan.submit:
-                changed |= await self._submit(run, workflow.task(name), tasks)
+                submitted = await self._submit(run, workflow.task(name), tasks)
+                changed |= submitted
+                refused |= not submitted
+            # A refused write is usually another advancer's win; after a retry it is ours to
+            # stop: every later write of this attempt would be refused too.
+            if refused and await self._superseded(run, "advancing"):
+                return
             if not changed:
                 break
-        if plan.run_status is not RunStatus.RUNNING:
-            await self.workflows.workflow_run_finish(run.workflow_run_id, plan.run_status, now)
+        if (
+            plan.run_status is not RunStatus.RUNNING
+            and not await self.workflows.workflow_run_finish(
+                run.workflow_run_id, plan.run_status, now, retry_count=run.retry_count
+            )
+        ):
+            await self._superseded(run, f"ending the run {plan.run_status}")
 
     async def _submit(
         self, run: WorkflowRunRecord, task: WorkflowTask, tasks: dict[str, TaskRunRecord]
@@ -295,7 +385,13 @@ class WorkflowRuns:
             if isinstance(exc, TickwheelError) and exc.details is not None:
                 error["details"] = exc.details
             return await update(
-                run.workflow_run_id, task.name, [T.PENDING], T.FAILED, self.clock.now(), error=error
+                run.workflow_run_id,
+                task.name,
+                [T.PENDING],
+                T.FAILED,
+                self.clock.now(),
+                error=error,
+                retry_count=run.retry_count,
             )
         submitted = await update(
             run.workflow_run_id,
@@ -304,27 +400,24 @@ class WorkflowRuns:
             T.SUBMITTED,
             self.clock.now(),
             execution_id=info.execution_id,
+            retry_count=run.retry_count,
         )
         if not submitted:
             current = {
                 t.task_name: t
                 for t in await self.workflows.workflow_task_run_list(run.workflow_run_id)
-            }
-            if current[task.name].status is T.CANCELLED and not info.finished:
-                # The run was cancelled while we submitted: take the execution back.
+            }.get(task.name)
+            orphan = current is None or (
+                current.status is T.CANCELLED or current.execution_id != info.execution_id
+            )
+            if orphan and not info.finished:
+                # No task run holds this execution: the run was cancelled while we submitted,
+                # or retried since we read it (our key is an old attempt's). Take it back.
                 with contextlib.suppress(Conflict):
                     await self.client.cancel(info.execution_id)
             return False
         if info.finished:
-            # Resubmitted after a crash, and already done: its event may be gone, record it now.
-            record = TaskRunRecord(
-                run.workflow_run_id,
-                task.name,
-                T.SUBMITTED,
-                info.execution_id,
-                None,
-                None,
-                info.updated_at,
-            )
-            await self._record(record, info)
+            # Resubmitted after a crash, and already done: its event may be gone, record it now
+            # (for the run's current attempt, should it have been retried meanwhile).
+            await self.finished(run.workflow_run_id, info.execution_id, advance=False)
         return True

@@ -128,16 +128,32 @@ class PostgresWorkflowStore:
         return _run(rows[0]) if rows else None
 
     async def workflow_run_finish(
-        self, workflow_run_id: uuid.UUID, status: RunStatus, now: datetime
+        self, workflow_run_id: uuid.UUID, status: RunStatus, now: datetime, *, retry_count: int
     ) -> bool:
-        params = {"workflow_run_id": workflow_run_id, "status": str(status), "now": now}
+        params = {
+            "workflow_run_id": workflow_run_id,
+            "status": str(status),
+            "now": now,
+            "retry_count": retry_count,
+        }
         return await self._rowcount("workflow_run_finish", params) == 1
 
     async def workflow_run_retry(
-        self, tenant: str, workflow_run_id: uuid.UUID, task_names: Sequence[str], now: datetime
+        self,
+        tenant: str,
+        workflow_run_id: uuid.UUID,
+        task_names: Sequence[str],
+        now: datetime,
+        *,
+        retry_count: int,
     ) -> bool:
         async with self._tx() as conn:
-            params = {"tenant": tenant, "workflow_run_id": workflow_run_id, "now": now}
+            params = {
+                "tenant": tenant,
+                "workflow_run_id": workflow_run_id,
+                "now": now,
+                "retry_count": retry_count,
+            }
             cursor = await conn.execute(Q["workflow_run_retry"], params)
             if cursor.rowcount != 1:
                 return False
@@ -171,6 +187,8 @@ class PostgresWorkflowStore:
         execution_id: uuid.UUID | None = None,
         output: Any = None,
         error: Any = None,
+        *,
+        retry_count: int,
     ) -> bool:
         params = {
             "workflow_run_id": workflow_run_id,
@@ -181,6 +199,7 @@ class PostgresWorkflowStore:
             "output": None if output is None else Jsonb(output),
             "error": None if error is None else Jsonb(error),
             "now": now,
+            "retry_count": retry_count,
         }
         return await self._rowcount("workflow_task_run_update", params) == 1
 

@@ -130,17 +130,33 @@ class SqliteWorkflowStore:
         return _run(rows[0]) if rows else None
 
     async def workflow_run_finish(
-        self, workflow_run_id: uuid.UUID, status: RunStatus, now: datetime
+        self, workflow_run_id: uuid.UUID, status: RunStatus, now: datetime, *, retry_count: int
     ) -> bool:
-        params = {"workflow_run_id": str(workflow_run_id), "status": str(status), "now": to_us(now)}
+        params = {
+            "workflow_run_id": str(workflow_run_id),
+            "status": str(status),
+            "now": to_us(now),
+            "retry_count": retry_count,
+        }
         return await self._rowcount("workflow_run_finish", params) == 1
 
     async def workflow_run_retry(
-        self, tenant: str, workflow_run_id: uuid.UUID, task_names: Sequence[str], now: datetime
+        self,
+        tenant: str,
+        workflow_run_id: uuid.UUID,
+        task_names: Sequence[str],
+        now: datetime,
+        *,
+        retry_count: int,
     ) -> bool:
         run_id = str(workflow_run_id)
         async with self._tx() as conn:
-            params = {"tenant": tenant, "workflow_run_id": run_id, "now": to_us(now)}
+            params = {
+                "tenant": tenant,
+                "workflow_run_id": run_id,
+                "now": to_us(now),
+                "retry_count": retry_count,
+            }
             cursor = await conn.execute(Q["workflow_run_retry"], params)
             if cursor.rowcount != 1:
                 return False
@@ -165,6 +181,8 @@ class SqliteWorkflowStore:
         execution_id: uuid.UUID | None = None,
         output: Any = None,
         error: Any = None,
+        *,
+        retry_count: int,
     ) -> bool:
         params = {
             "workflow_run_id": str(workflow_run_id),
@@ -175,6 +193,7 @@ class SqliteWorkflowStore:
             "output": None if output is None else json.dumps(output),
             "error": None if error is None else json.dumps(error),
             "now": to_us(now),
+            "retry_count": retry_count,
         }
         return await self._rowcount("workflow_task_run_update", params) == 1
 

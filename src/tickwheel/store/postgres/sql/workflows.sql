@@ -29,14 +29,17 @@ SELECT * FROM workflow_runs
 WHERE tenant = %(tenant)s AND idempotency_key = %(idempotency_key)s;
 
 -- name: workflow_run_finish
+-- Guarded by the attempt (retry_count) the caller evaluated: a run retried since stays RUNNING.
 UPDATE workflow_runs SET status = %(status)s, updated_at = %(now)s, finished_at = %(now)s
-WHERE workflow_run_id = %(workflow_run_id)s AND status = 'RUNNING';
+WHERE workflow_run_id = %(workflow_run_id)s AND status = 'RUNNING'
+  AND retry_count = %(retry_count)s;
 
 -- name: workflow_run_retry
+-- Guarded by the attempt whose task runs the caller read to choose the tasks to reset.
 UPDATE workflow_runs
 SET status = 'RUNNING', retry_count = retry_count + 1, updated_at = %(now)s, finished_at = NULL
 WHERE workflow_run_id = %(workflow_run_id)s AND tenant = %(tenant)s
-  AND status IN ('FAILED', 'CANCELLED');
+  AND status IN ('FAILED', 'CANCELLED') AND retry_count = %(retry_count)s;
 
 -- name: workflow_task_run_insert
 INSERT INTO workflow_task_runs (workflow_run_id, task_name, status, updated_at, position,
@@ -54,11 +57,23 @@ SET status = 'PENDING', execution_id = NULL, output = NULL, error = NULL, update
 WHERE workflow_run_id = %(workflow_run_id)s AND task_name = %(task_name)s;
 
 -- name: workflow_task_run_update
+-- Guarded by the statuses the caller expects and by the run's retry_count the caller read: a
+-- write decided for an attempt that was retried since changes nothing. The run row is locked
+-- FOR SHARE (before the task row: the order workflow_run_retry locks in), so the write is
+-- ordered wholly before or after a concurrent retry, as on SQLite: a plain EXISTS reads the
+-- old count from the statement's snapshot and would land, during the retry's commit, on a task
+-- row the retry keeps (a SUBMITTED one). Locked, it waits and re-checks the new count.
+WITH run AS (
+    SELECT 1 FROM workflow_runs
+    WHERE workflow_run_id = %(workflow_run_id)s AND retry_count = %(retry_count)s
+    FOR SHARE
+)
 UPDATE workflow_task_runs
 SET status = %(status)s, execution_id = coalesce(%(execution_id)s::uuid, execution_id),
     output = %(output)s, error = %(error)s, updated_at = %(now)s
 WHERE workflow_run_id = %(workflow_run_id)s AND task_name = %(task_name)s
-  AND status = ANY(%(expected)s::text[]);
+  AND status = ANY(%(expected)s::text[])
+  AND EXISTS (SELECT 1 FROM run);
 
 -- name: workflow_event_insert
 -- Written in the transaction that finishes the execution; the NOTIFY that wakes orchestrators

@@ -28,14 +28,17 @@ WHERE workflow_run_id = :workflow_run_id AND (:tenant IS NULL OR tenant = :tenan
 SELECT * FROM workflow_runs WHERE tenant = :tenant AND idempotency_key = :idempotency_key;
 
 -- name: workflow_run_finish
+-- Guarded by the attempt (retry_count) the caller evaluated: a run retried since stays RUNNING.
 UPDATE workflow_runs SET status = :status, updated_at = :now, finished_at = :now
-WHERE workflow_run_id = :workflow_run_id AND status = 'RUNNING';
+WHERE workflow_run_id = :workflow_run_id AND status = 'RUNNING'
+  AND retry_count = :retry_count;
 
 -- name: workflow_run_retry
+-- Guarded by the attempt whose task runs the caller read to choose the tasks to reset.
 UPDATE workflow_runs
 SET status = 'RUNNING', retry_count = retry_count + 1, updated_at = :now, finished_at = NULL
 WHERE workflow_run_id = :workflow_run_id AND tenant = :tenant
-  AND status IN ('FAILED', 'CANCELLED');
+  AND status IN ('FAILED', 'CANCELLED') AND retry_count = :retry_count;
 
 -- name: workflow_task_run_insert
 INSERT INTO workflow_task_runs (workflow_run_id, task_name, status, updated_at, position,
@@ -53,12 +56,17 @@ SET status = 'PENDING', execution_id = NULL, output = NULL, error = NULL, update
 WHERE workflow_run_id = :workflow_run_id AND task_name = :task_name;
 
 -- name: workflow_task_run_update
--- Guarded by the statuses the caller expects (passed as a JSON array).
+-- Guarded by the statuses the caller expects (passed as a JSON array) and by the run's
+-- retry_count the caller read: a write decided for an attempt that was retried since changes
+-- nothing (the retry resets its task runs in the same transaction as the increment).
 UPDATE workflow_task_runs
 SET status = :status, execution_id = coalesce(:execution_id, execution_id), output = :output,
     error = :error, updated_at = :now
 WHERE workflow_run_id = :workflow_run_id AND task_name = :task_name
-  AND status IN (SELECT value FROM json_each(:expected));
+  AND status IN (SELECT value FROM json_each(:expected))
+  AND EXISTS (
+      SELECT 1 FROM workflow_runs r
+      WHERE r.workflow_run_id = :workflow_run_id AND r.retry_count = :retry_count);
 
 -- name: workflow_event_insert
 INSERT INTO workflow_events (execution_id, workflow_run_id, status, created_at)
