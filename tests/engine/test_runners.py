@@ -15,7 +15,7 @@ from tests.engine import jobs_for_tests as jobs
 from tests.engine.helpers import EXECUTION_ID, context, definition
 from tickwheel.domain.definitions import PythonExecution
 from tickwheel.engine.runners import JobContext, RunOutcome, run_attempt
-from tickwheel.engine.runners.python import _cached_signature
+from tickwheel.engine.runners.python import _cached_plan
 
 JOBS = "tests.engine.jobs_for_tests"
 
@@ -86,9 +86,9 @@ async def test_signatures_are_read_once_per_function_and_still_checked() -> None
     d = definition(python("add"), sum="integer")
     for a in range(3):
         assert (await run_attempt(d, {"a": a, "b": 1}, context())).output == {"sum": a + 1}
-    hits = _cached_signature.cache_info().hits
+    hits = _cached_plan.cache_info().hits
     assert (await run_attempt(d, {"a": 1, "b": 1}, context())).output == {"sum": 2}
-    assert _cached_signature.cache_info().hits > hits
+    assert _cached_plan.cache_info().hits > hits
     # Cached, the check still refuses inputs the function cannot take, for good.
     refused = await run_attempt(d, {"a": 1, "c": 2}, context())
     assert (refused.ok, refused.kind) == (False, "permanent")

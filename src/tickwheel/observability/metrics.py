@@ -43,6 +43,8 @@ class Metrics:
 
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry if registry is not None else CollectorRegistry()
+        self._started_cache: dict[str, tuple[Counter, Histogram]] = {}
+        self._finished_cache: dict[tuple[str, str, str], tuple[Histogram, Counter | None]] = {}
         r = self.registry
         by_def = ["definition"]
         self.submitted = Counter(
@@ -168,21 +170,47 @@ class Metrics:
     def started(self, definition_uri: str, attempt: int, lateness_seconds: float) -> None:
         """A claim. Lateness is observed for first attempts only: a retry's start is late by
         its backoff on purpose, which would drown the scheduler's own delay."""
-        name = definition_label(definition_uri)
-        self.claimed.labels(name).inc()
+        claimed, lateness = self._started_children(definition_uri)
+        claimed.inc()
         if attempt == 1:
-            self.lateness.labels(name).observe(max(0.0, lateness_seconds))
+            lateness.observe(max(0.0, lateness_seconds))
 
     def finished(
         self, definition_uri: str, execution_status: str, attempt_outcome: str, seconds: float
     ) -> None:
         """A recorded attempt outcome and, when it ended the execution, the execution's."""
-        name = definition_label(definition_uri)
-        self.attempt_duration.labels(name, attempt_outcome.lower()).observe(max(0.0, seconds))
-        if execution_status == "SUCCEEDED":
-            self.succeeded.labels(name).inc()
-        elif execution_status == "FAILED":
-            self.failed.labels(name).inc()
+        duration, ended = self._finished_children(definition_uri, attempt_outcome, execution_status)
+        duration.observe(max(0.0, seconds))
+        if ended is not None:
+            ended.inc()
+
+    # A worker calls started and finished for every execution: looking the labelled children up
+    # by name each time (``labels()`` validates, joins and locks) cost more than updating them.
+    # Children are never removed, so a per-label cache stays valid for the registry's life.
+
+    def _started_children(self, definition_uri: str) -> tuple[Counter, Histogram]:
+        found = self._started_cache.get(definition_uri)
+        if found is None:
+            name = definition_label(definition_uri)
+            found = self._started_cache[definition_uri] = (
+                self.claimed.labels(name),
+                self.lateness.labels(name),
+            )
+        return found
+
+    def _finished_children(
+        self, definition_uri: str, attempt_outcome: str, execution_status: str
+    ) -> tuple[Histogram, Counter | None]:
+        key = (definition_uri, attempt_outcome, execution_status)
+        found = self._finished_cache.get(key)
+        if found is None:
+            name = definition_label(definition_uri)
+            ended = {"SUCCEEDED": self.succeeded, "FAILED": self.failed}.get(execution_status)
+            found = self._finished_cache[key] = (
+                self.attempt_duration.labels(name, attempt_outcome.lower()),
+                ended.labels(name) if ended is not None else None,
+            )
+        return found
 
     def reaped(self, definition_uri: str, execution_status: str) -> None:
         """An attempt recovered by the reaper: its execution retries or, out of attempts, fails."""

@@ -65,29 +65,50 @@ def load_entrypoint(entrypoint: str) -> Callable[..., Any]:
     return target  # type: ignore[no-any-return]
 
 
-def _signature(func: Callable[..., Any]) -> inspect.Signature | None:
-    """``inspect.signature`` once per function: it costs more than a no-op job itself (about a
-    tenth of a busy worker's time), and an entrypoint's signature does not change."""
+class _CallPlan:
+    """What calling one function needs, worked out once: its signature, the parameter that takes
+    the JobContext and whether it is async. ``inspect`` costs more than a no-op job itself (about
+    a tenth of a busy worker's time), and a function's signature does not change.
+
+    Whether a call binds depends only on the keyword names passed, so the names seen to bind are
+    remembered too (bounded: inputs are validated against the definition, so they repeat)."""
+
+    __slots__ = ("_bound", "context_name", "is_async", "signature")
+
+    def __init__(self, func: Callable[..., Any]) -> None:
+        try:
+            self.signature: inspect.Signature | None = inspect.signature(func)
+        except (TypeError, ValueError):  # some builtins have no signature
+            self.signature = None
+        self.context_name = _context_name(self.signature)
+        self.is_async = _is_async(func)
+        self._bound: set[frozenset[str]] = set()
+
+    def check(self, kwargs: dict[str, Any]) -> None:
+        """Raises TypeError when the function cannot take ``kwargs``."""
+        if self.signature is None:  # no signature to check against (some builtins)
+            return
+        names = frozenset(kwargs)
+        if names in self._bound:
+            return
+        self.signature.bind(**kwargs)
+        if len(self._bound) < 64:
+            self._bound.add(names)
+
+
+def _plan(func: Callable[..., Any]) -> _CallPlan:
     try:
-        return _cached_signature(func)
+        return _cached_plan(func)
     except TypeError:  # an unhashable callable object: nothing to cache it by
-        return _uncached_signature(func)
+        return _CallPlan(func)
 
 
-def _uncached_signature(func: Callable[..., Any]) -> inspect.Signature | None:
-    try:
-        return inspect.signature(func)
-    except (TypeError, ValueError):  # some builtins have no signature
-        return None
+_cached_plan = functools.lru_cache(maxsize=1024)(_CallPlan)
 
 
-_cached_signature = functools.lru_cache(maxsize=1024)(_uncached_signature)
-
-
-def context_parameter(func: Callable[..., Any]) -> str | None:
+def _context_name(signature: inspect.Signature | None) -> str | None:
     """The name of the parameter that takes the JobContext: one annotated ``JobContext`` (also
     as a string, under ``from __future__ import annotations``), else one named ``context``."""
-    signature = _signature(func)
     if signature is None:
         return None
     parameters = signature.parameters
@@ -139,11 +160,12 @@ class PythonRunner:
         entrypoint = execution.entrypoint
         try:
             func = load_entrypoint(entrypoint)
-            kwargs = _arguments(func, entrypoint, inputs, ctx)
+            plan = _plan(func)
+            kwargs = _arguments(plan, entrypoint, inputs, ctx)
         except EntrypointError as exc:
             return failure("permanent", str(exc), entrypoint=entrypoint)
         try:
-            if _is_async(func):
+            if plan.is_async:
                 result = await func(**kwargs)
             else:
                 # In a copy of this task's context: the job's log lines name its execution.
@@ -186,23 +208,20 @@ class PythonRunner:
 
 
 def _arguments(
-    func: Callable[..., Any], entrypoint: str, inputs: dict[str, Any], ctx: JobContext
+    plan: _CallPlan, entrypoint: str, inputs: dict[str, Any], ctx: JobContext
 ) -> dict[str, Any]:
     """The keyword arguments of the call, checked against the signature before calling so that a
     definition that does not fit its function fails for good rather than being retried."""
     kwargs = dict(inputs)
-    name = context_parameter(func)
+    name = plan.context_name
     if name is not None:
         if name in kwargs:
             raise EntrypointError(
                 f"input {name!r} collides with the JobContext parameter of {entrypoint!r}"
             )
         kwargs[name] = ctx
-    signature = _signature(func)
-    if signature is None:  # no signature to check against (some builtins)
-        return kwargs
     try:
-        signature.bind(**kwargs)
+        plan.check(kwargs)
     except TypeError as exc:
         raise EntrypointError(f"entrypoint {entrypoint!r} cannot take the inputs: {exc}") from exc
     return kwargs

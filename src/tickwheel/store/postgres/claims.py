@@ -7,6 +7,7 @@ workflow outbox rows, and the NOTIFY that wakes schedulers for retries."""
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
@@ -19,7 +20,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from tickwheel.domain.models import Execution
 from tickwheel.store.postgres.notify import topics_for
-from tickwheel.store.postgres.rows import execution_from_row, jsonb, opt_aware
+from tickwheel.store.postgres.rows import execution_from_row, jsonb, opt_aware, require_aware
 from tickwheel.store.postgres.workflows import workflow_event_record
 from tickwheel.store.protocol import AttemptResult, Topic
 from tickwheel.store.sqlfile import load_queries
@@ -68,19 +69,7 @@ class PostgresClaims:
         # Sorted by id, so that two batches (or a batch and the reaper's) that share rows lock
         # them in one order and cannot deadlock.
         batch = sorted(results, key=lambda r: r.execution_id)
-        params: dict[str, Any] = {
-            "execution_ids": [r.execution_id for r in batch],
-            "fencing_tokens": [r.fencing_token for r in batch],
-            "statuses": [str(r.execution_status) for r in batch],
-            "attempt_statuses": [str(r.attempt_status) for r in batch],
-            # An output kept by reference stays out of the hot row (written below).
-            "outputs": [None if r.output_reference else jsonb(r.output) for r in batch],
-            "output_references": [r.output_reference for r in batch],
-            "errors": [jsonb(r.error) for r in batch],
-            "next_attempt_ats": [opt_aware(r.next_attempt_at) for r in batch],
-            "lease_expired_only": [r.lease_expired_only for r in batch],
-            "now": at,
-        }
+        params = {"batch": _batch_json(batch), "now": at}
         async with self._signalling_tx() as (conn, topics):
             cursor = await conn.execute(Q["execution_finish_many"], params)
             rows = await cursor.fetchall()
@@ -106,6 +95,32 @@ class PostgresClaims:
                     topics.add(Topic.WORKFLOW)
             topics.update(topics_for(by_key[key].execution_status for key in done))
         return _accepted(results, done)
+
+
+def _batch_json(batch: Sequence[AttemptResult]) -> str:
+    """The results as the JSON array ``execution_finish_many`` reads with jsonb_to_recordset."""
+    return json.dumps(
+        [
+            {
+                "execution_id": str(r.execution_id),
+                "fencing_token": r.fencing_token,
+                "status": str(r.execution_status),
+                "attempt_status": str(r.attempt_status),
+                # An output kept by reference stays out of the hot row (written separately).
+                "output": None if r.output_reference else r.output,
+                "output_reference": r.output_reference,
+                "error": r.error,
+                "next_attempt_at": (
+                    None
+                    if r.next_attempt_at is None
+                    else require_aware(r.next_attempt_at).isoformat()
+                ),
+                "lease_expired_only": r.lease_expired_only,
+            }
+            for r in batch
+        ],
+        separators=(",", ":"),
+    )
 
 
 def _accepted(
