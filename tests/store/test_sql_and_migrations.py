@@ -22,7 +22,10 @@ POSTGRES_MIGRATIONS = "tickwheel.store.postgres.migrations"
 # attempt rows; SQLite has neither data-modifying CTEs nor sequences, so its claim takes three
 # statements in one write transaction (src/tickwheel/store/sqlite/sql/claims.sql).
 SQLITE_ONLY = {"fencing_token_next", "attempt_insert"}
-POSTGRES_ONLY: set[str] = set()
+# A leased promotion on PostgreSQL first bounds how long its transaction may sit idle, so that a
+# frozen scheduler cannot hold its fence's FOR SHARE locks on the shard rows forever. SQLite's
+# fence locks no rows (one writer at a time) and SQLite has no such setting.
+POSTGRES_ONLY = {"promotion_idle_timeout"}
 
 
 def test_both_dialects_define_exactly_the_same_query_names() -> None:

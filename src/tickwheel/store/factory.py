@@ -2,11 +2,27 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import TYPE_CHECKING, TypeVar
+
 from tickwheel.store.cron_protocol import CronStore
 from tickwheel.store.protocol import Store
 from tickwheel.store.stats_protocol import StatsStore
 from tickwheel.store.workflow_protocol import WorkflowStore
 from tickwheel.store.workflow_view_protocol import WorkflowViewStore
+
+_Tables = TypeVar("_Tables")
+
+if TYPE_CHECKING:
+    from psycopg_pool import AsyncConnectionPool
+
+    from tickwheel.store.postgres.store import Conn
+    from tickwheel.store.sqlite.store import SqliteStore
+
+    # How to build a group of tables on a PostgreSQL pool. Each caller names its protocol here,
+    # so that ``_tables_for`` returns that protocol and not the join of the two backend classes
+    # (``object``: mypy does not join two classes into the protocol they both satisfy).
+    OnPostgres = Callable[[AsyncConnectionPool[Conn]], _Tables]
 
 
 async def open_store(url: str, *, pool_size: int = 10, connect_timeout: float = 10.0) -> Store:
@@ -42,54 +58,53 @@ def redact(url: str) -> str:
     return f"{scheme}://{user}:***@{host}" if ":" in creds else url
 
 
-def cron_store_for(store: Store) -> CronStore:
-    """The Cron Service's tables on the same database as ``store``, sharing its connection (SQLite)
-    or its pool (PostgreSQL)."""
-    from tickwheel.store.postgres.cron import PostgresCronStore
+def _tables_for(
+    store: Store,
+    what: str,
+    on_sqlite: Callable[[SqliteStore], _Tables],
+    on_postgres: OnPostgres[_Tables],
+) -> _Tables:
+    """Another group of tables on the same database as ``store``: on SQLite sharing its one
+    connection and lock, on PostgreSQL its pool. The backends are imported here, as in
+    ``open_store``, so that importing this module loads neither of them."""
     from tickwheel.store.postgres.store import PostgresStore
     from tickwheel.store.sqlite.store import SqliteStore
 
     if isinstance(store, SqliteStore):
-        return store.cron
+        return on_sqlite(store)
     if isinstance(store, PostgresStore):
-        return PostgresCronStore(store.pool)
-    raise TypeError(f"no cron store for {type(store).__name__}")
+        return on_postgres(store.pool)
+    raise TypeError(f"no {what} store for {type(store).__name__}")
+
+
+def cron_store_for(store: Store) -> CronStore:
+    """The Cron Service's tables on the same database as ``store``, sharing its connection (SQLite)
+    or its pool (PostgreSQL)."""
+    from tickwheel.store.postgres.cron import PostgresCronStore
+
+    on_postgres: OnPostgres[CronStore] = PostgresCronStore
+    return _tables_for(store, "cron", lambda sqlite: sqlite.cron, on_postgres)
 
 
 def stats_store_for(store: Store) -> StatsStore:
     """The dashboard's aggregates on the same database as ``store`` (its connection or pool)."""
     from tickwheel.store.postgres.stats import PostgresStatsStore
-    from tickwheel.store.postgres.store import PostgresStore
-    from tickwheel.store.sqlite.store import SqliteStore
 
-    if isinstance(store, SqliteStore):
-        return store.stats
-    if isinstance(store, PostgresStore):
-        return PostgresStatsStore(store.pool)
-    raise TypeError(f"no stats store for {type(store).__name__}")
+    on_postgres: OnPostgres[StatsStore] = PostgresStatsStore
+    return _tables_for(store, "stats", lambda sqlite: sqlite.stats, on_postgres)
 
 
 def workflow_store_for(store: Store) -> WorkflowStore:
     """The orchestrator's tables on the same database as ``store`` (its connection or pool)."""
-    from tickwheel.store.postgres.store import PostgresStore
     from tickwheel.store.postgres.workflows import PostgresWorkflowStore
-    from tickwheel.store.sqlite.store import SqliteStore
 
-    if isinstance(store, SqliteStore):
-        return store.workflows
-    if isinstance(store, PostgresStore):
-        return PostgresWorkflowStore(store.pool)
-    raise TypeError(f"no workflow store for {type(store).__name__}")
+    on_postgres: OnPostgres[WorkflowStore] = PostgresWorkflowStore
+    return _tables_for(store, "workflow", lambda sqlite: sqlite.workflows, on_postgres)
 
 
 def workflow_view_store_for(store: Store) -> WorkflowViewStore:
     """The dashboard's read-only workflow views on the same database as ``store``."""
-    from tickwheel.store.postgres.store import PostgresStore
     from tickwheel.store.postgres.workflow_views import PostgresWorkflowViewStore
-    from tickwheel.store.sqlite.store import SqliteStore
 
-    if isinstance(store, SqliteStore):
-        return store.workflow_views
-    if isinstance(store, PostgresStore):
-        return PostgresWorkflowViewStore(store.pool)
-    raise TypeError(f"no workflow view store for {type(store).__name__}")
+    on_postgres: OnPostgres[WorkflowViewStore] = PostgresWorkflowViewStore
+    return _tables_for(store, "workflow view", lambda sqlite: sqlite.workflow_views, on_postgres)

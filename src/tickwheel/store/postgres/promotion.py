@@ -27,7 +27,10 @@ from tickwheel.store.sqlfile import load_queries
 
 Q = load_queries("tickwheel.store.postgres.sql")
 FROZEN_LIMIT = "2s"
-"""Far below any shard lease (10 s by default), far above a promotion's round trips."""
+"""How long a leased promotion's transaction may sit idle before PostgreSQL ends it (and its
+session): a scheduler frozen inside one (SIGSTOP, a long GC pause) would otherwise hold its fence's
+FOR SHARE locks on the shard rows, and hide those shards from a takeover, for as long as it stays
+frozen. Far below any shard lease (10 s by default), far above a promotion's round trips."""
 Conn = AsyncConnection[DictRow]
 
 
@@ -165,12 +168,10 @@ class PostgresPromotion:
     # -- internals ----------------------------------------------------------------------------
 
     async def _fence(self, conn: Conn, grants: dict[str, Any]) -> list[int]:
-        """First statement of a leased promotion: the shards of the grants still held, locked
-        (FOR SHARE) against takeover until the promotion commits. A scheduler frozen inside this
-        transaction (SIGSTOP, a long GC pause) would keep those locks, and the takeover's SKIP
-        LOCKED would pass its shards by for as long as it stays frozen: the database ends such a
-        transaction (and the session) once it sits idle for FROZEN_LIMIT."""
-        await conn.execute(f"SET LOCAL idle_in_transaction_session_timeout = '{FROZEN_LIMIT}'")
+        """First statements of a leased promotion: the shards of the grants still held, locked
+        (FOR SHARE) against takeover until the promotion commits, after bounding how long this
+        transaction may sit idle (FROZEN_LIMIT), so that a frozen scheduler cannot keep them."""
+        await conn.execute(Q["promotion_idle_timeout"], {"timeout": FROZEN_LIMIT})
         cursor = await conn.execute(Q["shard_lease_fence"], grants)
         return [int(r["shard_id"]) for r in await cursor.fetchall()]
 

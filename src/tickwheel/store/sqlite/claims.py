@@ -7,10 +7,8 @@ a claim are the counter's next values, drawn in the same transaction."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import Callable, Sequence
-from contextlib import AbstractAsyncContextManager
 from datetime import UTC, datetime, timedelta
 
 import aiosqlite
@@ -20,15 +18,14 @@ from tickwheel.domain.states import ExecutionStatus
 from tickwheel.store.protocol import AttemptResult, Topic
 from tickwheel.store.sqlfile import load_queries
 from tickwheel.store.sqlite.codec import opt_us, to_us
+from tickwheel.store.sqlite.connection import SqliteConnection
 from tickwheel.store.sqlite.rows import execution_row
 from tickwheel.store.sqlite.workflows import workflow_event_record
 
 Q = load_queries("tickwheel.store.sqlite.sql")
 
 
-class SqliteClaims:
-    _lock: asyncio.Lock
-    _tx: Callable[..., AbstractAsyncContextManager[aiosqlite.Connection]]
+class SqliteClaims(SqliteConnection):
     _signal: Callable[[Topic], None]
 
     async def execution_claim_ready(

@@ -7,16 +7,12 @@ even against another process on the same file."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import sqlite3
 import uuid
-from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
-
-import aiosqlite
 
 from tickwheel.domain.cron import DstPolicy
 from tickwheel.domain.cron_jobs import (
@@ -33,31 +29,12 @@ from tickwheel.domain.cron_jobs import (
 from tickwheel.store.cron_protocol import CronAdvance, CronClaim, HistoryCursor
 from tickwheel.store.sqlfile import load_queries
 from tickwheel.store.sqlite.codec import from_us, jload, opt_us, to_us
+from tickwheel.store.sqlite.connection import SqliteConnection
 
 Q = load_queries("tickwheel.store.sqlite.sql")
 
 
-class SqliteCronStore:
-    def __init__(self, conn: aiosqlite.Connection, lock: asyncio.Lock) -> None:
-        self._conn = conn
-        self._lock = lock
-
-    @asynccontextmanager
-    async def _tx(self) -> AsyncIterator[aiosqlite.Connection]:
-        async with self._lock:
-            await self._conn.execute("BEGIN IMMEDIATE")
-            try:
-                yield self._conn
-            except BaseException:
-                await self._conn.execute("ROLLBACK")
-                raise
-            await self._conn.execute("COMMIT")
-
-    async def _all(self, query: str, params: dict[str, Any]) -> list[sqlite3.Row]:
-        async with self._lock:
-            cursor = await self._conn.execute(Q[query], params)
-            return list(await cursor.fetchall())
-
+class SqliteCronStore(SqliteConnection):
     async def cron_job_insert(self, job: CronJob, audit: AuditEntry) -> bool:
         async with self._tx() as conn:
             cursor = await conn.execute(Q["cron_job_insert"], job_params(job))

@@ -13,8 +13,7 @@ import asyncio
 import json
 import sqlite3
 import uuid
-from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -26,6 +25,7 @@ from tickwheel.store.due import DueEntry, DueFanout, DueHints, DueSlice, Promoti
 from tickwheel.store.protocol import Topic
 from tickwheel.store.sqlfile import load_queries
 from tickwheel.store.sqlite.codec import from_us, to_us
+from tickwheel.store.sqlite.connection import SqliteConnection
 
 Q = load_queries("tickwheel.store.sqlite.sql")
 
@@ -38,22 +38,9 @@ def _grants(leases: Sequence[ShardLease]) -> str:
     return json.dumps([[lease.shard_id, lease.epoch] for lease in leases])
 
 
-class SqlitePromotion:
-    _conn: aiosqlite.Connection
-    _lock: asyncio.Lock
+class SqlitePromotion(SqliteConnection):
     _events: dict[Topic, asyncio.Event]
     _due: DueFanout
-
-    @asynccontextmanager
-    async def _promotion_tx(self) -> AsyncIterator[aiosqlite.Connection]:
-        async with self._lock:
-            await self._conn.execute("BEGIN IMMEDIATE")
-            try:
-                yield self._conn
-            except BaseException:
-                await self._conn.execute("ROLLBACK")
-                raise
-            await self._conn.execute("COMMIT")
 
     def due_hints(self) -> DueHints:
         return self._due.subscribe()
@@ -80,10 +67,7 @@ class SqlitePromotion:
             for c in slices
         ]
         params = {"slices": json.dumps(spec), "limit": limit}
-        async with self._lock:
-            cursor = await self._conn.execute(Q["execution_due_window"], params)
-            rows = list(await cursor.fetchall())
-        for r in rows:
+        for r in await self._all("execution_due_window", params):
             entry = DueEntry(
                 uuid.UUID(r["execution_id"]), int(r["shard_id"]), from_us(r["execute_at"])
             )
@@ -98,7 +82,7 @@ class SqlitePromotion:
             "shards": json.dumps(list(shards)),
             "now": _now_us(now),
         }
-        async with self._promotion_tx() as conn:
+        async with self._tx() as conn:
             moved = await _run(conn, ("execution_promote_ids",), params)
         return self._promoted(moved)
 
@@ -110,7 +94,7 @@ class SqlitePromotion:
         now: datetime | None = None,
     ) -> Promotion:
         now_us = _now_us(now)
-        async with self._promotion_tx() as conn:
+        async with self._tx() as conn:
             held = await _fence(conn, owner, leases, now_us)
             moved: dict[uuid.UUID, str] = {}
             if held:
@@ -127,7 +111,7 @@ class SqlitePromotion:
         self, shards: Sequence[int], limit: int, now: datetime | None = None
     ) -> Promotion:
         params = {"shards": json.dumps(list(shards)), "limit": limit, "now": _now_us(now)}
-        async with self._promotion_tx() as conn:
+        async with self._tx() as conn:
             moved = await _run(
                 conn, ("execution_promote_scheduled", "execution_promote_retries"), params
             )
@@ -141,7 +125,7 @@ class SqlitePromotion:
         now: datetime | None = None,
     ) -> Promotion:
         now_us = _now_us(now)
-        async with self._promotion_tx() as conn:
+        async with self._tx() as conn:
             held = await _fence(conn, owner, leases, now_us)
             fenced = sorted({lease.shard_id for lease in leases} - set(held))
             refused = 0

@@ -9,17 +9,15 @@ from __future__ import annotations
 import asyncio
 import json
 import sqlite3
-from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
-
-import aiosqlite
 
 from tickwheel.domain.models import ShardLease
 from tickwheel.store.protocol import Topic
 from tickwheel.store.sqlfile import load_queries
 from tickwheel.store.sqlite.codec import from_us, to_us
+from tickwheel.store.sqlite.connection import SqliteConnection
 
 Q = load_queries("tickwheel.store.sqlite.sql")
 
@@ -47,28 +45,15 @@ def _sorted(rows: Sequence[sqlite3.Row]) -> list[ShardLease]:
     return sorted((_lease(r) for r in rows), key=lambda lease: lease.shard_id)
 
 
-class SqliteShardLeases:
-    _conn: aiosqlite.Connection
-    _lock: asyncio.Lock
+class SqliteShardLeases(SqliteConnection):
     _events: dict[Topic, asyncio.Event]
-
-    @asynccontextmanager
-    async def _write(self) -> AsyncIterator[aiosqlite.Connection]:
-        async with self._lock:
-            await self._conn.execute("BEGIN IMMEDIATE")
-            try:
-                yield self._conn
-            except BaseException:
-                await self._conn.execute("ROLLBACK")
-                raise
-            await self._conn.execute("COMMIT")
 
     async def shard_lease_acquire(
         self, owner: str, shards_wanted: int, ttl: timedelta, now: datetime | None = None
     ) -> list[ShardLease]:
         at = now or datetime.now(UTC)
         params = _params(owner, at, expires_at=to_us(at + ttl), limit=shards_wanted)
-        async with self._write() as conn:
+        async with self._tx() as conn:
             await conn.execute(Q["shard_owner_touch"], params)
             if shards_wanted <= 0:
                 return []
@@ -85,7 +70,7 @@ class SqliteShardLeases:
     ) -> list[ShardLease]:
         at = now or datetime.now(UTC)
         params = _params(owner, at, expires_at=to_us(at + ttl), grants=_grants(leases))
-        async with self._write() as conn:
+        async with self._tx() as conn:
             await conn.execute(Q["shard_owner_touch"], params)
             cursor = await conn.execute(Q["shard_lease_renew"], params)
             rows = list(await cursor.fetchall())
@@ -100,12 +85,11 @@ class SqliteShardLeases:
         leaving: bool = False,
     ) -> None:
         params = _params(owner, now, grants=_grants(leases))
-        async with self._write() as conn:
+        async with self._tx() as conn:
             await conn.execute(Q["shard_lease_release"], params)
             if leaving:
                 await conn.execute(Q["shard_owner_leave"], params)
 
     async def shard_lease_counts(self, now: datetime | None = None) -> dict[str, int]:
-        async with self._lock:
-            cursor = await self._conn.execute(Q["shard_lease_counts"], _params("", now))
-            return {str(r["owner"]): int(r["n"]) for r in await cursor.fetchall()}
+        rows = await self._all("shard_lease_counts", _params("", now))
+        return {str(r["owner"]): int(r["n"]) for r in rows}

@@ -2,34 +2,18 @@
 
 from __future__ import annotations
 
-import asyncio
-import sqlite3
 from datetime import datetime
-from typing import Any
 
-import aiosqlite
-
-from tickwheel.store.sqlfile import load_queries
 from tickwheel.store.sqlite.codec import from_us, to_us
+from tickwheel.store.sqlite.connection import SqliteConnection
 from tickwheel.store.stats_protocol import LeaseOwner, MinuteCount, StartSample, StatusCount
-
-Q = load_queries("tickwheel.store.sqlite.sql")
 
 
 def _opt(value: int | None) -> datetime | None:
     return from_us(value) if value is not None else None
 
 
-class SqliteStatsStore:
-    def __init__(self, conn: aiosqlite.Connection, lock: asyncio.Lock) -> None:
-        self._conn = conn
-        self._lock = lock
-
-    async def _all(self, query: str, params: dict[str, Any]) -> list[sqlite3.Row]:
-        async with self._lock:
-            cursor = await self._conn.execute(Q[query], params)
-            return list(await cursor.fetchall())
-
+class SqliteStatsStore(SqliteConnection):
     async def stats_status_counts(self, tenant: str) -> list[StatusCount]:
         rows = await self._all("stats_status_counts", {"tenant": tenant})
         return [StatusCount(r["status"], r["n"], _opt(r["oldest_ready_at"])) for r in rows]

@@ -10,8 +10,7 @@ import asyncio
 import json
 import sqlite3
 import uuid
-from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -57,8 +56,7 @@ class SqliteStore(SqliteClaims, SqlitePromotion, SqliteWorkerRegistry, SqliteSha
     dialect = "sqlite"
 
     def __init__(self, conn: aiosqlite.Connection, path: str) -> None:
-        self._conn = conn
-        self._lock = asyncio.Lock()
+        super().__init__(conn, asyncio.Lock())
         self._events = {topic: asyncio.Event() for topic in Topic}
         self._due = DueFanout()
         self.path = path
@@ -105,22 +103,6 @@ class SqliteStore(SqliteClaims, SqlitePromotion, SqliteWorkerRegistry, SqliteSha
     async def ping(self) -> None:
         await self._conn.execute("SELECT 1")
 
-    @asynccontextmanager
-    async def _tx(self, write: bool = True) -> AsyncIterator[aiosqlite.Connection]:
-        async with self._lock:
-            await self._conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
-            try:
-                yield self._conn
-            except BaseException:
-                await self._conn.execute("ROLLBACK")
-                raise
-            await self._conn.execute("COMMIT")
-
-    async def _all(self, query: str, params: dict[str, Any]) -> list[sqlite3.Row]:
-        async with self._lock:
-            cursor = await self._conn.execute(Q[query], params)
-            return list(await cursor.fetchall())
-
     async def _one(self, query: str, params: dict[str, Any]) -> sqlite3.Row | None:
         rows = await self._all(query, params)
         return rows[0] if rows else None
@@ -144,23 +126,17 @@ class SqliteStore(SqliteClaims, SqlitePromotion, SqliteWorkerRegistry, SqliteSha
 
     async def migrate(self) -> list[str]:
         applied: list[str] = []
-        async with self._lock:
-            await self._conn.execute("BEGIN IMMEDIATE")
-            try:
-                all_migrations = load_migrations("tickwheel.store.sqlite.migrations")
-                for m in pending(all_migrations, await self._applied()):
-                    # executescript would COMMIT on its own; run statement by statement instead.
-                    for statement in _split_statements(m.sql):
-                        await self._conn.execute(statement)
-                    await self._conn.execute(
-                        "INSERT INTO tickwheel_migrations VALUES (?, ?, ?, strftime('%s','now'))",
-                        (m.version, m.name, m.checksum),
-                    )
-                    applied.append(m.label)
-            except BaseException:
-                await self._conn.execute("ROLLBACK")
-                raise
-            await self._conn.execute("COMMIT")
+        async with self._tx() as conn:
+            all_migrations = load_migrations("tickwheel.store.sqlite.migrations")
+            for m in pending(all_migrations, await self._applied()):
+                # executescript would COMMIT on its own; run statement by statement instead.
+                for statement in _split_statements(m.sql):
+                    await conn.execute(statement)
+                await conn.execute(
+                    "INSERT INTO tickwheel_migrations VALUES (?, ?, ?, strftime('%s','now'))",
+                    (m.version, m.name, m.checksum),
+                )
+                applied.append(m.label)
         return applied
 
     # -- definitions ----------------------------------------------------------------------------

@@ -2,18 +2,12 @@
 
 from __future__ import annotations
 
-import asyncio
 import sqlite3
 from datetime import UTC, datetime
-from typing import Any
-
-import aiosqlite
 
 from tickwheel.store.protocol import WorkerInfo
-from tickwheel.store.sqlfile import load_queries
 from tickwheel.store.sqlite.codec import from_us, to_us
-
-Q = load_queries("tickwheel.store.sqlite.sql")
+from tickwheel.store.sqlite.connection import SqliteConnection
 
 
 def _worker(r: sqlite3.Row) -> WorkerInfo:
@@ -30,16 +24,7 @@ def _worker(r: sqlite3.Row) -> WorkerInfo:
     )
 
 
-class SqliteWorkerRegistry:
-    _conn: aiosqlite.Connection
-    _lock: asyncio.Lock
-
-    async def _run(self, query: str, params: dict[str, Any]) -> list[sqlite3.Row]:
-        # One statement in autocommit mode is its own transaction.
-        async with self._lock:
-            cursor = await self._conn.execute(Q[query], params)
-            return list(await cursor.fetchall())
-
+class SqliteWorkerRegistry(SqliteConnection):
     async def worker_heartbeat(
         self,
         worker_id: str,
@@ -57,21 +42,21 @@ class SqliteWorkerRegistry:
             "running": running,
             "now": to_us(now or datetime.now(UTC)),
         }
-        await self._run("worker_heartbeat", params)
+        await self._all("worker_heartbeat", params)
 
     async def worker_stopped(self, worker_id: str, now: datetime | None = None) -> None:
         params = {"worker_id": worker_id, "now": to_us(now or datetime.now(UTC))}
-        await self._run("worker_stopped", params)
+        await self._all("worker_stopped", params)
 
     async def worker_list(self, alive_since: datetime) -> list[WorkerInfo]:
-        rows = await self._run("worker_list", {"alive_since": to_us(alive_since)})
+        rows = await self._all("worker_list", {"alive_since": to_us(alive_since)})
         return [_worker(r) for r in rows]
 
     async def worker_count_alive(self, alive_since: datetime) -> int:
-        rows = await self._run("worker_count_alive", {"alive_since": to_us(alive_since)})
+        rows = await self._all("worker_count_alive", {"alive_since": to_us(alive_since)})
         return int(rows[0]["n"])
 
     async def execution_oldest_ready_at(self) -> datetime | None:
-        rows = await self._run("execution_oldest_ready", {})
+        rows = await self._all("execution_oldest_ready", {})
         oldest = rows[0]["oldest"] if rows else None
         return from_us(oldest) if oldest is not None else None

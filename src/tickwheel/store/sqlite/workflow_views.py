@@ -2,18 +2,14 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import sqlite3
 import uuid
 from collections.abc import Sequence
-from typing import Any
-
-import aiosqlite
 
 from tickwheel.domain.workflow_runs import RunStatus, TaskRunStatus
-from tickwheel.store.sqlfile import load_queries
 from tickwheel.store.sqlite.codec import from_us
+from tickwheel.store.sqlite.connection import SqliteConnection
 from tickwheel.store.workflow_protocol import WorkflowRunRecord
 from tickwheel.store.workflow_view_protocol import (
     RunTaskStates,
@@ -22,19 +18,8 @@ from tickwheel.store.workflow_view_protocol import (
     WorkflowVersions,
 )
 
-Q = load_queries("tickwheel.store.sqlite.sql")
 
-
-class SqliteWorkflowViewStore:
-    def __init__(self, conn: aiosqlite.Connection, lock: asyncio.Lock) -> None:
-        self._conn = conn
-        self._lock = lock
-
-    async def _all(self, query: str, params: dict[str, Any]) -> list[sqlite3.Row]:
-        async with self._lock:
-            cursor = await self._conn.execute(Q[query], params)
-            return list(await cursor.fetchall())
-
+class SqliteWorkflowViewStore(SqliteConnection):
     async def workflow_view_versions(self) -> list[WorkflowVersions]:
         rows = await self._all("workflow_view_versions", {})
         return [

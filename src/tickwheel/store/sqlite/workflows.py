@@ -6,12 +6,10 @@ select-then-update is one step even against another process on the same file."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import sqlite3
 import uuid
-from collections.abc import AsyncIterator, Mapping, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -20,6 +18,7 @@ import aiosqlite
 from tickwheel.domain.workflow_runs import RunStatus, TaskRunStatus
 from tickwheel.store.sqlfile import load_queries
 from tickwheel.store.sqlite.codec import from_us, jload, to_us
+from tickwheel.store.sqlite.connection import SqliteConnection
 from tickwheel.store.workflow_protocol import (
     StoredWorkflow,
     TaskRunRecord,
@@ -32,27 +31,7 @@ _TERMINAL = frozenset({"SUCCEEDED", "FAILED", "CANCELLED"})
 Q = load_queries("tickwheel.store.sqlite.sql")
 
 
-class SqliteWorkflowStore:
-    def __init__(self, conn: aiosqlite.Connection, lock: asyncio.Lock) -> None:
-        self._conn = conn
-        self._lock = lock
-
-    @asynccontextmanager
-    async def _tx(self) -> AsyncIterator[aiosqlite.Connection]:
-        async with self._lock:
-            await self._conn.execute("BEGIN IMMEDIATE")
-            try:
-                yield self._conn
-            except BaseException:
-                await self._conn.execute("ROLLBACK")
-                raise
-            await self._conn.execute("COMMIT")
-
-    async def _all(self, query: str, params: dict[str, Any]) -> list[sqlite3.Row]:
-        async with self._lock:
-            cursor = await self._conn.execute(Q[query], params)
-            return list(await cursor.fetchall())
-
+class SqliteWorkflowStore(SqliteConnection):
     async def _rowcount(self, query: str, params: dict[str, Any]) -> int:
         async with self._tx() as conn:
             cursor = await conn.execute(Q[query], params)

@@ -22,6 +22,14 @@ CROSS JOIN LATERAL (
     LIMIT %(limit)s
 ) d;
 
+-- name: promotion_idle_timeout
+-- The first statement of a leased promotion, before its fence locks the shard rows FOR SHARE
+-- until commit. A scheduler frozen inside this transaction (SIGSTOP, a long GC pause) would keep
+-- those locks, and a takeover's SKIP LOCKED would pass its shards by for as long as it stays
+-- frozen: the database ends such a transaction (and the session) once it sits idle for
+-- :timeout. set_config(..., true) is SET LOCAL (this transaction only), but takes a parameter.
+SELECT set_config('idle_in_transaction_session_timeout', %(timeout)s, true);
+
 -- name: execution_promote_ids
 -- The wheel's firing: the rows it loaded, by primary key. Each is still guarded: SCHEDULED (a
 -- cancel or the catch-all may have moved it meanwhile), in a shard the caller may promote, and
