@@ -49,7 +49,7 @@ UPDATE executions e
 SET status = 'READY', ready_at = coalesce(%(now)s::timestamptz, now()),
     updated_at = coalesce(%(now)s::timestamptz, now())
 FROM due
-WHERE e.execution_id = due.execution_id AND e.status = 'SCHEDULED'
+WHERE e.execution_id = due.execution_id  -- locked and re-checked by due (claims.sql says why)
 RETURNING e.execution_id, e.definition_uri;
 
 -- name: execution_promote_scheduled
@@ -71,7 +71,7 @@ UPDATE executions e
 SET status = 'READY', ready_at = coalesce(%(now)s::timestamptz, now()),
     updated_at = coalesce(%(now)s::timestamptz, now())
 FROM due
-WHERE e.execution_id = due.execution_id AND e.status = 'SCHEDULED'
+WHERE e.execution_id = due.execution_id  -- locked and re-checked by due (claims.sql says why)
 RETURNING e.execution_id, e.definition_uri;
 
 -- name: execution_promote_retries
@@ -88,7 +88,7 @@ UPDATE executions e
 SET status = 'READY', ready_at = coalesce(%(now)s::timestamptz, now()), next_attempt_at = NULL,
     updated_at = coalesce(%(now)s::timestamptz, now())
 FROM due
-WHERE e.execution_id = due.execution_id AND e.status = 'RETRY_WAIT'
+WHERE e.execution_id = due.execution_id  -- locked and re-checked by due (claims.sql says why)
 RETURNING e.execution_id, e.definition_uri;
 
 -- name: execution_next_scheduled_at
