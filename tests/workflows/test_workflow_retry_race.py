@@ -23,6 +23,7 @@ from tickwheel.client.models import ExecutionInfo
 from tickwheel.client.transports.inprocess import InProcessTransport
 from tickwheel.domain.workflows import Workflow
 from tickwheel.engine.worker import Worker
+from tickwheel.observability.metrics import process_metrics
 from tickwheel.store.protocol import Store
 from tickwheel.workflows.runs import WorkflowRuns
 
@@ -76,6 +77,19 @@ def statuses(run: dict[str, Any]) -> dict[str, str]:
 
 def superseded_logs(caplog: pytest.LogCaptureFixture) -> list[str]:
     return [r.getMessage() for r in caplog.records if SUPERSEDED in r.getMessage()]
+
+
+def stale_writes() -> float:
+    return process_metrics().registry.get_sample_value("tickwheel_workflow_stale_writes_total") or 0
+
+
+@pytest.fixture(autouse=True)
+def refusals_are_counted(caplog: pytest.LogCaptureFixture) -> Iterator[None]:
+    """Every refusal logged is counted in ``tickwheel_workflow_stale_writes`` too."""
+    before = stale_writes()
+    yield
+    logged = [r for r in caplog.get_records("call") if SUPERSEDED in r.getMessage()]
+    assert stale_writes() - before == len(logged)
 
 
 async def test_a_stalled_advancer_cannot_fail_a_retried_run_again(

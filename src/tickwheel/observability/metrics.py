@@ -152,6 +152,11 @@ class Metrics:
             "Stalled workflow runs (a submission lost in a crash) advanced by a sweep.",
             registry=r,
         )
+        self.workflow_stale_writes = Counter(
+            "tickwheel_workflow_stale_writes",
+            "Workflow writes refused because the run was retried after they read it.",
+            registry=r,
+        )
         self.pruned = Counter(
             "tickwheel_executions_pruned",
             "Terminal executions deleted by the retention pruner.",

@@ -42,6 +42,7 @@ from tickwheel.domain.workflow_runs import (
     task_status_of,
 )
 from tickwheel.domain.workflows import Workflow, WorkflowTask, workflow_from_document
+from tickwheel.observability.metrics import process_metrics
 from tickwheel.store.workflow_protocol import TaskRunRecord, WorkflowRunRecord, WorkflowStore
 
 Wire = dict[str, Any]
@@ -306,6 +307,7 @@ class WorkflowRuns:
         current = await self.workflows.workflow_run_get(None, run.workflow_run_id)
         if current is not None and current.retry_count == run.retry_count:
             return False
+        process_metrics().workflow_stale_writes.inc()
         log.warning(
             "workflow run %s was retried meanwhile (retry %d, now %s): %s for retry %d was "
             "refused and changed nothing",
