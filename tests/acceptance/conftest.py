@@ -14,9 +14,10 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import httpx
 import psycopg
@@ -232,6 +233,27 @@ def describe(result: subprocess.CompletedProcess[str]) -> str:
         f"$ {' '.join(map(str, result.args))}\nexit {result.returncode}\n"
         f"--- stdout ---\n{result.stdout}\n--- stderr ---\n{result.stderr}"
     )
+
+
+def wait_on_api(
+    server: ServerProcess,
+    path: str,
+    done: Callable[[Any], bool],
+    timeout: float = 30.0,
+    **params: str | int,
+) -> Any:
+    """GETs ``path`` of the server's API every 0.2 s until ``done(body)`` holds or ``timeout``
+    seconds pass; returns the last body. For waiting only: a CLI start per poll costs a second
+    or more, so a test waits here and then asserts on what its CLI command shows."""
+    deadline = time.monotonic() + timeout
+    with httpx.Client(base_url=server.url, headers=server.headers(), timeout=5.0) as http:
+        while True:
+            response = http.get(path, params=params)
+            assert response.status_code == 200, response.text
+            body = response.json()
+            if done(body) or time.monotonic() > deadline:
+                return body
+            time.sleep(0.2)  # bounded poll of a real server
 
 
 @pytest.fixture(scope="module")

@@ -5,10 +5,9 @@ server`` process (which runs the Cron Service in-process)."""
 from __future__ import annotations
 
 import json
-import time
 from typing import Any
 
-from tests.acceptance.conftest import REPO, ServerProcess, describe, flat, run_cli
+from tests.acceptance.conftest import REPO, ServerProcess, describe, flat, run_cli, wait_on_api
 
 WORKFLOW = REPO / "examples" / "workflows" / "nightly-report.yaml"
 
@@ -68,12 +67,15 @@ def test_occurrences_become_executions(server: ServerProcess) -> None:
         server, "cron", "create", "every-second", "-d", "hello", "-e", "* * * * * *",
         "-i", "name=Cron",
     )  # fmt: skip
-    deadline = time.monotonic() + 30
-    succeeded: list[dict[str, Any]] = []
-    while time.monotonic() < deadline and len(succeeded) < 3:
-        time.sleep(0.5)  # bounded wait on a real clock: the server's worker runs them
-        history = cli(server, "cron", "history", "every-second", "--limit", "200")["items"]
-        succeeded = [h for h in history if h["executionStatus"] == "SUCCEEDED"]
+    # A bounded wait on a real clock (the server's worker runs them), then what the CLI shows.
+    wait_on_api(
+        server,
+        "/v1/cron-jobs/every-second/executions",
+        lambda page: sum(h["executionStatus"] == "SUCCEEDED" for h in page["items"]) >= 3,
+        limit=200,
+    )
+    history = cli(server, "cron", "history", "every-second", "--limit", "200")["items"]
+    succeeded = [h for h in history if h["executionStatus"] == "SUCCEEDED"]
     assert len(succeeded) >= 3, history
     cli(server, "cron", "pause", "every-second")
     executions = cli(server, "list", "--limit", "500")["items"]
@@ -139,12 +141,15 @@ def test_a_cron_job_that_starts_workflow_runs(server: ServerProcess) -> None:
     assert "nightly-report (latest)" in flat(shown.stdout)
     listed = cli(server, "cron", "list", as_json=False)
     assert "workflow nightly-report" in flat(listed.stdout)
-    deadline = time.monotonic() + 30
-    done: list[dict[str, Any]] = []
-    while time.monotonic() < deadline and not done:
-        time.sleep(0.5)  # bounded wait on a real clock: the server's orchestrator and worker
-        history = cli(server, "cron", "history", "wf-report", "--limit", "200")["items"]
-        done = [h for h in history if h["workflowRunStatus"] == "SUCCEEDED"]
+    # A bounded wait on a real clock (the server's orchestrator and worker), then the CLI's view.
+    wait_on_api(
+        server,
+        "/v1/cron-jobs/wf-report/executions",
+        lambda page: any(h["workflowRunStatus"] == "SUCCEEDED" for h in page["items"]),
+        limit=200,
+    )
+    history = cli(server, "cron", "history", "wf-report", "--limit", "200")["items"]
+    done = [h for h in history if h["workflowRunStatus"] == "SUCCEEDED"]
     assert done, history
     cli(server, "cron", "pause", "wf-report")
     run = cli(server, "workflows", "get", done[0]["workflowRunId"])

@@ -1,8 +1,8 @@
 """Real processes on a real PostgreSQL: ``tickwheel scheduler`` and ``tickwheel worker`` run as
 subprocesses and are stopped, frozen and killed with real signals.
 
-Each test gets its own database (created from ``PG_ADMIN_URL``, migrated with
-``tickwheel db upgrade``, dropped after), its own copy of the job module (``jobs.py``, imported
+Each test gets its own database (a copy of a template that ``tickwheel db upgrade`` migrated
+once per session, dropped after), its own copy of the job module (``jobs.py``, imported
 by the workers as ``tw_process_jobs``) and its own journal of what the handlers did. The
 ``cluster`` fixture starts processes, keeps their output in files and kills whatever is left at
 the end (SIGCONT first, so that a frozen process can die); when a test fails, the output of every
@@ -56,24 +56,14 @@ TICKWHEEL = _executable()
 
 
 @pytest.fixture
-def db_url(pg_url: str, tmp_path: Path) -> Iterator[str]:
-    """A fresh database for one test, migrated by ``tickwheel db upgrade``, dropped after.
-    Depends on ``pg_url`` for its skip-or-fail rule when PostgreSQL is unreachable."""
+def db_url(pg_migrated_template: str) -> Iterator[str]:
+    """A fresh database for one test, a copy of the migrated template (``tests/conftest.py``),
+    dropped after."""
     name = f"tickwheel_proc_{uuid.uuid4().hex[:12]}"
     with psycopg.connect(PG_ADMIN_URL, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
+        conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{pg_migrated_template}"')
     url = PG_ADMIN_URL.rsplit("/", 1)[0] + "/" + name
     try:
-        upgrade = subprocess.run(
-            [str(TICKWHEEL), "db", "upgrade", "--database-url", url],
-            env=clean_env(),
-            capture_output=True,
-            text=True,
-            timeout=60,
-            stdin=subprocess.DEVNULL,
-            check=False,
-        )
-        assert upgrade.returncode == 0, f"db upgrade failed:\n{upgrade.stdout}\n{upgrade.stderr}"
         yield url
     finally:
         with psycopg.connect(PG_ADMIN_URL, autocommit=True) as conn:

@@ -59,11 +59,13 @@ class Fresh:
 
 
 @contextmanager
-def database(pg_url: str) -> Iterator[str]:
-    """A brand-new, empty database on the test server, dropped afterwards."""
+def database(pg_url: str, template: str | None = None) -> Iterator[str]:
+    """A brand-new database on the test server, dropped afterwards: empty, or a copy of
+    ``template``."""
     name = f"tickwheel_parts_{uuid.uuid4().hex[:12]}"
+    copy = f' TEMPLATE "{template}"' if template else ""
     with psycopg.connect(pg_url, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
+        conn.execute(f'CREATE DATABASE "{name}"{copy}')
     try:
         yield pg_url.rsplit("/", 1)[0] + "/" + name
     finally:
@@ -72,20 +74,22 @@ def database(pg_url: str) -> Iterator[str]:
 
 
 @pytest.fixture
-async def fresh(pg_url: str) -> AsyncIterator[Fresh]:
-    with database(pg_url) as url:
+async def fresh(pg_url: str, pg_migrated_template: str) -> AsyncIterator[Fresh]:
+    """A database of its own, a copy of the session's migrated template (tests/conftest.py)."""
+    with database(pg_url, pg_migrated_template) as url:
         store = await PostgresStore.open(url, max_size=4)
         try:
-            await store.migrate()
+            await store.migrate()  # nothing left to apply
             yield Fresh(store, url, partitions_for(store))
         finally:
             await store.close()
 
 
 @pytest.fixture
-def fresh_url(pg_url: str) -> Iterator[str]:
-    """For the CLI, which runs its own event loop: migrated by ``tickwheel db upgrade``."""
-    with database(pg_url) as url:
+def fresh_url(pg_url: str, pg_migrated_template: str) -> Iterator[str]:
+    """For the CLI, which runs its own event loop: a copy of the migrated template, on which
+    ``tickwheel db upgrade`` finds nothing left to do."""
+    with database(pg_url, pg_migrated_template) as url:
         result = CliRunner().invoke(app, ["db", "upgrade", "--database-url", url])
         assert result.exit_code == 0, result.output
         yield url

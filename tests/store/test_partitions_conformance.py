@@ -18,7 +18,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from tests.conftest import _PG_TABLES
+from tests.conftest import empty_pg_tables
 from tests.engine import test_pruner, test_services, test_shard_scheduler
 from tests.factories import T0
 from tests.store import test_attempts, test_executions, test_retention, test_shard_leases
@@ -85,12 +85,9 @@ async def store(partitioned_url: str) -> AsyncIterator[Store]:
     s = await PostgresStore.open(partitioned_url)
     try:
         with psycopg.connect(partitioned_url, autocommit=True) as conn:
-            # The TRUNCATE trigger of the partitioned layout empties execution_keys too.
-            conn.execute(f"TRUNCATE {', '.join(_PG_TABLES)} CASCADE")
-            conn.execute(
-                "UPDATE shard_leases SET owner = NULL, epoch = 0, expires_at = NULL,"
-                " watermark = NULL"
-            )
+            # The layout's delete trigger takes the executions' children and keys with them;
+            # emptied by name as well, so nothing survives whatever a test did.
+            empty_pg_tables(conn, extra=("execution_outputs", "execution_keys"))
             layout = conn.execute(
                 "SELECT relkind FROM pg_class WHERE oid = 'executions'::regclass"
             ).fetchone()

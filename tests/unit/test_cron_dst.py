@@ -394,22 +394,26 @@ def oracle(case: Case, end: datetime) -> list[datetime]:
     time matches and is that wall time's first occurrence, plus each transition instant that
     ends a gap in which some wall time matches. Transitions here are on whole minutes."""
     tz, found = ZoneInfo(case.zone), set()
+    seconds, elapsed = sorted(case.seconds or {0}), case.elapsed
     minute = case.after.replace(second=0, microsecond=0)
-    while minute <= end:
+    earlier = (minute - timedelta(minutes=1)).astimezone(tz).replace(tzinfo=None)
+    while minute <= end:  # ~2,400 minutes per case: only matching wall times are converted back
         wall = minute.astimezone(tz).replace(tzinfo=None)
-        earlier = (minute - timedelta(minutes=1)).astimezone(tz).replace(tzinfo=None)
-        if not case.elapsed and wall > earlier + timedelta(minutes=1):
+        if not elapsed and wall > earlier + timedelta(minutes=1):
             gap = (
                 earlier + timedelta(minutes=1, seconds=s)
                 for s in range(int((wall - earlier).total_seconds()) - 60)
             )
             if any(case.matches(w) for w in gap):
                 found.add(minute)
-        for second in sorted(case.seconds or {0}):
-            instant, local = minute + timedelta(seconds=second), wall + timedelta(seconds=second)
-            first = local.replace(tzinfo=tz, fold=0).astimezone(UTC)
-            if case.matches(local) and (case.elapsed or first == instant):
+        for second in seconds:
+            local = wall + timedelta(seconds=second)
+            if not case.matches(local):
+                continue
+            instant = minute + timedelta(seconds=second)
+            if elapsed or local.replace(tzinfo=tz, fold=0).astimezone(UTC) == instant:
                 found.add(instant)
+        earlier = wall  # the wall time of the minute before the next one
         minute += timedelta(minutes=1)
     return sorted(t for t in found if case.after < t <= end)
 

@@ -345,18 +345,20 @@ def walk(
     def matches(wall: datetime) -> bool:
         return wall.minute in minutes and wall.hour in hours
 
-    while minute <= end:
+    before = (minute - timedelta(minutes=1)).astimezone(tz).replace(tzinfo=None)
+    while minute <= end:  # ~1,800 minutes per example: only matching wall times are read back
         wall = minute.astimezone(tz).replace(tzinfo=None)
-        before = (minute - timedelta(minutes=1)).astimezone(tz).replace(tzinfo=None)
         skipped = int((wall - before).total_seconds()) // 60 - 1
         gap = [before + timedelta(minutes=k) for k in range(1, skipped + 1)]
         if not elapsed and policy.nonexistent == "shift_forward" and any(map(matches, gap)):
             found.add(minute)
-        first, second = (wall.replace(tzinfo=tz, fold=f).astimezone(UTC) for f in (0, 1))
-        once = first == second or elapsed or policy.ambiguous == "both"
-        chosen = first if policy.ambiguous == "first" else second
-        if matches(wall) and (once or minute == chosen):
-            found.add(minute)
+        if matches(wall):
+            first, second = (wall.replace(tzinfo=tz, fold=f).astimezone(UTC) for f in (0, 1))
+            once = first == second or elapsed or policy.ambiguous == "both"
+            chosen = first if policy.ambiguous == "first" else second
+            if once or minute == chosen:
+                found.add(minute)
+        before = wall  # the wall time of the minute before the next one
         minute += timedelta(minutes=1)
     return sorted(t for t in found if after < t <= end)
 
