@@ -23,7 +23,6 @@ from tickwheel.client.client import Client
 from tickwheel.client.cron import load_cron_file
 from tickwheel.config import Settings
 from tickwheel.observability.logs import configure_logging
-from tickwheel.server import StartupError, run_cron
 
 app = typer.Typer(help="Cron jobs: recurring executions (or workflow runs).", no_args_is_help=True)
 T = TypeVar("T")
@@ -314,6 +313,9 @@ def run(
     settings = Settings(**{k: v for k, v in given.items() if v is not None})
     configure_logging(settings.log_level.upper())
     key = resolve_api_key(api_key) if api_key else cli.api_key
+    # Imported here: the server pulls in the web stack, which no other command needs at start.
+    from tickwheel.server import StartupError, run_cron
+
     try:
         asyncio.run(run_cron(settings, url or cli.url, key, settings.tenant))
     except (StartupError, OSError) as exc:

@@ -12,7 +12,6 @@ import typer
 from tickwheel.cli.context import fail
 from tickwheel.config import Settings
 from tickwheel.observability.logs import configure_logging
-from tickwheel.server import StartupError, exit_past_stuck_jobs, run_roles
 
 DatabaseUrl = Annotated[str | None, typer.Option(envvar="TICKWHEEL_DATABASE_URL")]
 LogLevel = Annotated[str | None, typer.Option(envvar="TICKWHEEL_LOG_LEVEL")]
@@ -25,6 +24,9 @@ def _settings(**given: Any) -> Settings:
 
 
 def _run(settings: Settings, **roles: Any) -> None:
+    # Imported here: the server pulls in the web stack, which no other command needs at start.
+    from tickwheel.server import StartupError, exit_past_stuck_jobs, run_roles
+
     try:
         asyncio.run(run_roles(settings, **roles))
     except (StartupError, OSError) as exc:

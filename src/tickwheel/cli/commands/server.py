@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from tickwheel.cli.context import console, err_console, fail
 from tickwheel.config import Settings
 from tickwheel.observability.logs import configure_logging
-from tickwheel.server import FirstKey, StartupError, exit_past_stuck_jobs, serve
 from tickwheel.store.factory import redact
+
+if TYPE_CHECKING:
+    from tickwheel.server import FirstKey
 
 
 def _announce(settings: Settings, first_key: FirstKey | None) -> None:
@@ -66,6 +68,9 @@ def server(
         overrides["engine"] = False
     settings = Settings(**overrides)
     configure_logging(settings.log_level)
+    # Imported here: the web stack is for this command only, not every CLI start.
+    from tickwheel.server import StartupError, exit_past_stuck_jobs, serve
+
     try:
         asyncio.run(serve(settings, _announce))
     except (StartupError, OSError) as exc:
