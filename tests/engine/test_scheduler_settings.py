@@ -10,7 +10,7 @@ import pytest
 from pydantic import ValidationError
 from typer.testing import CliRunner
 
-from tickwheel.cli.commands import roles
+from tickwheel import server
 from tickwheel.cli.main import app
 from tickwheel.config import Settings
 from tickwheel.engine.scheduler import Scheduler
@@ -40,9 +40,10 @@ def test_scheduler_flags_override_the_environment(monkeypatch: pytest.MonkeyPatc
     async def run_roles(settings: Settings, **roles_: Any) -> None:
         seen.append(settings)
 
-    monkeypatch.setattr(roles, "run_roles", run_roles)
+    # The command imports the server when it runs (not at CLI start): replaced there.
+    monkeypatch.setattr(server, "run_roles", run_roles)
     # It would end this very process if an earlier test left a job thread behind.
-    monkeypatch.setattr(roles, "exit_past_stuck_jobs", lambda: None)
+    monkeypatch.setattr(server, "exit_past_stuck_jobs", lambda: None)
     monkeypatch.setenv("TICKWHEEL_SHARD_LEASE_SECONDS", "20")
     args = ["scheduler", "--shard-lease", "4", "--window", "9", "--database-url", "sqlite:///x"]
     result = CliRunner().invoke(app, args)
