@@ -9,7 +9,7 @@ from typing import Any
 
 from tests.factories import T0, new_execution
 from tickwheel.domain.states import AttemptStatus, ExecutionStatus
-from tickwheel.domain.workflow_runs import RunStatus, TaskRunStatus
+from tickwheel.domain.workflow_runs import RETRYABLE_TASK, RunStatus, TaskRunStatus
 from tickwheel.store.protocol import AttemptResult, Store
 from tickwheel.store.workflow_protocol import (
     StoredWorkflow,
@@ -123,16 +123,42 @@ async def test_runs_with_task_runs_guarded_updates_and_retry(store: Store) -> No
     extract, clean = await ws.workflow_task_run_list(rid)
     assert (extract.status, extract.execution_id, extract.output) == (TR.SUCCEEDED, ex, {"rows": 3})
     assert (clean.status, clean.error) == (TR.FAILED, {"kind": "x"})
-    assert not await ws.workflow_run_retry("acme", rid, ["clean"], T0, retry_count=0)  # RUNNING
+    assert not await ws.workflow_run_retry(
+        "acme", rid, RETRYABLE_TASK, T0, retry_count=0
+    )  # RUNNING
     assert await ws.workflow_run_finish(rid, RunStatus.FAILED, T0, retry_count=0)
     assert not await ws.workflow_run_finish(rid, RunStatus.SUCCEEDED, T0, retry_count=0)
-    assert await ws.workflow_run_retry("acme", rid, ["clean"], T0 + LEASE, retry_count=0)
+    assert await ws.workflow_run_retry("acme", rid, RETRYABLE_TASK, T0 + LEASE, retry_count=0)
     again = await ws.workflow_run_get("acme", rid)
     assert again is not None
     assert (again.status, again.retry_count, again.finished_at) == (RunStatus.RUNNING, 1, None)
     extract, clean = await ws.workflow_task_run_list(rid)
     assert extract.status is TR.SUCCEEDED and extract.output == {"rows": 3}
     assert (clean.status, clean.error, clean.execution_id) == (TR.PENDING, None, None)
+
+
+async def test_a_retry_resets_a_task_that_failed_after_the_caller_read_the_run(
+    store: Store,
+) -> None:
+    """Which tasks a retry resets is decided inside its transaction, by status: a task still
+    SUBMITTED when the person looked, which failed just before the retry, is reset too (a plan
+    from the earlier read left it FAILED, and the retried run failed again at once)."""
+    ws = workflows_of(store)
+    run = run_record()
+    rid = run.workflow_run_id
+    assert await ws.workflow_run_insert(run, ["extract", "clean", "stats"])
+    update = ws.workflow_task_run_update
+    assert await update(rid, "extract", [TR.PENDING], TR.SUBMITTED, T0, uuid.uuid4(), retry_count=0)
+    assert await update(rid, "extract", [TR.SUBMITTED], TR.SUCCEEDED, T0, retry_count=0)
+    assert await update(rid, "clean", [TR.PENDING], TR.CANCELLED, T0, retry_count=0)
+    assert await update(rid, "stats", [TR.PENDING], TR.SUBMITTED, T0, uuid.uuid4(), retry_count=0)
+    assert await ws.workflow_run_finish(rid, RunStatus.CANCELLED, T0, retry_count=0)
+    read = {t.task_name: t.status for t in await ws.workflow_task_run_list(rid)}
+    assert read["stats"] is TR.SUBMITTED  # what the person saw
+    assert await update(rid, "stats", [TR.SUBMITTED], TR.FAILED, T0, retry_count=0)
+    assert await ws.workflow_run_retry("acme", rid, RETRYABLE_TASK, T0 + LEASE, retry_count=0)
+    after = {t.task_name: t.status for t in await ws.workflow_task_run_list(rid)}
+    assert after == {"extract": TR.SUCCEEDED, "clean": TR.PENDING, "stats": TR.PENDING}
 
 
 async def test_writes_for_an_older_retry_change_nothing(store: Store) -> None:
@@ -147,11 +173,11 @@ async def test_writes_for_an_older_retry_change_nothing(store: Store) -> None:
     assert await update(rid, "extract", [TR.SUBMITTED], TR.FAILED, T0, retry_count=0)
     assert await update(rid, "stats", [TR.PENDING], TR.SUBMITTED, T0, kept, retry_count=0)
     assert await ws.workflow_run_finish(rid, RunStatus.FAILED, T0, retry_count=0)
-    assert await ws.workflow_run_retry("acme", rid, ["extract", "clean"], T0, retry_count=0)
+    assert await ws.workflow_run_retry("acme", rid, RETRYABLE_TASK, T0, retry_count=0)
     # A second retry based on the same read is refused, even once the run failed again.
     assert await ws.workflow_run_finish(rid, RunStatus.FAILED, T0, retry_count=1)
-    assert not await ws.workflow_run_retry("acme", rid, ["stats"], T0, retry_count=0)
-    assert await ws.workflow_run_retry("acme", rid, ["extract", "clean"], T0, retry_count=1)
+    assert not await ws.workflow_run_retry("acme", rid, RETRYABLE_TASK, T0, retry_count=0)
+    assert await ws.workflow_run_retry("acme", rid, RETRYABLE_TASK, T0, retry_count=1)
     before = await ws.workflow_task_run_list(rid)
 
     # Retry 0's outcomes and submissions: refused, whatever status they expect.

@@ -11,11 +11,11 @@ from hypothesis import strategies as st
 
 from tickwheel.domain.states import ExecutionStatus
 from tickwheel.domain.workflow_runs import (
+    RETRYABLE_TASK,
     TASK_TERMINAL,
     RunStatus,
     TaskRunStatus,
     evaluate,
-    retry_plan,
     run_status_of,
     task_status_of,
 )
@@ -98,6 +98,11 @@ def test_cancelled_tasks_end_the_run_cancelled() -> None:
 )
 def test_task_status_of_execution(execution: ExecutionStatus, task: TaskRunStatus) -> None:
     assert task_status_of(execution) is task
+
+
+def retry_plan(statuses: dict[str, TaskRunStatus]) -> tuple[str, ...]:
+    """What a retry resets, as the stores select it inside the retry: by RETRYABLE_TASK."""
+    return tuple(name for name, s in statuses.items() if s in RETRYABLE_TASK)
 
 
 def test_retry_plan_keeps_succeeded_tasks() -> None:

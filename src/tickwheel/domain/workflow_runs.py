@@ -105,9 +105,3 @@ def run_status_of(statuses: Iterable[TaskRunStatus]) -> RunStatus:
     if T.FAILED in values:
         return RunStatus.FAILED
     return RunStatus.SUCCEEDED
-
-
-def retry_plan(statuses: Mapping[str, TaskRunStatus]) -> tuple[str, ...]:
-    """Tasks a retry of a finished run resets to PENDING: failed, skipped and cancelled ones;
-    succeeded tasks keep their output."""
-    return tuple(name for name, s in statuses.items() if s in RETRYABLE_TASK)

@@ -13,7 +13,7 @@ decided for an earlier attempt (an advancer that stalled across a retry) changes
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Protocol
@@ -143,15 +143,16 @@ class WorkflowStore(Protocol):
         self,
         tenant: str,
         workflow_run_id: uuid.UUID,
-        task_names: Sequence[str],
+        reset: Collection[TaskRunStatus],
         now: datetime,
         *,
         retry_count: int,
     ) -> bool:
         """In one transaction: a FAILED or CANCELLED run at ``retry_count`` back to RUNNING with
-        ``retry_count`` + 1, and the named task runs back to PENDING without execution, output
-        or error. False (nothing written) when the run is not FAILED or CANCELLED, or was
-        retried since the caller read the task runs it chose ``task_names`` from."""
+        ``retry_count`` + 1, and every task run whose status is in ``reset`` — as it is inside
+        the transaction, not as the caller last read it — back to PENDING without execution,
+        output or error. False (nothing written) when the run is not FAILED or CANCELLED, or
+        was retried since the caller read it."""
         ...
 
     async def workflow_task_run_list(self, workflow_run_id: uuid.UUID) -> list[TaskRunRecord]:

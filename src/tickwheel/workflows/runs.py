@@ -35,10 +35,10 @@ from tickwheel.domain.fieldtypes import validate_values
 from tickwheel.domain.ids import uuid7
 from tickwheel.domain.workflow_expressions import UnresolvedReference, resolve
 from tickwheel.domain.workflow_runs import (
+    RETRYABLE_TASK,
     RunStatus,
     TaskRunStatus,
     evaluate,
-    retry_plan,
     task_status_of,
 )
 from tickwheel.domain.workflows import Workflow, WorkflowTask, workflow_from_document
@@ -225,11 +225,14 @@ class WorkflowRuns:
         """Failed, skipped and cancelled tasks back to PENDING (succeeded ones keep their
         output), the run RUNNING again; their new executions get keys ending ``:<retryCount>``."""
         run = await self._run(workflow_run_id)
-        tasks = await self.workflows.workflow_task_run_list(workflow_run_id)
-        plan = retry_plan({t.task_name: t.status for t in tasks})
-        # The plan is for the attempt we read: refused if another request retried it meanwhile.
+        # Which tasks to reset is decided by status inside the retry's transaction (a task that
+        # failed a moment ago is reset too); refused if another request retried it meanwhile.
         retried = await self.workflows.workflow_run_retry(
-            self.tenant, workflow_run_id, plan, self.clock.now(), retry_count=run.retry_count
+            self.tenant,
+            workflow_run_id,
+            RETRYABLE_TASK,
+            self.clock.now(),
+            retry_count=run.retry_count,
         )
         if not retried:
             current = await self._run(workflow_run_id)

@@ -8,7 +8,7 @@ share the tables; ``workflow_event_claim`` hands each a disjoint batch of outbox
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Collection, Mapping, Sequence
 from contextlib import asynccontextmanager
 from datetime import datetime, timedelta
 from typing import Any
@@ -142,7 +142,7 @@ class PostgresWorkflowStore:
         self,
         tenant: str,
         workflow_run_id: uuid.UUID,
-        task_names: Sequence[str],
+        reset: Collection[TaskRunStatus],
         now: datetime,
         *,
         retry_count: int,
@@ -157,11 +157,14 @@ class PostgresWorkflowStore:
             cursor = await conn.execute(Q["workflow_run_retry"], params)
             if cursor.rowcount != 1:
                 return False
-            for name in task_names:
-                await conn.execute(
-                    Q["workflow_task_run_reset"],
-                    {"workflow_run_id": workflow_run_id, "task_name": name, "now": now},
-                )
+            await conn.execute(
+                Q["workflow_task_runs_reset"],
+                {
+                    "workflow_run_id": workflow_run_id,
+                    "statuses": sorted(str(s) for s in reset),
+                    "now": now,
+                },
+            )
             return True
 
     async def workflow_task_run_list(self, workflow_run_id: uuid.UUID) -> list[TaskRunRecord]:

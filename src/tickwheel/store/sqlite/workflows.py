@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -123,7 +123,7 @@ class SqliteWorkflowStore(SqliteConnection):
         self,
         tenant: str,
         workflow_run_id: uuid.UUID,
-        task_names: Sequence[str],
+        reset: Collection[TaskRunStatus],
         now: datetime,
         *,
         retry_count: int,
@@ -139,11 +139,14 @@ class SqliteWorkflowStore(SqliteConnection):
             cursor = await conn.execute(Q["workflow_run_retry"], params)
             if cursor.rowcount != 1:
                 return False
-            for name in task_names:
-                await conn.execute(
-                    Q["workflow_task_run_reset"],
-                    {"workflow_run_id": run_id, "task_name": name, "now": to_us(now)},
-                )
+            await conn.execute(
+                Q["workflow_task_runs_reset"],
+                {
+                    "workflow_run_id": run_id,
+                    "statuses": json.dumps(sorted(str(s) for s in reset)),
+                    "now": to_us(now),
+                },
+            )
             return True
 
     async def workflow_task_run_list(self, workflow_run_id: uuid.UUID) -> list[TaskRunRecord]:

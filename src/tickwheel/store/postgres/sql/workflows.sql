@@ -35,7 +35,7 @@ WHERE workflow_run_id = %(workflow_run_id)s AND status = 'RUNNING'
   AND retry_count = %(retry_count)s;
 
 -- name: workflow_run_retry
--- Guarded by the attempt whose task runs the caller read to choose the tasks to reset.
+-- Guarded by the attempt the caller read: two requests retrying the same failure retry it once.
 UPDATE workflow_runs
 SET status = 'RUNNING', retry_count = retry_count + 1, updated_at = %(now)s, finished_at = NULL
 WHERE workflow_run_id = %(workflow_run_id)s AND tenant = %(tenant)s
@@ -51,10 +51,13 @@ VALUES (%(workflow_run_id)s, %(task_name)s, 'PENDING', %(now)s, %(position)s, %(
 SELECT * FROM workflow_task_runs WHERE workflow_run_id = %(workflow_run_id)s
 ORDER BY position, task_name;
 
--- name: workflow_task_run_reset
+-- name: workflow_task_runs_reset
+-- In the retry's transaction, after workflow_run_retry locked the run row: chosen by status here,
+-- not from an earlier read, so a task that ended (FAILED) just before the retry is reset too.
+-- A task-run write that comes later waits for the run row and is refused by its retry_count.
 UPDATE workflow_task_runs
 SET status = 'PENDING', execution_id = NULL, output = NULL, error = NULL, updated_at = %(now)s
-WHERE workflow_run_id = %(workflow_run_id)s AND task_name = %(task_name)s;
+WHERE workflow_run_id = %(workflow_run_id)s AND status = ANY(%(statuses)s::text[]);
 
 -- name: workflow_task_run_update
 -- Guarded by the statuses the caller expects and by the run's retry_count the caller read: a

@@ -34,7 +34,7 @@ WHERE workflow_run_id = :workflow_run_id AND status = 'RUNNING'
   AND retry_count = :retry_count;
 
 -- name: workflow_run_retry
--- Guarded by the attempt whose task runs the caller read to choose the tasks to reset.
+-- Guarded by the attempt the caller read: two requests retrying the same failure retry it once.
 UPDATE workflow_runs
 SET status = 'RUNNING', retry_count = retry_count + 1, updated_at = :now, finished_at = NULL
 WHERE workflow_run_id = :workflow_run_id AND tenant = :tenant
@@ -50,10 +50,12 @@ VALUES (:workflow_run_id, :task_name, 'PENDING', :now, :position, :depends_on);
 SELECT * FROM workflow_task_runs WHERE workflow_run_id = :workflow_run_id
 ORDER BY position, task_name;
 
--- name: workflow_task_run_reset
+-- name: workflow_task_runs_reset
+-- In the retry's write transaction: chosen by status here, not from an earlier read, so a task
+-- that ended (FAILED) just before the retry is reset too (statuses: a JSON array).
 UPDATE workflow_task_runs
 SET status = 'PENDING', execution_id = NULL, output = NULL, error = NULL, updated_at = :now
-WHERE workflow_run_id = :workflow_run_id AND task_name = :task_name;
+WHERE workflow_run_id = :workflow_run_id AND status IN (SELECT value FROM json_each(:statuses));
 
 -- name: workflow_task_run_update
 -- Guarded by the statuses the caller expects (passed as a JSON array) and by the run's
