@@ -9,14 +9,6 @@ import yaml
 
 from tests.workflows.helpers import DIAMOND, WorkflowRig, chain
 from tickwheel.domain.errors import BadRequest, Conflict, InvalidInput, NotFound
-from tickwheel.store.protocol import Store
-
-
-@pytest.fixture
-async def rig(store: Store) -> WorkflowRig:
-    rig = WorkflowRig(store)
-    await rig.register_jobs()
-    return rig
 
 
 async def test_new_same_and_different_content(rig: WorkflowRig) -> None:

@@ -11,14 +11,6 @@ import pytest
 from tests.workflows import jobs
 from tests.workflows.helpers import DIAMOND, WorkflowRig, chain
 from tickwheel.domain.errors import Conflict, InvalidInput, NotFound
-from tickwheel.store.protocol import Store
-
-
-@pytest.fixture
-async def rig(store: Store) -> WorkflowRig:
-    rig = WorkflowRig(store)
-    await rig.register_jobs()
-    return rig
 
 
 @pytest.fixture(autouse=True)

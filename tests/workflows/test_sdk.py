@@ -16,16 +16,8 @@ from tickwheel.client.transports.http import HttpTransport
 from tickwheel.config import Settings
 from tickwheel.domain.errors import Conflict, InvalidInput, NotFound
 from tickwheel.domain.models import Scope
-from tickwheel.store.protocol import Store
 
 BASE = "http://testserver"
-
-
-@pytest.fixture
-async def rig(store: Store) -> WorkflowRig:
-    rig = WorkflowRig(store)
-    await rig.register_jobs()
-    return rig
 
 
 @pytest.fixture

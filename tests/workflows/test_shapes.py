@@ -6,34 +6,15 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-from collections.abc import Iterator
 from typing import Any
 
-import pytest
 import yaml
 
 from tests.workflows import jobs
 from tests.workflows.helpers import WorkflowRig, chain
 from tickwheel.engine.worker import Worker
-from tickwheel.store.protocol import Store
 
 FAN = 100
-
-
-@pytest.fixture
-async def rig(store: Store) -> WorkflowRig:
-    rig = WorkflowRig(store)
-    await rig.register_jobs()
-    return rig
-
-
-@pytest.fixture(autouse=True)
-def clean_jobs() -> Iterator[None]:
-    jobs.FAIL.clear()
-    jobs.GATE.clear()
-    yield
-    jobs.FAIL.clear()
-    jobs.GATE.clear()
 
 
 def statuses(run: dict[str, Any]) -> dict[str, str]:

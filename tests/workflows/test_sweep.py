@@ -16,18 +16,10 @@ import pytest
 from tests.workflows import jobs
 from tests.workflows.helpers import DIAMOND, TENANT, WorkflowRig, chain
 from tickwheel.domain.workflow_runs import TaskRunStatus
-from tickwheel.store.protocol import Store
 from tickwheel.workflows.runs import WorkflowRuns
 
 GRACE = timedelta(seconds=30)
 ROOTS = chain({"name": "r1"}, {"name": "r2"}, {"name": "join", "dependsOn": ["r1", "r2"]})
-
-
-@pytest.fixture
-async def rig(store: Store) -> WorkflowRig:
-    rig = WorkflowRig(store)
-    await rig.register_jobs()
-    return rig
 
 
 @pytest.fixture(autouse=True)

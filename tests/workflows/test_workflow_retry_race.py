@@ -24,26 +24,9 @@ from tickwheel.client.transports.inprocess import InProcessTransport
 from tickwheel.domain.workflows import Workflow
 from tickwheel.engine.worker import Worker
 from tickwheel.observability.metrics import process_metrics
-from tickwheel.store.protocol import Store
 from tickwheel.workflows.runs import WorkflowRuns
 
 SUPERSEDED = "was retried meanwhile"
-
-
-@pytest.fixture
-async def rig(store: Store) -> WorkflowRig:
-    rig = WorkflowRig(store)
-    await rig.register_jobs()
-    return rig
-
-
-@pytest.fixture(autouse=True)
-def clean_jobs() -> Iterator[None]:
-    jobs.FAIL.clear()
-    jobs.GATE.clear()
-    yield
-    jobs.FAIL.clear()
-    jobs.GATE.clear()
 
 
 class Stall:
