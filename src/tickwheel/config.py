@@ -44,6 +44,9 @@ class Settings(BaseSettings):
     metrics_port: int | None = Field(
         None, ge=1, le=65535, description="worker/scheduler processes: serve /metrics here"
     )
+    metrics_gauges_seconds: float = Field(
+        5.0, gt=0, le=300, description="with metrics_port: queue gauges refreshed this often"
+    )
     engine: bool = Field(True, description="run scheduler, reaper and workers inside the server")
     cron_lead_seconds: float = Field(
         60.0, ge=0, description="cron occurrences are materialised this far ahead"

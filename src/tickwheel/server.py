@@ -202,7 +202,7 @@ async def run_roles(
     )
     if stop_metrics is not None:
         # Its /metrics shows the cluster's queue gauges too, refreshed while it is scraped.
-        engine.services.append(QueueGauges(store))
+        engine.services.append(QueueGauges(store, every=settings.metrics_gauges_seconds))
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

@@ -41,8 +41,10 @@ def test_a_worker_publishes_queue_depth_and_its_own_counters(cluster: Cluster) -
     submit(cluster.url, "noop", 3, execute_at=later)
     port = _free_port()
     cluster.env["TICKWHEEL_METRICS_PORT"] = str(port)
+    cluster.env["TICKWHEEL_METRICS_GAUGES_SECONDS"] = "1"  # not the 5 s default: a faster test
     cluster.worker("w1")
     cluster.env.pop("TICKWHEEL_METRICS_PORT")
+    cluster.env.pop("TICKWHEEL_METRICS_GAUGES_SECONDS")
     cluster.scheduler()  # no metrics port: it promotes the executions submitted below
 
     def scheduled_three() -> str | None:
