@@ -167,8 +167,12 @@ def test_a_burst_of_ids_spreads_evenly_over_all_shards() -> None:
     chi_square = sum((counts[s] - expected) ** 2 / expected for s in range(SHARD_COUNT))
     # chi-square with 1023 degrees of freedom: mean 1023, standard deviation ~45.
     assert chi_square < 1023 + 6 * 45
-    assert min(counts.values()) > expected * 0.5
-    assert max(counts.values()) < expected * 1.5
+    # Each shard's count is about Poisson(97.7), sd ~9.9. The busiest of 1,024 shards lands near
+    # 130 and reached 147 once in CI, so ±50% failed about one run in a few hundred. Bounds at
+    # about 6-7 sd keep false alarms below one in a million runs; a hash that kept the time
+    # bits would put whole bursts of 50 into single shards and fail the chi-square anyway.
+    assert min(counts.values()) > expected * 0.4
+    assert max(counts.values()) < expected * 1.75
 
 
 # -- bucket_start ---------------------------------------------------------------------------------
