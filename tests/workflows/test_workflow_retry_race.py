@@ -75,16 +75,24 @@ def refusals_are_counted(caplog: pytest.LogCaptureFixture) -> Iterator[None]:
     assert stale_writes() - before == len(logged)
 
 
-async def test_a_stalled_advancer_cannot_fail_a_retried_run_again(
-    rig: WorkflowRig, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
-) -> None:
+async def chain_whose_first_task_failed(
+    rig: WorkflowRig, caplog: pytest.LogCaptureFixture
+) -> uuid.UUID:
+    """A run of a -> b whose a failed: its execution ended, its outbox row not yet consumed."""
     caplog.set_level(logging.INFO, logger="tickwheel.workflows")
     await rig.apply(chain({"name": "a"}, {"name": "b", "dependsOn": ["a"]}))
     jobs.FAIL.add("a")
     run_id = await rig.start("chain")
     await rig.scheduler.run_once()
     assert await rig.worker.run_once() == 1
-    await rig.worker.drain()  # a's execution failed; its outbox row waits
+    await rig.worker.drain()
+    return run_id
+
+
+async def test_a_stalled_advancer_cannot_fail_a_retried_run_again(
+    rig: WorkflowRig, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    run_id = await chain_whose_first_task_failed(rig, caplog)
 
     # An advancer (a sweep, a second orchestrator) reads the run, RUNNING at retry 0, and stalls.
     slow = WorkflowRuns(rig.workflows, rig.client, TENANT, rig.clock)
@@ -137,13 +145,7 @@ async def test_an_execution_a_stalled_advancer_submits_under_an_old_key_is_taken
     """Stalled long enough, an advancer of the old attempt finds a downstream task ready and
     submits it under the old attempt's key, which makes a new execution: nothing holds it, so
     it is cancelled before any worker runs it twice."""
-    caplog.set_level(logging.INFO, logger="tickwheel.workflows")
-    await rig.apply(chain({"name": "a"}, {"name": "b", "dependsOn": ["a"]}))
-    jobs.FAIL.add("a")
-    run_id = await rig.start("chain")
-    await rig.scheduler.run_once()
-    assert await rig.worker.run_once() == 1
-    await rig.worker.drain()
+    run_id = await chain_whose_first_task_failed(rig, caplog)
 
     slow = WorkflowRuns(rig.workflows, rig.client, TENANT, rig.clock)
     stall = Stall()
