@@ -36,6 +36,8 @@ from tickwheel.domain.fieldtypes import (
 )
 
 __all__ = [
+    "ISOLATIONS",
+    "MAX_LOST_ATTEMPTS",
     "PERMANENT_KINDS",
     "RETRYABLE_KINDS",
     "CommandExecution",
@@ -45,8 +47,6 @@ __all__ = [
     "FieldSpec",
     "FieldType",
     "HttpExecution",
-    "ISOLATIONS",
-    "MAX_LOST_ATTEMPTS",
     "PythonExecution",
     "RetryPolicy",
     "content_hash",
@@ -71,7 +71,7 @@ _TOP_KEYS = ("name", "version", "description", "inputs", "outputs", "execution",
 _RETRY_KEYS = ("maxAttempts", "baseDelay", "maxDelay", "retryOn", "maxLostAttempts")
 MAX_LOST_ATTEMPTS: Final = 5
 """The default of ``retry.maxLostAttempts``: attempts lost to a worker's death (its lease ran out)
-before the execution is dead-lettered anyway, so that a job that kills its worker every time ends."""
+before the execution is dead-lettered anyway: a job that kills its worker every time still ends."""
 ISOLATIONS: Final = ("none", "process")
 """``execution.isolation`` of python jobs: in the worker's process, or in a child process of its
 own per attempt (a crash, ``os._exit`` or segfault then fails only that attempt)."""
