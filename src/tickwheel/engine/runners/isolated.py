@@ -31,7 +31,7 @@ import signal
 import sys
 from collections.abc import Callable
 from multiprocessing.connection import Connection
-from multiprocessing.context import BaseContext
+from multiprocessing.context import ForkServerContext, SpawnContext
 from multiprocessing.process import BaseProcess
 from typing import Any
 
@@ -43,19 +43,20 @@ __all__ = ["run_isolated"]
 EXIT_GRACE = 5.0
 """Seconds a child that has sent its result may take to exit before it is killed."""
 
-_context: BaseContext | None = None
+Context = ForkServerContext | SpawnContext
+_context: Context | None = None
 
 
-def _mp_context() -> BaseContext:
+def _mp_context() -> Context:
     """The forkserver (spawn where there is none), with this module preloaded in it."""
     global _context
     if _context is None:
         if "forkserver" in multiprocessing.get_all_start_methods():
-            context = multiprocessing.get_context("forkserver")
-            context.set_forkserver_preload([__name__])
+            forkserver = multiprocessing.get_context("forkserver")
+            forkserver.set_forkserver_preload([__name__])
+            _context = forkserver
         else:
-            context = multiprocessing.get_context("spawn")
-        _context = context
+            _context = multiprocessing.get_context("spawn")
     return _context
 
 
