@@ -17,7 +17,11 @@ thread, nothing of an isolated job runs on after its attempt ended.
 
 What a handler gets is what it gets in process: its inputs as keyword arguments and the
 ``JobContext`` (both are pickled). What it returns must pickle too. The python runner checks the
-entrypoint (import, allow-list, signature) in the worker before a child is started."""
+entrypoint (import, allow-list, signature) in the worker before a child is started. A child
+costs a fork and the import of the job's module (tens of milliseconds), so isolation is for jobs
+that may crash, not for every small job. As everywhere in ``multiprocessing``, a program that
+embeds a worker in its own script must guard its entry with ``if __name__ == "__main__":``: each
+child imports the main module (the ``tickwheel`` command is guarded)."""
 
 from __future__ import annotations
 
