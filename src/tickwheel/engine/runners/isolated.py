@@ -133,10 +133,10 @@ async def _readable(*fds: int, timeout: float | None = None) -> bool:
 
 async def _reaped(child: BaseProcess) -> int | None:
     """Waits for the child to exit (killing it after ``EXIT_GRACE``), collects it so that no
-    zombie is left behind, and returns its exit code. Runs on when the attempt is cancelled
-    meanwhile."""
+    zombie is left behind, and returns its exit code. Cancelled meanwhile, it kills the child
+    and still collects it (the reader is removed before the sentinel is closed)."""
     try:
-        if not await asyncio.shield(_readable(child.sentinel, timeout=EXIT_GRACE)):
+        if not await _readable(child.sentinel, timeout=EXIT_GRACE):
             child.kill()
     except asyncio.CancelledError:
         child.kill()
