@@ -177,7 +177,23 @@ async def test_every_log_line_about_an_execution_names_it(rig: Rig, json_log: io
     assert job == {**job, "execution_id": eid, "worker_id": "w1", "level": "WARNING"}
     [reaped] = about["reaper"]
     assert reaped["execution_id"] == stolen and reaped["worker_id"] == "w1"
-    assert reaped["message"] == "attempt 1 abandoned: lease of w1 expired"
+    assert reaped["message"] == (
+        "attempt 1 abandoned: lease of w1 expired (lost attempt 1); execution RETRY_WAIT"
+    )
+
+
+async def test_a_failed_attempt_is_logged_at_warning_with_its_error(
+    rig: Rig, json_log: io.StringIO
+) -> None:
+    eid = await rig.submit("flaky")
+    await rig.work()
+    lines = [line for line in _lines(json_log) if line["logger"] == "tickwheel.worker"]
+    [failed] = [line for line in lines if line["level"] == "WARNING"]
+    assert failed["message"] == (
+        "attempt 1 FAILED (error): ValueError: the ledger is locked; execution RETRY_WAIT"
+    )
+    assert failed["execution_id"] == eid and failed["attempt"] == 1
+    assert failed["worker_id"] == "w1" and isinstance(failed["fencing_token"], int)
 
 
 def test_configure_logging_picks_json_off_a_terminal_and_text_on_request(

@@ -242,3 +242,54 @@ async def test_a_large_output_is_kept_by_reference(rig: Rig) -> None:
         "outputReference": got_large["outputReference"],
     }
     assert (await rig.client.output(_uuid(small)))["output"] == {"blob": "x" * 10}
+
+
+async def _lose_an_attempt(rig: Rig, eid: str) -> None:
+    """A worker claims the execution and dies: its lease runs out and the reaper takes it."""
+    [claimed] = await rig.store.execution_claim_ready(
+        "doomed", 1, timedelta(seconds=30), rig.clock.now()
+    )
+    assert str(claimed.execution_id) == eid
+    rig.clock.advance(31)
+    assert await rig.reaper.run_once() == 1
+
+
+async def test_an_attempt_lost_to_a_worker_death_does_not_spend_max_attempts(rig: Rig) -> None:
+    await register(rig.store, "once", "add", retry={"maxAttempts": 1, "baseDelay": 2})
+    eid = await rig.submit("once")
+    await _lose_an_attempt(rig, eid)
+    got = await rig.client.get(_uuid(eid))
+    assert got["status"] == "RETRY_WAIT" and got["error"]["kind"] == "lost"
+    assert got["error"]["lostAttempts"] == 1 and got["maxAttempts"] == 2  # given back
+    rig.clock.advance(2)
+    await rig.scheduler.run_once()
+    assert await rig.work() == 1
+    assert await rig.status(eid) == "SUCCEEDED"
+    attempts = await rig.client.attempts(_uuid(eid))
+    assert [(a["workerId"], a["status"]) for a in attempts] == [
+        ("doomed", "ABANDONED"),
+        ("w1", "SUCCEEDED"),
+    ]
+
+
+async def test_lost_attempts_have_a_cap_of_their_own(rig: Rig) -> None:
+    retry = {"maxAttempts": 1, "maxLostAttempts": 3, "baseDelay": 2, "maxDelay": 2}
+    await register(rig.store, "poison", "add", retry=retry)
+    eid = await rig.submit("poison")
+    for lost in (1, 2):
+        await _lose_an_attempt(rig, eid)
+        got = await rig.client.get(_uuid(eid))
+        assert got["status"] == "RETRY_WAIT" and got["error"]["lostAttempts"] == lost
+        rig.clock.advance(2)
+        assert await rig.scheduler.run_once() == 1
+    await _lose_an_attempt(rig, eid)
+    got = await rig.client.get(_uuid(eid))
+    assert got["status"] == "FAILED" and got["attemptCount"] == 3
+    assert got["error"]["kind"] == "lost" and got["error"]["lostAttempts"] == 3
+    assert "3 attempts were lost to worker deaths" in got["error"]["message"]
+    assert "retry.maxLostAttempts (3)" in got["error"]["message"]
+    # A replay gives a fresh budget of both kinds: the next loss is retried again.
+    await rig.client.replay(_uuid(eid))
+    await _lose_an_attempt(rig, eid)
+    got = await rig.client.get(_uuid(eid))
+    assert got["status"] == "RETRY_WAIT" and got["error"]["lostAttempts"] == 1

@@ -97,3 +97,10 @@ def crash(context: JobContext) -> None:
     """Poison: kills the worker process that runs it, every time."""
     record("start", context)
     os.kill(os.getpid(), signal.SIGKILL)
+
+
+def exit_now(context: JobContext) -> None:
+    """Poison: ends the process that runs it with ``os._exit(3)``, every time (the worker, or
+    under ``isolation: process`` the attempt's own child)."""
+    record("start", context)
+    os._exit(3)

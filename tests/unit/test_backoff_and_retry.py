@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from tests.factories import T0
 from tickwheel.domain.backoff import backoff_cap, backoff_delay
 from tickwheel.domain.definitions import RetryPolicy
-from tickwheel.domain.retry import decide_failure
+from tickwheel.domain.retry import FailureDecision, decide_failure, decide_lost
 from tickwheel.domain.states import AttemptStatus, ExecutionStatus
 
 POLICY = RetryPolicy(max_attempts=5, base_delay=2.0, max_delay=60.0)
@@ -94,3 +94,33 @@ def test_a_replayed_dead_letter_backs_off_from_the_start_again() -> None:
     # 5 attempts used, replay granted 5 more (max 10): the 6th attempt is the new budget's 1st.
     d = decide_failure("error", 6, 10, POLICY, T0, top)
     assert d.next_attempt_at == T0 + timedelta(seconds=2)
+
+
+# -- attempts lost to a worker's death: counted apart, with a cap of their own ---------------------
+
+
+def test_a_lost_attempt_is_retried_whatever_max_attempts_says() -> None:
+    policy = RetryPolicy(max_attempts=1, base_delay=2.0, max_delay=60.0, max_lost_attempts=3)
+    first = decide_lost(1, policy, T0, top)
+    assert first == FailureDecision(
+        AttemptStatus.ABANDONED, ExecutionStatus.RETRY_WAIT, T0 + timedelta(seconds=2)
+    )
+    # The backoff grows with the losses, as with failures.
+    assert decide_lost(2, policy, T0, top).next_attempt_at == T0 + timedelta(seconds=4)
+
+
+def test_the_lost_attempt_at_the_cap_dead_letters_and_says_why() -> None:
+    policy = RetryPolicy(max_attempts=10, max_lost_attempts=3)
+    decision = decide_lost(3, policy, T0, top)
+    assert decision.execution_status is ExecutionStatus.FAILED
+    assert decision.attempt_status is AttemptStatus.ABANDONED
+    assert decision.next_attempt_at is None
+    assert "3 attempts were lost to worker deaths" in decision.reason
+    assert "retry.maxLostAttempts (3)" in decision.reason
+    assert RetryPolicy().max_lost_attempts == 5
+
+
+def test_a_policy_that_does_not_retry_lost_attempts_dead_letters_the_first() -> None:
+    policy = RetryPolicy(max_attempts=5, retry_on=frozenset({"error"}))
+    decision = decide_lost(1, policy, T0, top)
+    assert decision.execution_status is ExecutionStatus.FAILED and decision.reason == ""

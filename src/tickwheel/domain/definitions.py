@@ -36,6 +36,8 @@ from tickwheel.domain.fieldtypes import (
 )
 
 __all__ = [
+    "ISOLATIONS",
+    "MAX_LOST_ATTEMPTS",
     "PERMANENT_KINDS",
     "RETRYABLE_KINDS",
     "CommandExecution",
@@ -66,9 +68,15 @@ _IDENT = r"[A-Za-z_][A-Za-z0-9_]*"
 ENTRYPOINT = re.compile(rf"{_IDENT}(\.{_IDENT})*:{_IDENT}(\.{_IDENT})*")
 _HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
 _TOP_KEYS = ("name", "version", "description", "inputs", "outputs", "execution", "timeout", "retry")
-_RETRY_KEYS = ("maxAttempts", "baseDelay", "maxDelay", "retryOn")
+_RETRY_KEYS = ("maxAttempts", "baseDelay", "maxDelay", "retryOn", "maxLostAttempts")
+MAX_LOST_ATTEMPTS: Final = 5
+"""The default of ``retry.maxLostAttempts``: attempts lost to a worker's death (its lease ran out)
+before the execution is dead-lettered anyway: a job that kills its worker every time still ends."""
+ISOLATIONS: Final = ("none", "process")
+"""``execution.isolation`` of python jobs: in the worker's process, or in a child process of its
+own per attempt (a crash, ``os._exit`` or segfault then fails only that attempt)."""
 _EXECUTION_KEYS = {
-    "python": ("type", "entrypoint"),
+    "python": ("type", "entrypoint", "isolation"),
     "command": ("type", "argv"),
     "http": ("type", "url", "method", "headers"),
     "container": ("type", "image", "command"),
@@ -79,6 +87,7 @@ _EXECUTION_KEYS = {
 class PythonExecution:
     type: ClassVar[str] = "python"
     entrypoint: str
+    isolation: str = "none"
 
 
 @dataclass(frozen=True)
@@ -113,6 +122,9 @@ class RetryPolicy:
     base_delay: float = 1.0
     max_delay: float = 300.0
     retry_on: frozenset[str] = RETRYABLE_KINDS
+    max_lost_attempts: int = MAX_LOST_ATTEMPTS
+    """Attempts lost to worker deaths are counted apart from ``max_attempts`` (a neighbour's
+    crash must not use up a healthy execution's budget), under this cap of their own."""
 
 
 def is_retryable(policy: RetryPolicy, kind: str) -> bool:
@@ -233,7 +245,10 @@ def _read_execution(raw: Any, errors: ErrorList) -> Execution | None:
                 f" ':'; got {describe(entrypoint)}",
             )
             return None
-        return None if entrypoint is None else PythonExecution(entrypoint)
+        isolation = _read_isolation(raw.get("isolation"), errors)
+        if entrypoint is None or isolation is None:
+            return None
+        return PythonExecution(entrypoint, isolation)
     if kind == "command":
         argv = read_str_list(raw.get("argv"), "execution.argv", errors, required=True)
         return None if argv is None else CommandExecution(argv)
@@ -245,6 +260,19 @@ def _read_execution(raw: Any, errors: ErrorList) -> Execution | None:
         command = read_str_list(raw.get("command"), "execution.command", errors, required=False)
         return None if image is None or command is None else ContainerExecution(image, command)
     return _read_http(raw, errors)
+
+
+def _read_isolation(raw: Any, errors: ErrorList) -> str | None:
+    if raw is None:
+        return "none"
+    if raw not in ISOLATIONS:
+        errors.add(
+            "execution.isolation",
+            f"must be one of {', '.join(ISOLATIONS)} ('process' runs each attempt in a child"
+            f" process of its own); got {describe(raw)}",
+        )
+        return None
+    return str(raw)
 
 
 def _read_http(raw: Mapping[str, Any], errors: ErrorList) -> HttpExecution | None:
@@ -295,6 +323,9 @@ def _read_retry(raw: Any, errors: ErrorList) -> RetryPolicy | None:
         return None
     check_keys(raw, _RETRY_KEYS, "retry", errors)
     attempts = read_positive_int(raw.get("maxAttempts"), "retry.maxAttempts", errors, 3)
+    lost = read_positive_int(
+        raw.get("maxLostAttempts"), "retry.maxLostAttempts", errors, MAX_LOST_ATTEMPTS
+    )
     base = read_seconds(raw.get("baseDelay"), "retry.baseDelay", errors, 1.0)
     top = read_seconds(raw.get("maxDelay"), "retry.maxDelay", errors, 300.0)
     if base is not None and top is not None and top < base:
@@ -302,9 +333,9 @@ def _read_retry(raw: Any, errors: ErrorList) -> RetryPolicy | None:
         errors.add("retry.maxDelay", f"must be at least baseDelay ({base:g}) but {given} {top:g}")
         top = None
     kinds = _read_retry_on(raw.get("retryOn"), errors)
-    if attempts is None or base is None or top is None or kinds is None:
+    if attempts is None or lost is None or base is None or top is None or kinds is None:
         return None
-    return RetryPolicy(attempts, base, top, kinds)
+    return RetryPolicy(attempts, base, top, kinds, lost)
 
 
 def _read_retry_on(raw: Any, errors: ErrorList) -> frozenset[str] | None:
@@ -330,6 +361,16 @@ def _read_retry_on(raw: Any, errors: ErrorList) -> frozenset[str] | None:
 
 def definition_to_document(d: Definition) -> dict[str, Any]:
     """The canonical JSON-able document: fields in long form, ``retryOn`` sorted."""
+    retry: dict[str, Any] = {
+        "maxAttempts": d.retry.max_attempts,
+        "baseDelay": float(d.retry.base_delay),
+        "maxDelay": float(d.retry.max_delay),
+        "retryOn": sorted(d.retry.retry_on),
+    }
+    # Newer fields appear only when set, so that every definition stored before them keeps
+    # its content hash (re-applying the same file stays a no-op).
+    if d.retry.max_lost_attempts != MAX_LOST_ATTEMPTS:
+        retry["maxLostAttempts"] = d.retry.max_lost_attempts
     return {
         "name": d.name,
         "version": d.version,
@@ -338,18 +379,16 @@ def definition_to_document(d: Definition) -> dict[str, Any]:
         "outputs": {name: field_to_document(spec) for name, spec in d.outputs.items()},
         "execution": _execution_to_document(d.execution),
         "timeout": float(d.timeout),
-        "retry": {
-            "maxAttempts": d.retry.max_attempts,
-            "baseDelay": float(d.retry.base_delay),
-            "maxDelay": float(d.retry.max_delay),
-            "retryOn": sorted(d.retry.retry_on),
-        },
+        "retry": retry,
     }
 
 
 def _execution_to_document(execution: Execution) -> dict[str, Any]:
     if isinstance(execution, PythonExecution):
-        return {"type": execution.type, "entrypoint": execution.entrypoint}
+        doc = {"type": execution.type, "entrypoint": execution.entrypoint}
+        if execution.isolation != "none":  # only when set: see definition_to_document
+            doc["isolation"] = execution.isolation
+        return doc
     if isinstance(execution, CommandExecution):
         return {"type": execution.type, "argv": list(execution.argv)}
     if isinstance(execution, HttpExecution):

@@ -1,5 +1,11 @@
 """What a failed attempt leads to: another attempt later, or the dead letter. Pure, so the worker
-and the reaper decide the same way and tests can check every branch with an exact random source."""
+and the reaper decide the same way and tests can check every branch with an exact random source.
+
+Two budgets. A failure the handler reported (an exception, a timeout, a bad exit code) counts
+against ``maxAttempts``. An attempt *lost* to its worker's death (the lease ran out: the process
+was killed, crashed, froze) is counted apart, against ``maxLostAttempts``: whatever killed the
+worker, most often a neighbouring handler, says nothing about this execution, so it gets its
+attempt back. The cap of their own still ends a job that kills every worker it runs on."""
 
 from __future__ import annotations
 
@@ -17,6 +23,8 @@ class FailureDecision:
     attempt_status: AttemptStatus
     execution_status: ExecutionStatus
     next_attempt_at: datetime | None
+    reason: str = ""
+    """Why the execution ends here, when the attempts' own errors do not say it (lost attempts)."""
 
 
 def attempt_status_for(kind: str) -> AttemptStatus:
@@ -45,3 +53,26 @@ def decide_failure(
     n = max(1, attempt_count - earlier_budgets)
     delay = backoff_delay(n, policy.base_delay, policy.max_delay, uniform)
     return FailureDecision(status, ExecutionStatus.RETRY_WAIT, now + delay)
+
+
+def decide_lost(
+    lost_count: int,
+    policy: RetryPolicy,
+    now: datetime,
+    uniform: Uniform = random.uniform,
+) -> FailureDecision:
+    """An attempt lost to its worker's death. ``lost_count`` counts this one too (attempts of
+    the execution lost so far, since it was last replayed). Under the cap the execution waits a
+    backoff by that count and tries again without spending ``maxAttempts`` (the store gives the
+    attempt back); at the cap it is dead-lettered, saying why."""
+    if not is_retryable(policy, "lost"):
+        return FailureDecision(AttemptStatus.ABANDONED, ExecutionStatus.FAILED, None)
+    if lost_count >= policy.max_lost_attempts:
+        reason = (
+            f"{lost_count} attempts were lost to worker deaths (leases that ran out), the cap of"
+            f" retry.maxLostAttempts ({policy.max_lost_attempts}): a handler that kills or"
+            " freezes its worker every time looks like this"
+        )
+        return FailureDecision(AttemptStatus.ABANDONED, ExecutionStatus.FAILED, None, reason)
+    delay = backoff_delay(max(1, lost_count), policy.base_delay, policy.max_delay, uniform)
+    return FailureDecision(AttemptStatus.ABANDONED, ExecutionStatus.RETRY_WAIT, now + delay)

@@ -14,7 +14,7 @@ from tickwheel.domain.backoff import Uniform
 from tickwheel.domain.clock import Clock
 from tickwheel.domain.definitions import Definition, RetryPolicy
 from tickwheel.domain.models import Execution
-from tickwheel.domain.retry import decide_failure
+from tickwheel.domain.retry import decide_lost
 from tickwheel.engine.service import Service
 from tickwheel.observability.logs import execution_fields
 from tickwheel.store.protocol import AttemptResult, Store
@@ -42,8 +42,15 @@ class Reaper(Service):
 
     async def run_once(self) -> int:
         """Decides every expired execution of the batch, then writes them all in one
-        conditional update; the ones that renewed their lease meanwhile are left alone."""
+        conditional update; the ones that renewed their lease meanwhile are left alone.
+
+        A lost attempt is judged apart from the handler's own failures (domain/retry.py): the
+        worker died, most often of a neighbour's doing, so the execution is retried without
+        spending ``maxAttempts``, up to ``maxLostAttempts`` losses."""
         expired = await self.store.execution_lease_expired(self.batch, self.store_now())
+        if not expired:
+            return 0
+        lost_before = await self.store.attempt_count_lost([e.execution_id for e in expired])
         results: dict[uuid.UUID, tuple[Execution, AttemptResult]] = {}
         for execution in expired:
             assert execution.fencing_token is not None
@@ -51,14 +58,11 @@ class Reaper(Service):
                 execution.definition_uri, execution.definition_version
             )
             policy = definition.retry if definition else RetryPolicy(max_attempts=1)
-            decision = decide_failure(
-                "lost",
-                execution.attempt_count,
-                execution.max_attempts,
-                policy,
-                self.clock.now(),
-                self.uniform,
-            )
+            lost = lost_before.get(execution.execution_id, 0) + 1  # this one too
+            decision = decide_lost(lost, policy, self.clock.now(), self.uniform)
+            message = f"the lease of worker {execution.lease_owner} expired"
+            if decision.reason:
+                message += f"; {decision.reason}"
             results[execution.execution_id] = (
                 execution,
                 AttemptResult(
@@ -68,8 +72,9 @@ class Reaper(Service):
                     decision.execution_status,
                     error={
                         "kind": "lost",
-                        "message": f"the lease of worker {execution.lease_owner} expired",
+                        "message": message,
                         "attempt": execution.attempt_count,
+                        "lostAttempts": lost,
                     },
                     next_attempt_at=decision.next_attempt_at,
                     lease_expired_only=True,
@@ -84,9 +89,11 @@ class Reaper(Service):
             execution, result = results[execution_id]
             self.metrics.reaped(execution.definition_uri, str(result.execution_status))
             self.log.warning(
-                "attempt %d abandoned: lease of %s expired",
+                "attempt %d abandoned: lease of %s expired (lost attempt %s); execution %s",
                 execution.attempt_count,
                 execution.lease_owner,
+                (result.error or {}).get("lostAttempts"),
+                result.execution_status,
                 extra=execution_fields(execution, execution.lease_owner),
             )
         self.reaped += len(reaped)

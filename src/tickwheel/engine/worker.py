@@ -283,7 +283,20 @@ class Worker(Service):
             str(result.attempt_status),
             item.seconds,
         )
-        if self.log.isEnabledFor(logging.DEBUG):
+        if result.attempt_status is not AttemptStatus.SUCCEEDED:
+            # A failure is news for whoever runs the worker: at warning, with the error (the
+            # extra fields name the execution, attempt, fencing token and this worker).
+            error = result.error or {}
+            self.log.warning(
+                "attempt %d %s (%s): %s; execution %s",
+                execution.attempt_count,
+                result.attempt_status,
+                error.get("kind"),
+                error.get("message"),
+                result.execution_status,
+                extra=execution_fields(execution, self.worker_id),
+            )
+        elif self.log.isEnabledFor(logging.DEBUG):
             self.log.debug(
                 "attempt %d finished: %s",
                 execution.attempt_count,

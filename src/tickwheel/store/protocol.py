@@ -290,12 +290,20 @@ class Store(Protocol):
         """RUNNING executions whose lease ran out, oldest expiry first (the reaper's work)."""
         ...
 
+    async def attempt_count_lost(self, execution_ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, int]:
+        """Per execution, how many of its attempts were lost to a worker's death (reaped
+        ABANDONED, kind "lost") since it was last replayed; executions with none are left out.
+        Counted apart from the handler's own failures, under ``retry.maxLostAttempts``."""
+        ...
+
     async def execution_reap(
         self, results: Sequence[AttemptResult], now: datetime | None = None
     ) -> list[uuid.UUID]:
         """The reaper's batch in one conditional update: each result applies only while its
         execution is still RUNNING under that fencing token with its lease expired. Returns the
-        executions it moved (the others were renewed or reaped by someone else meanwhile)."""
+        executions it moved (the others were renewed or reaped by someone else meanwhile). A
+        lost attempt is not the handler's failure: one moved to RETRY_WAIT is given back to the
+        budget (``max_attempts`` grows by one), as a release gives it back."""
         ...
 
     async def execution_release(

@@ -35,6 +35,7 @@ from tickwheel.engine.runners.base import (
     shorten,
     traceback_tail,
 )
+from tickwheel.engine.runners.isolated import run_isolated
 
 __all__ = ["PythonRunner", "load_entrypoint"]
 
@@ -164,6 +165,8 @@ class PythonRunner:
             kwargs = _arguments(plan, entrypoint, inputs, ctx)
         except EntrypointError as exc:
             return failure("permanent", str(exc), entrypoint=entrypoint)
+        if execution.isolation == "process":  # a crash there fails this attempt alone
+            return await run_isolated(entrypoint, kwargs)
         try:
             if plan.is_async:
                 result = await func(**kwargs)

@@ -56,6 +56,16 @@ class PostgresClaims:
             rows = await cursor.fetchall()
         return [execution_from_row(r) for r in rows]
 
+    async def attempt_count_lost(self, execution_ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, int]:
+        if not execution_ids:
+            return {}
+        async with self._pool.connection() as conn:
+            cursor = await conn.execute(
+                Q["attempt_count_lost"], {"execution_ids": list(execution_ids)}
+            )
+            rows = await cursor.fetchall()
+        return {r["execution_id"]: int(r["n"]) for r in rows}
+
     async def attempt_finish(self, result: AttemptResult, now: datetime | None = None) -> bool:
         [accepted] = await self.attempt_finish_many([result], now)
         return accepted

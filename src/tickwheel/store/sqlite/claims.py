@@ -8,6 +8,7 @@ a claim are the counter's next values, drawn in the same transaction."""
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 
@@ -56,6 +57,13 @@ class SqliteClaims(SqliteConnection):
             await conn.execute(Q["attempt_insert"], {"execution_ids": json.dumps(ids), **params})
         # RETURNING comes in no particular order: tokens follow the claim order.
         return sorted((execution_row(r) for r in rows), key=_token)
+
+    async def attempt_count_lost(self, execution_ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, int]:
+        if not execution_ids:
+            return {}
+        ids = json.dumps([str(execution_id) for execution_id in execution_ids])
+        rows = await self._all("attempt_count_lost", {"execution_ids": ids})
+        return {uuid.UUID(r["execution_id"]): int(r["n"]) for r in rows}
 
     async def attempt_finish(self, result: AttemptResult, now: datetime | None = None) -> bool:
         [accepted] = await self.attempt_finish_many([result], now)

@@ -124,8 +124,9 @@ LIMIT %(limit)s;
 
 -- name: execution_release
 -- Graceful shutdown: back to READY, and the attempt it gives up does not count against the budget.
+-- It keeps its ready_at, so its place in the claim order (promotion.sql says why).
 UPDATE executions
-SET status = 'READY', ready_at = coalesce(%(now)s::timestamptz, now()),
+SET status = 'READY', ready_at = coalesce(ready_at, coalesce(%(now)s::timestamptz, now())),
     max_attempts = max_attempts + 1, lease_owner = NULL, lease_expires_at = NULL,
     updated_at = coalesce(%(now)s::timestamptz, now())
 WHERE execution_id = %(execution_id)s AND status = 'RUNNING' AND fencing_token = %(fencing_token)s
@@ -135,8 +136,11 @@ RETURNING attempt_count;
 -- The reaper's whole batch in one conditional UPDATE: a row moves only while it is still RUNNING
 -- under the token the reaper read and its lease is still expired, so a heartbeat that renewed
 -- the lease, or another reaper that got there first, wins and this row is left alone.
+-- A lost attempt is counted apart from the handler's own failures (domain/retry.py): one that
+-- is retried is given back to the budget, as a release gives it back.
 UPDATE executions e
 SET status = b.status, error = b.error, next_attempt_at = b.next_attempt_at,
+    max_attempts = e.max_attempts + CASE WHEN b.status = 'RETRY_WAIT' THEN 1 ELSE 0 END,
     lease_owner = NULL, lease_expires_at = NULL,
     finished_at = CASE WHEN b.status = 'FAILED' THEN coalesce(%(now)s::timestamptz, now()) END,
     updated_at = coalesce(%(now)s::timestamptz, now())
@@ -147,6 +151,22 @@ WHERE e.execution_id = b.execution_id AND e.status = 'RUNNING'
   AND e.fencing_token = b.fencing_token
   AND e.lease_expires_at < coalesce(%(now)s::timestamptz, now())
 RETURNING e.execution_id, e.attempt_count, e.idempotency_key, b.status;
+
+-- name: attempt_count_lost
+-- Per execution, its attempts lost to a worker's death (the reaper's ABANDONED, kind "lost"; a
+-- release is not one) since it was last replayed: a replay gives a fresh budget of both kinds.
+-- Through the attempts' primary key and the events' (execution_id, event_id) index.
+SELECT a.execution_id, count(*) AS n
+FROM attempts a
+WHERE a.execution_id = ANY (%(execution_ids)s::uuid[])
+  AND a.status = 'ABANDONED' AND a.error ->> 'kind' = 'lost'
+  AND a.attempt_number > coalesce((
+      SELECT (ev.detail ->> 'attemptCount')::integer FROM execution_events ev
+      WHERE ev.execution_id = a.execution_id AND ev.kind = 'replayed'
+      ORDER BY ev.event_id DESC
+      LIMIT 1
+  ), 0)
+GROUP BY a.execution_id;
 
 -- name: attempt_reap_batch
 UPDATE attempts a

@@ -76,6 +76,11 @@ RETURNING e.execution_id, e.definition_uri;
 
 -- name: execution_promote_retries
 -- Through executions_retry_due, oldest first: only retries whose time has come are read.
+-- A retry keeps its ready_at (when the execution first became READY; claims order by it): it
+-- takes its place in the queue back once due, instead of going behind every execution that
+-- became READY while it ran and waited (a lost lease alone costs a lease's length). Its backoff
+-- is served in RETRY_WAIT; ready_at is only an order among rows that are due. NULL (never READY
+-- before: not a row a claim made) falls back to its due time.
 WITH due AS MATERIALIZED (
     SELECT execution_id FROM executions
     WHERE status = 'RETRY_WAIT' AND next_attempt_at <= coalesce(%(now)s::timestamptz, now())
@@ -85,7 +90,7 @@ WITH due AS MATERIALIZED (
     FOR UPDATE SKIP LOCKED
 )
 UPDATE executions e
-SET status = 'READY', ready_at = coalesce(%(now)s::timestamptz, now()), next_attempt_at = NULL,
+SET status = 'READY', ready_at = coalesce(e.ready_at, e.next_attempt_at), next_attempt_at = NULL,
     updated_at = coalesce(%(now)s::timestamptz, now())
 FROM due
 WHERE e.execution_id = due.execution_id  -- locked and re-checked by due (claims.sql says why)

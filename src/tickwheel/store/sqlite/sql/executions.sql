@@ -80,8 +80,9 @@ ORDER BY lease_expires_at
 LIMIT :limit;
 
 -- name: execution_release
+-- It keeps its ready_at, so its place in the claim order (promotion.sql says why).
 UPDATE executions
-SET status = 'READY', ready_at = :now, max_attempts = max_attempts + 1, lease_owner = NULL,
+SET status = 'READY', ready_at = coalesce(ready_at, :now), max_attempts = max_attempts + 1, lease_owner = NULL,
     lease_expires_at = NULL, updated_at = :now
 WHERE execution_id = :execution_id AND status = 'RUNNING' AND fencing_token = :fencing_token
 RETURNING attempt_count;
@@ -89,15 +90,32 @@ RETURNING attempt_count;
 -- name: execution_reap_batch
 -- One row of the reaper's batch (SQLite has no arrays: the store runs it per row, all in one
 -- write transaction). Moves the row only while it is RUNNING under the token the reaper read and
--- its lease is still expired.
+-- its lease is still expired. A lost attempt that is retried is given back to the budget
+-- (domain/retry.py: lost attempts are counted apart, under a cap of their own).
 UPDATE executions
 SET status = :status, error = :error, next_attempt_at = :next_attempt_at,
+    max_attempts = max_attempts + CASE WHEN :status = 'RETRY_WAIT' THEN 1 ELSE 0 END,
     lease_owner = NULL, lease_expires_at = NULL,
     finished_at = CASE WHEN :status = 'FAILED' THEN :now END,
     updated_at = :now
 WHERE execution_id = :execution_id AND status = 'RUNNING' AND fencing_token = :fencing_token
   AND lease_expires_at < :now
 RETURNING execution_id, attempt_count, idempotency_key, status;
+
+-- name: attempt_count_lost
+-- Per execution, its attempts lost to a worker's death (the reaper's ABANDONED, kind "lost"; a
+-- release is not one) since it was last replayed: a replay gives a fresh budget of both kinds.
+SELECT a.execution_id, count(*) AS n
+FROM attempts a
+WHERE a.execution_id IN (SELECT value FROM json_each(:execution_ids))
+  AND a.status = 'ABANDONED' AND json_extract(a.error, '$.kind') = 'lost'
+  AND a.attempt_number > coalesce((
+      SELECT json_extract(ev.detail, '$.attemptCount') FROM execution_events ev
+      WHERE ev.execution_id = a.execution_id AND ev.kind = 'replayed'
+      ORDER BY ev.event_id DESC
+      LIMIT 1
+  ), 0)
+GROUP BY a.execution_id;
 
 -- name: attempt_reap_batch
 UPDATE attempts SET status = :attempt_status, finished_at = :now, error = :error

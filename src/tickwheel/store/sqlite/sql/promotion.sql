@@ -44,7 +44,12 @@ WHERE execution_id IN (
 RETURNING execution_id, definition_uri;
 
 -- name: execution_promote_retries
-UPDATE executions SET status = 'READY', ready_at = :now, next_attempt_at = NULL, updated_at = :now
+-- A retry keeps its ready_at (when it first became READY; claims order by it), so it takes its
+-- place in the queue back once due instead of going behind every execution that became READY
+-- while it ran and waited. Its backoff is served in RETRY_WAIT. (PostgreSQL's file says more.)
+UPDATE executions
+SET status = 'READY', ready_at = coalesce(ready_at, next_attempt_at), next_attempt_at = NULL,
+    updated_at = :now
 WHERE execution_id IN (
     SELECT execution_id FROM executions
     WHERE status = 'RETRY_WAIT' AND next_attempt_at <= :now
