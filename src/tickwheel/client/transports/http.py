@@ -96,9 +96,10 @@ class HttpTransport(HttpCronMethods, HttpWorkflowMethods):
     def _error(self, status: int, body: Any) -> TickwheelError:
         """The API's error, except that a 401 to a request sent without any key says so: the
         server's "no or bad key" cannot know the key was never found."""
+        error = error_from_response(status, body)
         if status == 401 and not self._auth:
-            return Unauthorized(NO_KEY, {"hint": "TICKWHEEL_API_KEY"})
-        return error_from_response(status, body)
+            return Unauthorized(f"{NO_KEY} (the server said: {error.message})", error.details)
+        return error
 
     async def definition_apply(self, body: bytes, fmt: str) -> tuple[Wire, bool]:
         headers = {"Content-Type": _CONTENT_TYPES[fmt]}
