@@ -38,6 +38,7 @@ from tickwheel.client.cron_wire import (
 )
 from tickwheel.client.wire import iso
 from tickwheel.cron.checks import check_definition, check_workflow
+from tickwheel.cron.pause import cancel_materialised
 from tickwheel.cron.policies import RECORD_LIMIT
 from tickwheel.cron.schedule import TINY, Schedule
 from tickwheel.domain.clock import Clock, SystemClock
@@ -289,16 +290,23 @@ class CronJobs:
             )
 
     async def cron_pause(self, ref: str) -> Wire:
-        """Idempotent. Occurrences already materialised (at most the service's lead, 60 s by
-        default, ahead) still run; the service materialises nothing more until resumed."""
+        """Idempotent. The service materialises nothing more until resumed, and the occurrences
+        it already materialised (at most its lead, 60 s by default, ahead) that have not started
+        are cancelled and recorded (``pause.py``). The job is paused first, so that a crash in
+        between leaves it paused, and a retried pause cancels what the first did not."""
         job = await self.find(ref)
-        if job.status is CronJobStatus.PAUSED:
-            return self.render(job)
         now = self.clock.now()
-        paused = replace(
-            job, status=CronJobStatus.PAUSED, paused_at=now, version=job.version + 1, updated_at=now
-        )
-        return self.render(await self._write(job, paused, AuditAction.PAUSED, now))
+        if job.status is not CronJobStatus.PAUSED:
+            paused = replace(
+                job,
+                status=CronJobStatus.PAUSED,
+                paused_at=now,
+                version=job.version + 1,
+                updated_at=now,
+            )
+            job = await self._write(job, paused, AuditAction.PAUSED, now)
+        await cancel_materialised(self.cron, self.store, job, now)
+        return self.render(job)
 
     async def cron_resume(self, ref: str, catch_up: bool) -> Wire:
         """``catch_up``: the occurrences missed while paused follow the job's misfire policy.
