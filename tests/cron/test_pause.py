@@ -175,3 +175,16 @@ async def test_an_occurrence_waiting_to_retry_has_started_and_is_not_cancelled(
     assert (await rig.client.get(first.execution_id)).status is ExecutionStatus.RETRY_WAIT
     assert (at(10), "SKIPPED_PAUSED") not in await rig.outcomes("every-10s")
     assert await rig.store.execution_cancel_unstarted(TENANT, first.execution_id, T0) is None
+
+
+async def test_deleting_a_job_cancels_what_it_materialised_too(rig: CronRig) -> None:
+    job = await rig.create(name="every-10s", expression=EVERY_10S)
+    await rig.tick()
+    assert set((await statuses(rig, job)).values()) == {"SCHEDULED"}
+
+    await rig.jobs.cron_delete("every-10s")
+
+    assert set((await statuses(rig, job)).values()) == {"CANCELLED"}
+    rig.clock.advance(120)
+    await rig.tick()
+    assert len(await statuses(rig, job)) == 6

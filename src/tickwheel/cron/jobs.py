@@ -331,12 +331,15 @@ class CronJobs:
         return self.render(await self._write(job, resumed, AuditAction.RESUMED, now, records))
 
     async def cron_delete(self, ref: str, version: int | None = None) -> Wire:
+        """Deletes the job and its history, and cancels its occurrences not yet started."""
         job = await self.find(ref)
         self._check_version(job, version)
         now = self.clock.now()
         audit = self._audit(job, AuditAction.DELETED, job, now)
         if not await self.cron.cron_job_delete(self.tenant, job.cron_job_id, job.version, audit):
             raise _changed_meanwhile(job)
+        # What it had materialised and not started would otherwise run for up to a lead more.
+        await cancel_materialised(self.cron, self.store, job, now, record=False)
         return {"deleted": True, "cronJob": self.render(job, next_fires=False)}
 
     async def cron_apply(self, docs: list[Any], prune: bool, dry_run: bool) -> Wire:

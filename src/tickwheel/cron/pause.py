@@ -8,6 +8,8 @@ the job's tenant, only while they have not started (a guarded cancel from SCHEDU
 one a worker claimed first runs to its end). Each one cancelled is recorded in the job's
 history as SKIPPED_PAUSED with its execution and the reason.
 
+Deleting a job does the same (without the history, which goes with the job).
+
 Resuming does not bring them back: their idempotency keys name the cancelled executions, and
 the job's ``next_run_at`` is already past them, so the misfire and catch-up rules of a resume
 apply to the occurrences that were never materialised, and nothing is submitted twice."""
@@ -34,11 +36,12 @@ def key_prefix(cron_job_id: uuid.UUID) -> str:
 
 
 async def cancel_materialised(
-    cron: CronStore, store: Store, job: CronJob, now: datetime
+    cron: CronStore, store: Store, job: CronJob, now: datetime, *, record: bool = True
 ) -> list[OccurrenceRecord]:
     """Cancels the job's occurrences that exist and have not started, records each in its
-    history, and returns those records. Safe to run again (a retried pause): what is already
-    cancelled is no longer found, and a history row is written at most once."""
+    history (``record``: a deleted job has none left), and returns those records. Safe to run
+    again (a retried pause): what is already cancelled is no longer found, and a history row
+    is written at most once."""
     flt = ExecutionFilter(statuses=UNSTARTED, idempotency_key_prefix=key_prefix(job.cron_job_id))
     records: list[OccurrenceRecord] = []
     before: uuid.UUID | None = None
@@ -54,7 +57,7 @@ async def cancel_materialised(
         if len(page) < PAGE:
             break
         before = page[-1].execution_id
-    if records:
+    if records and record:
         await cron.cron_occurrence_record(job.cron_job_id, records)
     return records
 
