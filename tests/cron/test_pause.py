@@ -3,7 +3,9 @@ started, records them, and a resume never brings them back twice (SQLite and Pos
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import timedelta
+from typing import Any
 
 import pytest
 
@@ -11,7 +13,9 @@ from tests.cron.helpers import ALL_SHARDS, TENANT, CronRig, keys_of
 from tests.factories import T0
 from tickwheel.client.client import AsyncClient
 from tickwheel.client.transports.inprocess import InProcessTransport
+from tickwheel.cron.service import CronService
 from tickwheel.domain.states import AttemptStatus, ExecutionStatus
+from tickwheel.domain.submission import SubmitRequest
 from tickwheel.store.protocol import AttemptResult, Store
 
 EVERY_10S = "*/10 * * * * *"
@@ -188,3 +192,39 @@ async def test_deleting_a_job_cancels_what_it_materialised_too(rig: CronRig) -> 
     rig.clock.advance(120)
     await rig.tick()
     assert len(await statuses(rig, job)) == 6
+
+
+class PausingTransport(InProcessTransport):
+    """Pauses the job just before the tick's submissions reach the store: the pause's sweep
+    runs while the tick holds its claim and has submitted nothing yet."""
+
+    def __init__(self, rig: CronRig, name: str, *, delete: bool = False) -> None:
+        super().__init__(rig.store, TENANT, rig.clock)
+        self.rig, self.name, self.delete, self.done = rig, name, delete, False
+
+    async def submit_many(self, requests: Sequence[SubmitRequest]) -> list[dict[str, Any]]:
+        if not self.done:
+            self.done = True
+            if self.delete:
+                await self.rig.jobs.cron_delete(self.name)
+            else:
+                await self.rig.jobs.cron_pause(self.name)
+        return await super().submit_many(requests)
+
+
+@pytest.mark.parametrize("delete", [False, True])
+async def test_a_tick_under_way_when_the_pause_lands_cancels_what_it_submitted(
+    rig: CronRig, delete: bool
+) -> None:
+    job = await rig.create(name="every-10s", expression=EVERY_10S)
+    racing = AsyncClient(transport=PausingTransport(rig, "every-10s", delete=delete))
+    service = CronService(rig.cron, lambda tenant: racing, clock=rig.clock, owner="slow")
+
+    assert await service.run_once() == 0  # its advance lost to the pause
+
+    made = await statuses(rig, job)
+    assert len(made) == 6 and set(made.values()) == {"CANCELLED"}
+    if not delete:
+        outcomes = await rig.outcomes("every-10s")
+        assert [o for _, o in outcomes].count("SKIPPED_PAUSED") == 6
+        assert (await rig.jobs.cron_get("every-10s"))["status"] == "PAUSED"

@@ -8,7 +8,9 @@ the job's tenant, only while they have not started (a guarded cancel from SCHEDU
 one a worker claimed first runs to its end). Each one cancelled is recorded in the job's
 history as SKIPPED_PAUSED with its execution and the reason.
 
-Deleting a job does the same (without the history, which goes with the job).
+Deleting a job does the same (without the history, which goes with the job). A tick that
+claimed the job before the pause and submits after its sweep loses its advance on the job's
+version; it then cancels what it submitted (``cancel_submitted``), so nothing slips through.
 
 Resuming does not bring them back: their idempotency keys name the cancelled executions, and
 the job's ``next_run_at`` is already past them, so the misfire and catch-up rules of a resume
@@ -17,10 +19,13 @@ apply to the occurrences that were never materialised, and nothing is submitted 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from datetime import datetime
 
+from tickwheel.client.client import AsyncClient
 from tickwheel.cron.policies import idempotency_key
 from tickwheel.domain.cron_jobs import CronJob, OccurrenceRecord, Outcome
+from tickwheel.domain.errors import Conflict, NotFound
 from tickwheel.domain.models import Execution, ExecutionFilter
 from tickwheel.domain.states import ExecutionStatus
 from tickwheel.store.cron_protocol import CronStore
@@ -62,6 +67,46 @@ async def cancel_materialised(
     return records
 
 
+async def cancel_submitted(
+    client: AsyncClient,
+    cron: CronStore,
+    job: CronJob,
+    records: Sequence[OccurrenceRecord],
+    *,
+    record: bool = True,
+) -> list[OccurrenceRecord]:
+    """The other half of a pause: a tick that claimed the job before the pause and submitted
+    after its sweep. The service calls this when its advance lost to a pause (or a delete);
+    the executions its records name are cancelled if they have not started, like the sweep's.
+    The service sees executions only through the client, so it reads the status first and
+    cancels only SCHEDULED or READY ones (a cancel would also take RETRY_WAIT)."""
+    cancelled: list[OccurrenceRecord] = []
+    for row in records:
+        if row.outcome is not Outcome.SUBMITTED or row.execution_id is None:
+            continue
+        try:
+            info = await client.get(row.execution_id)
+            if info.status not in UNSTARTED:
+                continue
+            await client.cancel(row.execution_id)
+        except (Conflict, NotFound):
+            continue  # claimed, finished or gone meanwhile: it is not ours to stop
+        cancelled.append(
+            OccurrenceRecord(
+                job.cron_job_id,
+                row.occurrence,
+                Outcome.SKIPPED_PAUSED,
+                row.recorded_at,
+                execution_id=row.execution_id,
+                execute_at=info.execute_at,
+                reason=_reason(info.status),
+            )
+        )
+    if cancelled and record:
+        await cron.cron_occurrence_record(job.cron_job_id, cancelled)
+    return cancelled
+
+
 def occurrence_of(cron_job_id: uuid.UUID, execution: Execution) -> datetime | None:
     """The occurrence an execution of this job was materialised for, read back from its key;
     None unless the key is exactly the one the service would have made for it."""
@@ -85,8 +130,12 @@ def _record(
         now,
         execution_id=execution.execution_id,
         execute_at=execution.execute_at,
-        reason=(
-            f"the job was paused before this occurrence started: its execution (then "
-            f"{execution.status}) was cancelled; a resume does not run it again"
-        ),
+        reason=_reason(execution.status),
+    )
+
+
+def _reason(status: ExecutionStatus) -> str:
+    return (
+        f"the job was paused before this occurrence started: its execution (then {status}) "
+        "was cancelled; a resume does not run it again"
     )
