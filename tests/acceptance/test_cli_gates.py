@@ -204,3 +204,11 @@ def _leaves(command: Any, path: tuple[str, ...]) -> list[tuple[tuple[str, ...], 
     if not sub:
         return [(path, command)]
     return [leaf for name, c in sub.items() for leaf in _leaves(c, (*path, name))]
+
+
+def test_no_key_anywhere_says_so(server: ServerProcess, tmp_path: Path) -> None:
+    """No --api-key, no TICKWHEEL_API_KEY, no key file where it runs: the error says what to
+    set, not only that the server refused."""
+    result = run_cli("list", cwd=tmp_path, server=server, api_key="")
+    assert result.returncode == ExitCode.ERROR, describe(result)
+    assert "none was given" in result.stderr and "TICKWHEEL_API_KEY" in result.stderr
