@@ -169,7 +169,7 @@ async def test_overlap_allow_runs_alongside(rig: CronRig) -> None:
 
 async def test_pause_then_resume_without_catch_up_skips_what_was_missed(rig: CronRig) -> None:
     job = await rig.create(expression="* * * * *")
-    await rig.tick()  # 12:01 materialised before the pause: it still runs
+    await rig.tick()  # 12:01 materialised before the pause: the pause cancels it
     rig.clock.advance(30)
     paused = await rig.jobs.cron_pause(job["name"])
     assert paused["status"] == "PAUSED" and paused["nextFireTimes"] == []
@@ -180,10 +180,15 @@ async def test_pause_then_resume_without_catch_up_skips_what_was_missed(rig: Cro
     assert resumed["status"] == "ACTIVE" and resumed["nextRunAt"] == "2026-03-01T12:11:00Z"
     await rig.tick()
     outcomes = await rig.outcomes(job["name"])
-    assert outcomes == [("2026-03-01T12:01:00Z", "SUBMITTED")] + [
-        (m, "SKIPPED_PAUSED") for m in minutes(*range(2, 11))
-    ] + [("2026-03-01T12:11:00Z", "SUBMITTED")]
-    assert "resumed without catch-up" in (await rig.history(job["name"]))[1]["reason"]
+    assert outcomes == [
+        ("2026-03-01T12:01:00Z", "SUBMITTED"),
+        ("2026-03-01T12:01:00Z", "SKIPPED_PAUSED"),
+    ] + [(m, "SKIPPED_PAUSED") for m in minutes(*range(2, 11))] + [
+        ("2026-03-01T12:11:00Z", "SUBMITTED")
+    ]
+    history = await rig.history(job["name"])
+    assert "was cancelled" in history[1]["reason"] and history[1]["executionStatus"] == "CANCELLED"
+    assert "resumed without catch-up" in history[2]["reason"]
 
 
 async def test_pause_then_resume_with_catch_up_follows_the_misfire_policy(rig: CronRig) -> None:
@@ -196,7 +201,10 @@ async def test_pause_then_resume_with_catch_up_follows_the_misfire_policy(rig: C
     await rig.jobs.cron_resume(job["name"], catch_up=True)
     await rig.tick()
     assert keys_of(await rig.executions(), job) == minutes(*range(1, 12))
-    assert {o for _, o in await rig.outcomes(job["name"])} == {"SUBMITTED"}
+    outcomes = await rig.outcomes(job["name"])
+    # 12:01 was materialised before the pause, which cancelled it; catch-up does not redo it.
+    assert [o for m, o in outcomes if m == minutes(1)[0]] == ["SUBMITTED", "SKIPPED_PAUSED"]
+    assert {o for m, o in outcomes if m != minutes(1)[0]} == {"SUBMITTED"}
 
 
 async def test_resume_with_catch_up_and_run_once_coalesces(rig: CronRig) -> None:

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from enum import IntEnum
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -16,6 +17,44 @@ from tickwheel.domain.errors import TickwheelError
 
 console = Console()
 err_console = Console(stderr=True)
+
+JsonFlag = Annotated[
+    bool, typer.Option("--json", help="print JSON instead of tables (also before the command)")
+]
+"""Every command that prints data takes ``--json`` after its name too, as people type it."""
+
+
+class ExitCode(IntEnum):
+    """The exit status of every command, and for ``--wait`` how the run ended, so that a CI
+    script can use ``tickwheel submit --wait`` as a gate and still tell a failed job from a
+    server it could not reach. Documented in the README and in ``tickwheel --help``."""
+
+    OK = 0
+    """Done; with ``--wait``: the run SUCCEEDED."""
+    ERROR = 1
+    """The command could not do it: the API refused (unknown id, conflict, key) or was down."""
+    USAGE = 2
+    """Bad flags or invalid input (the API's 400/422): nothing was done."""
+    FAILED = 3
+    """``--wait``: the run ended FAILED (for an execution: the dead letter)."""
+    CANCELLED = 4
+    """``--wait``: the run ended CANCELLED (or EXPIRED: not started by its deadline)."""
+    TIMEOUT = 5
+    """``--wait``: ``--timeout`` passed before the run finished; it goes on."""
+
+
+EXIT_CODES_HELP = (
+    "Exit codes: 0 done (with --wait: SUCCEEDED), 1 error from or reaching the API, "
+    "2 usage error or invalid input, 3 FAILED, 4 CANCELLED or EXPIRED, "
+    "5 --timeout passed before it finished."
+)
+
+_ENDED = {"SUCCEEDED": ExitCode.OK, "FAILED": ExitCode.FAILED}
+
+
+def exit_code_for(status: str) -> ExitCode:
+    """How a finished run's status becomes the exit code of a ``--wait``."""
+    return _ENDED.get(status, ExitCode.CANCELLED)
 
 
 @dataclass
@@ -38,12 +77,13 @@ def resolve_api_key(explicit: str | None) -> str | None:
     return None
 
 
-def state(ctx: typer.Context) -> CliState:
+def state(ctx: typer.Context, as_json: bool = False) -> CliState:
+    """The global options, with a command's own ``--json`` on top of ``tickwheel --json``."""
     value: CliState = ctx.ensure_object(CliState)
-    return value
+    return replace(value, as_json=True) if as_json else value
 
 
-def fail(message: str, code: int = 1) -> typer.Exit:
+def fail(message: str, code: int = ExitCode.ERROR) -> typer.Exit:
     err_console.print(f"[bold red]error:[/] {message}")
     return typer.Exit(code)
 
@@ -56,7 +96,8 @@ def explain(exc: Exception) -> typer.Exit:
             lines += [
                 f"  {d.get('path')}: {d.get('message')}" for d in exc.details if isinstance(d, dict)
             ]
-        return fail("\n".join(lines), 2 if exc.code in ("invalid_input", "bad_request") else 1)
+        usage = exc.code in ("invalid_input", "bad_request")
+        return fail("\n".join(lines), ExitCode.USAGE if usage else ExitCode.ERROR)
     if exc.__class__.__module__.startswith("httpx"):
         return fail(
             f"cannot reach the tickwheel API ({exc.__class__.__name__}): is the server running?"

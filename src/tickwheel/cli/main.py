@@ -11,13 +11,14 @@ from tickwheel.cli.commands import admin, cron, definitions, executions, roles, 
 from tickwheel.cli.commands.partitions import app as partitions_app
 from tickwheel.cli.commands.prune import prune_command
 from tickwheel.cli.commands.server import server
-from tickwheel.cli.context import CliState, resolve_api_key
+from tickwheel.cli.context import EXIT_CODES_HELP, CliState, resolve_api_key
 
 app = typer.Typer(
     name="tickwheel",
     help="tickwheel: run jobs at a time, after a delay or on a schedule, at least once.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
+    epilog=EXIT_CODES_HELP,
 )
 
 
@@ -31,7 +32,9 @@ def main_options(
         str | None,
         typer.Option(envvar="TICKWHEEL_API_KEY", help="default: the local admin key file"),
     ] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="print JSON instead of tables")] = False,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="print JSON instead of tables (also after the command)")
+    ] = False,
 ) -> None:
     ctx.obj = CliState(url=url, api_key=resolve_api_key(api_key), as_json=as_json)
 

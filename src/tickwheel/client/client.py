@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import builtins
+import os
 import threading
 import uuid
 from collections.abc import Coroutine, Iterable
@@ -34,6 +35,18 @@ from tickwheel.domain.submission import DEFINITION_URI_PREFIX, SubmitRequest
 
 T = TypeVar("T")
 ExecutionRef = uuid.UUID | str
+DEFAULT_URL = "http://127.0.0.1:8000"
+
+
+def connection_settings(url: str | None, api_key: str | None) -> tuple[str, str | None]:
+    """Where to send requests and with which key: the arguments given, else ``TICKWHEEL_URL``
+    and ``TICKWHEEL_API_KEY`` (the variables the CLI and the README's tour use), else the local
+    server and no key. An argument given explicitly always wins, ``api_key=""`` included (no
+    key, whatever the environment says)."""
+    resolved_url = url or os.environ.get("TICKWHEEL_URL") or DEFAULT_URL
+    if api_key is None:
+        api_key = os.environ.get("TICKWHEEL_API_KEY") or None
+    return resolved_url, api_key or None
 
 
 def definition_uri(definition: str) -> str:
@@ -46,9 +59,12 @@ def _id(ref: ExecutionRef) -> uuid.UUID:
 
 
 class AsyncClient:
+    """The SDK. ``AsyncClient()`` with no arguments talks to ``TICKWHEEL_URL`` with
+    ``TICKWHEEL_API_KEY`` (``connection_settings``); arguments given win over both."""
+
     def __init__(
         self,
-        url: str = "http://127.0.0.1:8000",
+        url: str | None = None,
         api_key: str | None = None,
         *,
         transport: Transport | None = None,
@@ -57,7 +73,9 @@ class AsyncClient:
         cron_transport: CronTransport | None = None,
         workflows_transport: WorkflowsTransport | None = None,
     ) -> None:
-        self.transport: Transport = transport or HttpTransport(url, api_key, timeout=timeout)
+        if transport is None:
+            transport = HttpTransport(*connection_settings(url, api_key), timeout=timeout)
+        self.transport: Transport = transport
         self.clock = clock or SystemClock()
         if cron_transport is None and isinstance(self.transport, HttpTransport):
             cron_transport = self.transport
@@ -213,11 +231,12 @@ class AsyncClient:
 
 class Client:
     """Blocking facade: runs an ``AsyncClient`` on a private event loop thread, so it works in
-    scripts and inside frameworks that already run a loop of their own."""
+    scripts and inside frameworks that already run a loop of their own. Like ``AsyncClient``,
+    ``Client()`` reads ``TICKWHEEL_URL`` and ``TICKWHEEL_API_KEY`` for what it is not given."""
 
     def __init__(
         self,
-        url: str = "http://127.0.0.1:8000",
+        url: str | None = None,
         api_key: str | None = None,
         *,
         timeout: float = 10.0,
@@ -307,6 +326,6 @@ class Client:
         return self._run(self._async.wait(execution_id, timeout))
 
 
-async def _make_async(url: str, api_key: str | None, timeout: float) -> AsyncClient:
+async def _make_async(url: str | None, api_key: str | None, timeout: float) -> AsyncClient:
     """Made on the loop thread, so the HTTP connection pool belongs to that loop."""
     return AsyncClient(url, api_key, timeout=timeout)

@@ -38,6 +38,7 @@ from tickwheel.client.cron_wire import (
 )
 from tickwheel.client.wire import iso
 from tickwheel.cron.checks import check_definition, check_workflow
+from tickwheel.cron.pause import cancel_materialised
 from tickwheel.cron.policies import RECORD_LIMIT
 from tickwheel.cron.schedule import TINY, Schedule
 from tickwheel.domain.clock import Clock, SystemClock
@@ -289,16 +290,23 @@ class CronJobs:
             )
 
     async def cron_pause(self, ref: str) -> Wire:
-        """Idempotent. Occurrences already materialised (at most the service's lead, 60 s by
-        default, ahead) still run; the service materialises nothing more until resumed."""
+        """Idempotent. The service materialises nothing more until resumed, and the occurrences
+        it already materialised (at most its lead, 60 s by default, ahead) that have not started
+        are cancelled and recorded (``pause.py``). The job is paused first, so that a crash in
+        between leaves it paused, and a retried pause cancels what the first did not."""
         job = await self.find(ref)
-        if job.status is CronJobStatus.PAUSED:
-            return self.render(job)
         now = self.clock.now()
-        paused = replace(
-            job, status=CronJobStatus.PAUSED, paused_at=now, version=job.version + 1, updated_at=now
-        )
-        return self.render(await self._write(job, paused, AuditAction.PAUSED, now))
+        if job.status is not CronJobStatus.PAUSED:
+            paused = replace(
+                job,
+                status=CronJobStatus.PAUSED,
+                paused_at=now,
+                version=job.version + 1,
+                updated_at=now,
+            )
+            job = await self._write(job, paused, AuditAction.PAUSED, now)
+        await cancel_materialised(self.cron, self.store, job, now)
+        return self.render(job)
 
     async def cron_resume(self, ref: str, catch_up: bool) -> Wire:
         """``catch_up``: the occurrences missed while paused follow the job's misfire policy.
@@ -323,12 +331,15 @@ class CronJobs:
         return self.render(await self._write(job, resumed, AuditAction.RESUMED, now, records))
 
     async def cron_delete(self, ref: str, version: int | None = None) -> Wire:
+        """Deletes the job and its history, and cancels its occurrences not yet started."""
         job = await self.find(ref)
         self._check_version(job, version)
         now = self.clock.now()
         audit = self._audit(job, AuditAction.DELETED, job, now)
         if not await self.cron.cron_job_delete(self.tenant, job.cron_job_id, job.version, audit):
             raise _changed_meanwhile(job)
+        # What it had materialised and not started would otherwise run for up to a lead more.
+        await cancel_materialised(self.cron, self.store, job, now, record=False)
         return {"deleted": True, "cronJob": self.render(job, next_fires=False)}
 
     async def cron_apply(self, docs: list[Any], prune: bool, dry_run: bool) -> Wire:

@@ -32,6 +32,7 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 
 from tickwheel.client.client import AsyncClient
+from tickwheel.cron.pause import cancel_submitted
 from tickwheel.cron.policies import Plan, Step, idempotency_key, jitter, plan_tick
 from tickwheel.cron.schedule import Schedule
 from tickwheel.cron.targets import (
@@ -43,7 +44,14 @@ from tickwheel.cron.targets import (
     unfinished_status,
 )
 from tickwheel.domain.clock import Clock, SystemClock
-from tickwheel.domain.cron_jobs import CronJob, CronTarget, OccurrenceRecord, Outcome, OverlapPolicy
+from tickwheel.domain.cron_jobs import (
+    CronJob,
+    CronJobStatus,
+    CronTarget,
+    OccurrenceRecord,
+    Outcome,
+    OverlapPolicy,
+)
 from tickwheel.domain.errors import Conflict, InvalidInput
 from tickwheel.domain.submission import SubmitRequest
 from tickwheel.observability.metrics import Metrics, process_metrics
@@ -164,7 +172,7 @@ class CronService:
             if plan is None:
                 continue
             mine = [r for r in extra if r.cron_job_id == job.cron_job_id]
-            if await self._advance(job, plan, done, mine, now):
+            if await self._advance(client, job, plan, done, mine, now):
                 advanced += 1
             unfinished.discard(job.cron_job_id)
         return advanced
@@ -327,6 +335,7 @@ class CronService:
 
     async def _advance(
         self,
+        client: AsyncClient,
         job: CronJob,
         plan: Plan,
         done: Results,
@@ -376,6 +385,11 @@ class CronService:
                 "new state",
                 job.cron_job_id,
             )
+            # A pause (or delete) that landed between this tick's claim and its submissions
+            # swept before they existed: what this tick made must not run either.
+            current = await self.store.cron_job_get(job.tenant, job.cron_job_id)
+            if current is None or current.status is CronJobStatus.PAUSED:
+                await cancel_submitted(client, self.store, job, records, record=current is not None)
         return moved
 
 

@@ -202,7 +202,7 @@ async def replay_selected(request: Request, session: Sess) -> Response:
             await t.replay(_parse_id(raw))
             done += 1
         except TickwheelError as exc:
-            refused.append(f"{raw[:8]}: {exc.message}")
+            refused.append(f"…{raw[-12:]}: {exc.message}")
     notice = f"Replayed {done} of {len(ids)}." + (
         f" Refused: {'; '.join(refused[:3])}" if refused else ""
     )

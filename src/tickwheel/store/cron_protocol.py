@@ -114,6 +114,14 @@ class CronStore(Protocol):
         """Gives up claims without advancing (a tick that failed part-way)."""
         ...
 
+    async def cron_occurrence_record(
+        self, cron_job_id: uuid.UUID, records: Sequence[OccurrenceRecord]
+    ) -> bool:
+        """Adds history rows (each at most once) to a job found by its caller in its tenant,
+        without changing the job: what a pause did to occurrences already materialised. False
+        when the job is gone (its history went with it)."""
+        ...
+
     async def cron_occurrence_list(
         self,
         tenant: str,

@@ -143,6 +143,13 @@ class Store(Protocol):
         """Cancels only from SCHEDULED, READY or RETRY_WAIT; None when the guard did not match."""
         ...
 
+    async def execution_cancel_unstarted(
+        self, tenant: str, execution_id: uuid.UUID, now: datetime
+    ) -> Execution | None:
+        """Cancels only from SCHEDULED or READY, never an execution that is or was running
+        (a pause of its cron job must not stop work already under way); None otherwise."""
+        ...
+
     async def execution_replay(
         self, tenant: str, execution_id: uuid.UUID, max_attempts: int, now: datetime
     ) -> Execution | None:

@@ -12,7 +12,7 @@ import typer
 from rich.table import Table
 
 from tickwheel.api.auth import create_key
-from tickwheel.cli.context import console, fail
+from tickwheel.cli.context import JsonFlag, console, fail, print_json, state
 from tickwheel.config import Settings
 from tickwheel.domain.clock import SystemClock
 from tickwheel.domain.models import Scope
@@ -103,9 +103,26 @@ def keys_create(
 
 
 @keys_app.command("list")
-def keys_list(database_url: DatabaseUrl = None) -> None:
+def keys_list(
+    ctx: typer.Context, database_url: DatabaseUrl = None, as_json: JsonFlag = False
+) -> None:
     """Keys by id, tenant and scope (never their secrets)."""
     keys = with_store(database_url, lambda s: s.api_key_list(), create=False)
+    if state(ctx, as_json).as_json:
+        print_json(
+            [
+                {
+                    "keyId": k.key_id,
+                    "tenant": k.tenant,
+                    "scope": str(k.scope),
+                    "name": k.name,
+                    "createdAt": k.created_at.isoformat(),
+                    "revokedAt": k.revoked_at.isoformat() if k.revoked_at else None,
+                }
+                for k in keys
+            ]
+        )
+        return
     table = Table("id", "tenant", "scope", "name", "created", "revoked")
     for k in keys:
         table.add_row(

@@ -18,7 +18,7 @@ from tickwheel.cli.commands.cron_show import (
     show_plan,
 )
 from tickwheel.cli.commands.executions import parse_inputs, parse_instant
-from tickwheel.cli.context import explain, fail, print_json, resolve_api_key, state
+from tickwheel.cli.context import JsonFlag, explain, fail, print_json, resolve_api_key, state
 from tickwheel.client.client import Client
 from tickwheel.client.cron import load_cron_file
 from tickwheel.config import Settings
@@ -108,6 +108,7 @@ def create(
     end_at: EndAt = None,
     nonexistent: Nonexistent = None,
     ambiguous: Ambiguous = None,
+    as_json: JsonFlag = False,
 ) -> None:
     """Create a cron job that runs a definition (-d) or starts a workflow run (-w) at each
     occurrence; shows it with its next fire times."""
@@ -131,7 +132,7 @@ def create(
             name, definition, expression, timezone=timezone or "UTC", inputs=inputs, **options
         ),
     )
-    show_job(job, state(ctx).as_json)
+    show_job(job, state(ctx, as_json).as_json)
 
 
 @app.command("list")
@@ -139,16 +140,21 @@ def list_(
     ctx: typer.Context,
     limit: Annotated[int, typer.Option(min=1, max=200)] = 50,
     cursor: Annotated[str | None, typer.Option(help="nextCursor of a previous page")] = None,
+    as_json: JsonFlag = False,
 ) -> None:
     """List cron jobs by name."""
     page = _call(ctx, lambda c: c.cron.list(cursor, limit))
-    show_jobs(page.items, page.next_cursor, state(ctx).as_json)
+    show_jobs(page.items, page.next_cursor, state(ctx, as_json).as_json)
 
 
 @app.command()
-def get(ctx: typer.Context, ref: Annotated[str, typer.Argument(help="id or name")]) -> None:
+def get(
+    ctx: typer.Context,
+    ref: Annotated[str, typer.Argument(help="id or name")],
+    as_json: JsonFlag = False,
+) -> None:
     """Show a cron job and its next 5 fire times (UTC and local, DST-marked)."""
-    show_job(_call(ctx, lambda c: c.cron.get(ref)), state(ctx).as_json)
+    show_job(_call(ctx, lambda c: c.cron.get(ref)), state(ctx, as_json).as_json)
 
 
 @app.command()
@@ -174,6 +180,7 @@ def update(
     version: Annotated[
         int | None, typer.Option("--version", help="fail if the job is no longer at it")
     ] = None,
+    as_json: JsonFlag = False,
 ) -> None:
     """Change the fields given (a schedule change recomputes the next run; -d or -w switches
     the job to that target)."""
@@ -198,13 +205,17 @@ def update(
     if not options:
         raise fail("nothing to change: give at least one option (see --help)")
     job = _call(ctx, lambda c: c.cron.update(ref, version=version, **options))
-    show_job(job, state(ctx).as_json)
+    show_job(job, state(ctx, as_json).as_json)
 
 
 @app.command()
-def pause(ctx: typer.Context, ref: Annotated[str, typer.Argument(help="id or name")]) -> None:
+def pause(
+    ctx: typer.Context,
+    ref: Annotated[str, typer.Argument(help="id or name")],
+    as_json: JsonFlag = False,
+) -> None:
     """Stop materialising occurrences until resumed."""
-    show_job(_call(ctx, lambda c: c.cron.pause(ref)), state(ctx).as_json)
+    show_job(_call(ctx, lambda c: c.cron.pause(ref)), state(ctx, as_json).as_json)
 
 
 @app.command()
@@ -218,9 +229,10 @@ def resume(
             help="run what was missed per the misfire policy, or record it skipped",
         ),
     ] = False,
+    as_json: JsonFlag = False,
 ) -> None:
     """Resume a paused cron job."""
-    show_job(_call(ctx, lambda c: c.cron.resume(ref, catch_up)), state(ctx).as_json)
+    show_job(_call(ctx, lambda c: c.cron.resume(ref, catch_up)), state(ctx, as_json).as_json)
 
 
 @app.command()
@@ -228,10 +240,11 @@ def delete(
     ctx: typer.Context,
     ref: Annotated[str, typer.Argument(help="id or name")],
     version: Annotated[int | None, typer.Option("--version")] = None,
+    as_json: JsonFlag = False,
 ) -> None:
     """Delete a cron job and its history (the audit trail stays)."""
     result = _call(ctx, lambda c: c.cron.delete(ref, version))
-    if state(ctx).as_json:
+    if state(ctx, as_json).as_json:
         print_json(result)
     else:
         typer.echo(f"deleted {result['cronJob']['name']} ({result['cronJob']['cronJobId']})")
@@ -246,6 +259,7 @@ def preview(
     count: Annotated[int, typer.Option(min=1, max=100)] = 10,
     nonexistent: Nonexistent = None,
     ambiguous: Ambiguous = None,
+    as_json: JsonFlag = False,
 ) -> None:
     """The next fire times of an expression, with what DST does to them. Stores nothing."""
     start = parse_instant(after) if after else None
@@ -256,7 +270,7 @@ def preview(
             expression, timezone=timezone or "UTC", after=start, count=count, dst_policy=dst
         ),
     )
-    show_fire_times(times, state(ctx).as_json)
+    show_fire_times(times, state(ctx, as_json).as_json)
 
 
 @app.command()
@@ -265,10 +279,11 @@ def history(
     ref: Annotated[str, typer.Argument(help="id or name")],
     limit: Annotated[int, typer.Option(min=1, max=200)] = 20,
     cursor: Annotated[str | None, typer.Option(help="nextCursor of a previous page")] = None,
+    as_json: JsonFlag = False,
 ) -> None:
     """Occurrences, newest first: their executions, or why they did not run."""
     page = _call(ctx, lambda c: c.cron.history(ref, cursor, limit))
-    show_history(page.items, page.next_cursor, state(ctx).as_json)
+    show_history(page.items, page.next_cursor, state(ctx, as_json).as_json)
 
 
 @app.command()
@@ -277,6 +292,7 @@ def apply(
     file: Annotated[Path, typer.Argument(exists=True, dir_okay=False, help="YAML or JSON")],
     prune: Annotated[bool, typer.Option("--prune", help="delete jobs the file omits")] = False,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="print the plan only")] = False,
+    as_json: JsonFlag = False,
 ) -> None:
     """Reconcile the cron jobs of a file with the server, by name; prints the plan."""
     try:
@@ -284,7 +300,7 @@ def apply(
     except (OSError, ValueError) as exc:
         raise fail(str(exc)) from exc
     result = _call(ctx, lambda c: c.cron.apply(docs, prune=prune, dry_run=dry_run))
-    show_plan(result, state(ctx).as_json)
+    show_plan(result, state(ctx, as_json).as_json)
 
 
 @app.command()

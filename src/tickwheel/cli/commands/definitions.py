@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from tickwheel.cli.context import console, explain, print_json, state
+from tickwheel.cli.context import JsonFlag, console, explain, print_json, state
 
 app = typer.Typer(help="Register and read Job Definitions.", no_args_is_help=True)
 
@@ -32,9 +32,9 @@ def apply(
 
 
 @app.command("list")
-def list_(ctx: typer.Context) -> None:
+def list_(ctx: typer.Context, as_json: JsonFlag = False) -> None:
     """The latest version of each definition."""
-    cli = state(ctx)
+    cli = state(ctx, as_json)
     with cli.client() as client:
         try:
             items = client.definitions()
@@ -56,8 +56,9 @@ def list_(ctx: typer.Context) -> None:
 
 
 @app.command()
-def show(ctx: typer.Context, name: str) -> None:
-    """Every version of one definition."""
+def show(ctx: typer.Context, name: str, as_json: JsonFlag = False) -> None:
+    """Every version of one definition (always JSON: ``--json`` is accepted and changes
+    nothing)."""
     cli = state(ctx)
     with cli.client() as client:
         try:

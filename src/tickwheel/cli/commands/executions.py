@@ -11,7 +11,17 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from tickwheel.cli.context import console, explain, fail, print_json, state
+from tickwheel.cli.context import (
+    ExitCode,
+    JsonFlag,
+    console,
+    err_console,
+    exit_code_for,
+    explain,
+    fail,
+    print_json,
+    state,
+)
 from tickwheel.client.client import Client
 from tickwheel.client.models import ExecutionInfo
 
@@ -106,20 +116,30 @@ def submit(
         int | None, typer.Option(help="pin a definition version (default: latest)")
     ] = None,
     priority: Annotated[int, typer.Option(help="higher runs first")] = 0,
-    wait: Annotated[bool, typer.Option("--wait", help="wait until it finishes")] = False,
+    wait: Annotated[
+        bool,
+        typer.Option("--wait", help="wait until it finishes; the exit code says how it ended"),
+    ] = False,
     timeout: Annotated[float, typer.Option(help="seconds to --wait")] = 120.0,
+    as_json: JsonFlag = False,
 ) -> None:
-    """Submit one execution."""
-    cli = state(ctx)
+    """Submit one execution.
+
+    With --wait, the exit code says how it ended, for CI scripts that use it as a gate:
+    0 SUCCEEDED, 3 FAILED, 4 CANCELLED or EXPIRED, 5 still not finished after --timeout
+    (it goes on running). 1 is an error from or reaching the API, 2 a usage error or
+    invalid input (nothing submitted)."""
+    cli = state(ctx, as_json)
     if at is not None and delay is not None:
         raise fail("give --at or --in, not both")
     inputs = parse_inputs(input_pairs, inputs_json)
     execute_at = parse_instant(at) if at is not None else None
+    after = timedelta(seconds=parse_duration(delay)) if delay is not None else None
     with cli.client() as client:
         try:
-            if delay is not None:
+            if after is not None:
                 e = client.submit_after(
-                    timedelta(seconds=parse_duration(delay)),
+                    after,
                     definition,
                     inputs,
                     key,
@@ -133,19 +153,24 @@ def submit(
             if wait:
                 with console.status(f"waiting for {e.execution_id} ({e.status})"):
                     e = client.wait(e.execution_id, timeout)
+        except TimeoutError as exc:
+            raise fail(f"{exc}; it goes on (tickwheel get <id>)", ExitCode.TIMEOUT) from exc
         except Exception as exc:
             raise explain(exc) from exc
     show_execution(e, cli.as_json)
+    if wait and (code := exit_code_for(str(e.status))) is not ExitCode.OK:
+        err_console.print(f"execution {e.execution_id} ended {e.status}")
+        raise typer.Exit(code)
 
 
-def get(ctx: typer.Context, execution_id: str) -> None:
+def get(ctx: typer.Context, execution_id: str, as_json: JsonFlag = False) -> None:
     """Show one execution."""
-    _on_one(ctx, lambda client: client.get(execution_id))
+    _on_one(ctx, lambda client: client.get(execution_id), as_json)
 
 
-def _on_one(ctx: typer.Context, action: Callable[[Client], ExecutionInfo]) -> None:
+def _on_one(ctx: typer.Context, action: Callable[[Client], ExecutionInfo], as_json: bool) -> None:
     """Runs one SDK call that answers with an execution, and shows it."""
-    cli = state(ctx)
+    cli = state(ctx, as_json)
     with cli.client() as client:
         try:
             e = action(client)
@@ -161,9 +186,10 @@ def list_(
     key: Annotated[str | None, typer.Option("--key", help="idempotency key")] = None,
     limit: Annotated[int, typer.Option(min=1, max=500)] = 20,
     cursor: Annotated[str | None, typer.Option(help="nextCursor of a previous page")] = None,
+    as_json: JsonFlag = False,
 ) -> None:
     """List executions, newest first."""
-    cli = state(ctx)
+    cli = state(ctx, as_json)
     with cli.client() as client:
         try:
             page = client.list(
@@ -193,9 +219,9 @@ def list_(
         console.print(f"more: --cursor {page.next_cursor}")
 
 
-def attempts(ctx: typer.Context, execution_id: str) -> None:
+def attempts(ctx: typer.Context, execution_id: str, as_json: JsonFlag = False) -> None:
     """Show the attempts of one execution."""
-    cli = state(ctx)
+    cli = state(ctx, as_json)
     with cli.client() as client:
         try:
             items = client.attempts(execution_id)
@@ -218,14 +244,14 @@ def attempts(ctx: typer.Context, execution_id: str) -> None:
     console.print(table)
 
 
-def cancel(ctx: typer.Context, execution_id: str) -> None:
+def cancel(ctx: typer.Context, execution_id: str, as_json: JsonFlag = False) -> None:
     """Cancel an execution that has not started."""
-    _on_one(ctx, lambda client: client.cancel(execution_id))
+    _on_one(ctx, lambda client: client.cancel(execution_id), as_json)
 
 
-def replay(ctx: typer.Context, execution_id: str) -> None:
+def replay(ctx: typer.Context, execution_id: str, as_json: JsonFlag = False) -> None:
     """Replay a FAILED execution (a dead letter) with a fresh attempt budget."""
-    _on_one(ctx, lambda client: client.replay(execution_id))
+    _on_one(ctx, lambda client: client.replay(execution_id), as_json)
 
 
 def register(app: typer.Typer) -> None:

@@ -11,7 +11,7 @@ from rich.table import Table
 
 from tickwheel.cli.commands.admin import DatabaseUrl, with_store
 from tickwheel.cli.commands.prune import parse_age
-from tickwheel.cli.context import console, fail
+from tickwheel.cli.context import JsonFlag, console, fail, print_json, state
 from tickwheel.config import Settings
 from tickwheel.domain.clock import SystemClock
 from tickwheel.store.postgres.partitions import (
@@ -138,15 +138,32 @@ def drop(
 
 
 @app.command("list")
-def list_partitions(database_url: DatabaseUrl = None) -> None:
+def list_partitions(
+    ctx: typer.Context, database_url: DatabaseUrl = None, as_json: JsonFlag = False
+) -> None:
     """The partitions of executions: month, estimated rows, size on disk."""
     url = _postgres_url(database_url)
 
     async def work(store: Store) -> list[Partition]:
         return await partitions_for(store).list_partitions()
 
+    partitions = with_store(url, work)
+    if state(ctx, as_json).as_json:
+        print_json(
+            [
+                {
+                    "partition": p.name,
+                    "from": p.start.isoformat() if p.start else None,
+                    "to": p.end.isoformat() if p.end else None,
+                    "rowsEstimate": p.rows_estimate if p.rows_estimate >= 0 else None,
+                    "bytes": p.bytes,
+                }
+                for p in partitions
+            ]
+        )
+        return
     table = Table("partition", "from", "to", "rows (estimate)", "size")
-    for p in with_store(url, work):
+    for p in partitions:
         table.add_row(
             p.name,
             p.start.date().isoformat() if p.start else "default",

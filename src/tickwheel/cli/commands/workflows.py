@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -9,7 +10,19 @@ import typer
 from rich.table import Table
 
 from tickwheel.cli.commands.executions import parse_inputs
-from tickwheel.cli.context import console, explain, print_json, state
+from tickwheel.cli.context import (
+    ExitCode,
+    JsonFlag,
+    console,
+    err_console,
+    exit_code_for,
+    explain,
+    fail,
+    print_json,
+    state,
+)
+from tickwheel.client.client import Client
+from tickwheel.domain.workflow_runs import RunStatus
 
 app = typer.Typer(
     help="Register workflows and start, watch, cancel and retry their runs.", no_args_is_help=True
@@ -35,9 +48,9 @@ def apply(
 
 
 @app.command("list")
-def list_(ctx: typer.Context) -> None:
+def list_(ctx: typer.Context, as_json: JsonFlag = False) -> None:
     """The latest version of each workflow."""
-    cli = state(ctx)
+    cli = state(ctx, as_json)
     with cli.client() as client:
         try:
             items = client.workflows.list()
@@ -55,9 +68,12 @@ def list_(ctx: typer.Context) -> None:
 
 @app.command()
 def show(
-    ctx: typer.Context, name: str, version: Annotated[int | None, typer.Option()] = None
+    ctx: typer.Context,
+    name: str,
+    version: Annotated[int | None, typer.Option()] = None,
+    as_json: JsonFlag = False,
 ) -> None:
-    """One workflow (the latest version unless --version)."""
+    """One workflow (the latest version unless --version), always as JSON."""
     with state(ctx).client() as client:
         try:
             print_json(client.workflows.get(name, version))
@@ -75,20 +91,53 @@ def run(
     inputs_json: Annotated[str | None, typer.Option("--inputs", help="a JSON object")] = None,
     version: Annotated[int | None, typer.Option(help="default: the latest")] = None,
     key: Annotated[str | None, typer.Option("--idempotency-key", "-k")] = None,
+    wait: Annotated[
+        bool, typer.Option("--wait", help="wait until the run ends; the exit code says how")
+    ] = False,
+    timeout: Annotated[float, typer.Option(help="seconds to --wait")] = 600.0,
+    as_json: JsonFlag = False,
 ) -> None:
-    """Start a workflow run."""
-    cli = state(ctx)
+    """Start a workflow run.
+
+    With --wait, the exit code says how the run ended: 0 SUCCEEDED, 3 FAILED, 4 CANCELLED,
+    5 still running after --timeout (it goes on). 1 is an error from or reaching the API,
+    2 a usage error or invalid input (nothing started)."""
+    cli = state(ctx, as_json)
     inputs = parse_inputs(input_pairs, inputs_json)
     with cli.client() as client:
         try:
             wire = client.workflows.run(workflow, inputs, idempotency_key=key, version=version)
+            if wait:
+                with console.status(f"waiting for workflow run {wire['workflowRunId']}"):
+                    wire = _wait_run(client, wire, timeout)
+        except TimeoutError as exc:
+            raise fail(str(exc), ExitCode.TIMEOUT) from exc
         except Exception as exc:
             raise explain(exc) from exc
     show_run(wire, cli.as_json)
+    if wait and (code := exit_code_for(wire["status"])) is not ExitCode.OK:
+        err_console.print(f"workflow run {wire['workflowRunId']} ended {wire['status']}")
+        raise typer.Exit(code)
 
 
-def _act(ctx: typer.Context, action: str, run_id: str) -> None:
-    cli = state(ctx)
+def _wait_run(client: Client, wire: dict[str, Any], timeout: float) -> dict[str, Any]:
+    """Polls the run until it is no longer RUNNING (a person's terminal, not a hot path)."""
+    deadline = time.monotonic() + timeout
+    interval = 0.2
+    while wire["status"] == RunStatus.RUNNING:
+        if time.monotonic() >= deadline:
+            raise TimeoutError(
+                f"workflow run {wire['workflowRunId']} is still RUNNING after {timeout} s; "
+                "it goes on (tickwheel workflows get <id>)"
+            )
+        time.sleep(interval)
+        interval = min(interval * 1.5, 2.0)
+        wire = client.workflows.get_run(wire["workflowRunId"])
+    return wire
+
+
+def _act(ctx: typer.Context, action: str, run_id: str, as_json: bool) -> None:
+    cli = state(ctx, as_json)
     with cli.client() as client:
         try:
             wire = getattr(client.workflows, action)(run_id)
@@ -98,21 +147,21 @@ def _act(ctx: typer.Context, action: str, run_id: str) -> None:
 
 
 @app.command()
-def get(ctx: typer.Context, run_id: RunId) -> None:
+def get(ctx: typer.Context, run_id: RunId, as_json: JsonFlag = False) -> None:
     """A run and each task run's status, execution and output."""
-    _act(ctx, "get_run", run_id)
+    _act(ctx, "get_run", run_id, as_json)
 
 
 @app.command()
-def cancel(ctx: typer.Context, run_id: RunId) -> None:
+def cancel(ctx: typer.Context, run_id: RunId, as_json: JsonFlag = False) -> None:
     """Cancel the tasks not yet started; the run ends CANCELLED."""
-    _act(ctx, "cancel", run_id)
+    _act(ctx, "cancel", run_id, as_json)
 
 
 @app.command()
-def retry(ctx: typer.Context, run_id: RunId) -> None:
+def retry(ctx: typer.Context, run_id: RunId, as_json: JsonFlag = False) -> None:
     """Re-run the failed, skipped and cancelled tasks of a finished run."""
-    _act(ctx, "retry", run_id)
+    _act(ctx, "retry", run_id, as_json)
 
 
 def show_run(wire: dict[str, Any], as_json: bool) -> None:

@@ -31,6 +31,10 @@ from tickwheel.domain.submission import SubmitRequest
 
 _CONTENT_TYPES = {"yaml": "application/yaml", "json": "application/json", "xml": "application/xml"}
 _RETRY_STATUSES = {502, 503, 504}
+NO_KEY = (
+    "the server needs an API key and none was given: set TICKWHEEL_API_KEY "
+    "(or pass api_key=... to the SDK, --api-key to the CLI)"
+)
 
 
 class ServerError(TickwheelError):
@@ -86,8 +90,16 @@ class HttpTransport(HttpCronMethods, HttpWorkflowMethods):
     async def _ok(self, method: str, path: str, **kwargs: Any) -> tuple[int, Any]:
         status, body, _ = await self._call(method, path, **kwargs)
         if status >= 400:
-            raise error_from_response(status, body)
+            raise self._error(status, body)
         return status, body
+
+    def _error(self, status: int, body: Any) -> TickwheelError:
+        """The API's error, except that a 401 to a request sent without any key says so: the
+        server's "no or bad key" cannot know the key was never found."""
+        error = error_from_response(status, body)
+        if status == 401 and not self._auth:
+            return Unauthorized(f"{NO_KEY} (the server said: {error.message})", error.details)
+        return error
 
     async def definition_apply(self, body: bytes, fmt: str) -> tuple[Wire, bool]:
         headers = {"Content-Type": _CONTENT_TYPES[fmt]}
@@ -162,7 +174,7 @@ class HttpTransport(HttpCronMethods, HttpWorkflowMethods):
         status, body, retried = await self._call(method, path)
         if status < 400:
             return dict(body)
-        exc = error_from_response(status, body)
+        exc = self._error(status, body)
         current = exc.details.get("status") if isinstance(exc.details, dict) else None
         if retried and isinstance(exc, Conflict) and current in done:
             return await self.get(uuid.UUID(path.split("/")[3]))

@@ -178,6 +178,20 @@ class PostgresCronStore:
                 Q["cron_job_release"], [{"cron_job_id": i, "owner": owner} for i in cron_job_ids]
             )
 
+    async def cron_occurrence_record(
+        self, cron_job_id: uuid.UUID, records: Sequence[OccurrenceRecord]
+    ) -> bool:
+        async with self._tx() as conn:
+            cursor = await conn.execute(Q["cron_job_lock"], {"cron_job_id": cron_job_id})
+            if await cursor.fetchone() is None:
+                return False
+            if records:
+                async with conn.cursor() as cur:
+                    await cur.executemany(
+                        Q["cron_occurrence_insert"], [record_params(r) for r in records]
+                    )
+            return True
+
     async def cron_occurrence_list(
         self,
         tenant: str,

@@ -251,6 +251,14 @@ class PostgresStore(PostgresClaims, PostgresPromotion, PostgresWorkerRegistry, P
             "execution_cancel", params, ExecutionEventKind.CANCELLED, now
         )
 
+    async def execution_cancel_unstarted(
+        self, tenant: str, execution_id: uuid.UUID, now: datetime
+    ) -> Execution | None:
+        params = {"tenant": tenant, "execution_id": execution_id, "now": require_aware(now)}
+        return await self._guarded_update(
+            "execution_cancel_unstarted", params, ExecutionEventKind.CANCELLED, now
+        )
+
     async def execution_replay(
         self, tenant: str, execution_id: uuid.UUID, max_attempts: int, now: datetime
     ) -> Execution | None:

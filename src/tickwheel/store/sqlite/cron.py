@@ -148,6 +148,17 @@ class SqliteCronStore(SqliteConnection):
                     Q["cron_job_release"], {"cron_job_id": str(job_id), "owner": owner}
                 )
 
+    async def cron_occurrence_record(
+        self, cron_job_id: uuid.UUID, records: Sequence[OccurrenceRecord]
+    ) -> bool:
+        async with self._tx() as conn:
+            cursor = await conn.execute(Q["cron_job_lock"], {"cron_job_id": str(cron_job_id)})
+            if await cursor.fetchone() is None:
+                return False
+            for record in records:
+                await conn.execute(Q["cron_occurrence_insert"], record_params(record))
+            return True
+
     async def cron_occurrence_list(
         self,
         tenant: str,

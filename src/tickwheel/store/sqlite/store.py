@@ -229,6 +229,16 @@ class SqliteStore(SqliteClaims, SqlitePromotion, SqliteWorkerRegistry, SqliteSha
             now,
         )
 
+    async def execution_cancel_unstarted(
+        self, tenant: str, execution_id: uuid.UUID, now: datetime
+    ) -> Execution | None:
+        return await self._guarded_update(
+            "execution_cancel_unstarted",
+            {"tenant": tenant, "execution_id": str(execution_id), "now": to_us(now)},
+            ExecutionEventKind.CANCELLED,
+            now,
+        )
+
     async def execution_replay(
         self, tenant: str, execution_id: uuid.UUID, max_attempts: int, now: datetime
     ) -> Execution | None:

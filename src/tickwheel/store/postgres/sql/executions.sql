@@ -75,6 +75,23 @@ WHERE e.execution_id = prior.execution_id
 RETURNING e.*, prior.status AS prior_status, prior.attempt_count AS prior_attempt_count,
     prior.error AS prior_error;
 
+-- name: execution_cancel_unstarted
+-- Like execution_cancel, but only an execution that never started: a paused cron job's
+-- occurrences that are waiting for their time or for a worker.
+WITH prior AS MATERIALIZED (
+    SELECT execution_id, status, attempt_count, error FROM executions
+    WHERE tenant = %(tenant)s AND execution_id = %(execution_id)s
+    FOR UPDATE
+)
+UPDATE executions e
+SET status = 'CANCELLED', finished_at = %(now)s::timestamptz, updated_at = %(now)s::timestamptz,
+    next_attempt_at = NULL
+FROM prior
+WHERE e.execution_id = prior.execution_id
+  AND e.status IN ('SCHEDULED', 'READY')
+RETURNING e.*, prior.status AS prior_status, prior.attempt_count AS prior_attempt_count,
+    prior.error AS prior_error;
+
 -- name: execution_replay
 -- A fresh budget on top of the attempts already made: attempt numbers keep growing, so the
 -- history of the dead letter's attempts stays intact next to the new ones.

@@ -44,6 +44,15 @@ WHERE tenant = :tenant AND execution_id = :execution_id
   AND status IN ('SCHEDULED', 'READY', 'RETRY_WAIT')
 RETURNING *;
 
+-- name: execution_cancel_unstarted
+-- Like execution_cancel, but only an execution that never started: a paused cron job's
+-- occurrences that are waiting for their time or for a worker.
+UPDATE executions
+SET status = 'CANCELLED', finished_at = :now, updated_at = :now, next_attempt_at = NULL
+WHERE tenant = :tenant AND execution_id = :execution_id
+  AND status IN ('SCHEDULED', 'READY')
+RETURNING *;
+
 -- name: execution_replay
 -- A fresh budget on top of the attempts already made: attempt numbers keep growing, so the
 -- history of the dead letter's attempts stays intact next to the new ones.
