@@ -29,6 +29,17 @@ class Principal:
             )
 
 
+def require_operator(who: Principal, what: str) -> None:
+    """Publishing to the shared registry changes what every tenant may run: the operator's
+    scope, which no tenant admin has."""
+    if not who.scope.allows(Scope.OPERATOR):
+        raise Forbidden(
+            f"publishing shared {what} needs an operator key (this key has scope {who.scope!s}); "
+            f"register into your own tenant without ?shared=true, or ask the operator",
+            {"scope": str(who.scope), "needed": str(Scope.OPERATOR)},
+        )
+
+
 def hash_key(secret_key: str) -> str:
     return hashlib.sha256(secret_key.encode()).hexdigest()
 

@@ -20,13 +20,21 @@ RunId = Annotated[str, typer.Argument(help="the workflowRunId")]
 
 @app.command()
 def apply(
-    ctx: typer.Context, files: Annotated[list[Path], typer.Argument(exists=True, dir_okay=False)]
+    ctx: typer.Context,
+    files: Annotated[list[Path], typer.Argument(exists=True, dir_okay=False)],
+    shared: Annotated[
+        bool,
+        typer.Option(
+            "--shared", help="publish to the shared registry every tenant sees (operator key)"
+        ),
+    ] = False,
 ) -> None:
-    """Register Workflow Definition files (YAML or JSON). Unchanged ones are left as they are."""
+    """Register Workflow Definition files (YAML or JSON) into your tenant, or with --shared into
+    the shared registry. Unchanged ones are left as they are."""
     with state(ctx).client() as client:
         for path in files:
             try:
-                wire, created = client.workflows.apply(path)
+                wire, created = client.workflows.apply(path, shared=shared)
             except Exception as exc:
                 console.print(f"[red]✗[/] {path}")
                 raise explain(exc) from exc
