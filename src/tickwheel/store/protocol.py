@@ -26,7 +26,6 @@ from tickwheel.domain.states import AttemptStatus, ExecutionStatus
 from tickwheel.domain.submission import NewExecution
 from tickwheel.store.due import DueEntry, DueHints, DueSlice, Promotion
 
-
 SHARED = ""
 """The owner of the shared registry's definitions and workflows (published by the operator)."""
 
