@@ -35,7 +35,9 @@ def victim(version: int, entrypoint: str) -> Any:
 
 
 async def submit(client: InProcessTransport, version: int | None = None) -> uuid.UUID:
-    request = SubmitRequest("registry://jobs/victim", {"a": 20, "b": 22}, definition_version=version)
+    request = SubmitRequest(
+        "registry://jobs/victim", {"a": 20, "b": 22}, definition_version=version
+    )
     wire, _ = await client.submit(request)
     return uuid.UUID(str(wire["executionId"]))
 
