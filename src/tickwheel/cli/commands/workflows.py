@@ -39,7 +39,9 @@ def apply(
                 console.print(f"[red]✗[/] {path}")
                 raise explain(exc) from exc
             verb = "[green]registered[/]" if created else "[dim]unchanged[/]"
-            console.print(f"{verb} workflow {wire['name']} version {wire['version']}  ({path})")
+            where = "shared" if wire.get("shared") else f"tenant {wire.get('owner')}"
+            name, version = wire["name"], wire["version"]
+            console.print(f"{verb} workflow {name} version {version} ({where})  ({path})")
 
 
 @app.command("list")
@@ -54,10 +56,11 @@ def list_(ctx: typer.Context) -> None:
     if cli.as_json:
         print_json(items)
         return
-    table = Table("name", "version", "tasks", "description")
+    table = Table("name", "version", "owner", "tasks", "description")
     for w in items:
         names = ", ".join(t["name"] for t in w["tasks"])
-        table.add_row(w["name"], str(w["version"]), names, w.get("description", ""))
+        owner = "shared" if w.get("shared") else str(w.get("owner"))
+        table.add_row(w["name"], str(w["version"]), owner, names, w.get("description", ""))
     console.print(table)
 
 
