@@ -5,6 +5,7 @@ default's inputs). Real store (both backends), real worker, fake clock."""
 from __future__ import annotations
 
 import uuid
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -15,13 +16,17 @@ from tickwheel.domain.clock import FakeClock
 from tickwheel.domain.definitions import definition_from_document
 from tickwheel.domain.errors import Conflict, InvalidInput
 from tickwheel.domain.submission import SubmitRequest
+from tickwheel.engine.reaper import Reaper
 from tickwheel.engine.worker import Worker
 from tickwheel.store.protocol import SHARED, Store
 
 JOBS = "tests.engine.jobs_for_tests"
 
 
-def victim(version: int, entrypoint: str) -> Any:
+def victim(version: int, entrypoint: str, retry_on: list[str] | None = None) -> Any:
+    retry: dict[str, Any] = {"maxAttempts": 3, "baseDelay": 1, "maxDelay": 5}
+    if retry_on is not None:
+        retry["retryOn"] = retry_on
     return definition_from_document(
         {
             "name": "victim",
@@ -30,6 +35,7 @@ def victim(version: int, entrypoint: str) -> Any:
             "outputs": {"sum": "integer"},
             "execution": {"type": "python", "entrypoint": f"{JOBS}:{entrypoint}"},
             "timeout": 5,
+            "retry": retry,
         }
     )
 
@@ -91,3 +97,22 @@ async def test_a_shared_name_is_reserved_and_runs_the_shared_code(store: Store) 
     await run_all(store, clock)
     got = await default.get(eid)
     assert (got["definitionVersion"], got["output"]) == (1, {"sum": 42})
+
+
+async def test_the_reaper_applies_the_retry_policy_of_the_executions_own_tenant(
+    store: Store,
+) -> None:
+    """Same name, same version, two owners: a lost attempt of default's execution is retried
+    (its definition retries ``lost``), acme's is not (its definition does not)."""
+    clock = FakeClock(T0)
+    default = InProcessTransport(store, "default", clock)
+    acme = InProcessTransport(store, "acme", clock)
+    await default.apply_definition(victim(1, "add", retry_on=["lost"]))
+    await acme.apply_definition(victim(1, "add", retry_on=["error"]))
+    retried, dead = await submit(default), await submit(acme)
+    claimed = await store.execution_claim_ready("zombie", 2, timedelta(seconds=30), clock.now())
+    assert len(claimed) == 2
+    clock.advance(31)
+    assert await Reaper(store, clock, uniform=lambda low, high: high).run_once() == 2
+    assert (await default.get(retried))["status"] == "RETRY_WAIT"
+    assert (await acme.get(dead))["status"] == "FAILED"
