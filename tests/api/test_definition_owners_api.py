@@ -180,3 +180,30 @@ async def test_workflows_belong_to_a_tenant_or_the_shared_registry(
     # A shared workflow's tasks must be shared definitions.
     r = await put_workflow(api, keys["operator"], "leaky", "secret", shared=True)
     assert r.status_code == 422
+
+
+async def test_cron_jobs_resolve_definitions_and_workflows_for_their_tenant(
+    api: Api, keys: dict[str, dict[str, str]]
+) -> None:
+    assert (await put(api, secret_doc(), keys["default"])).status_code == 201
+    assert (await put_workflow(api, keys["default"], "private", "secret")).status_code == 201
+    job = {
+        "name": "steal",
+        "definitionUri": "registry://jobs/secret",
+        "expression": "0 2 * * *",
+        "timezone": "UTC",
+        "inputs": {"name": "x"},
+    }
+    r = await api.http.post("/v1/cron-jobs", json=job, headers=keys["acme"])
+    assert r.status_code == 422 and "no definition is registered" in r.json()["error"]["message"]
+    del job["definitionUri"]
+    r = await api.http.post(
+        "/v1/cron-jobs", json={**job, "workflow": {"name": "private"}}, headers=keys["acme"]
+    )
+    assert r.status_code == 422 and "no workflow is registered" in r.json()["error"]["message"]
+    r = await api.http.post(
+        "/v1/cron-jobs",
+        json=job | {"definitionUri": "registry://jobs/secret"},
+        headers=keys["default"],
+    )
+    assert r.status_code == 201, r.text
