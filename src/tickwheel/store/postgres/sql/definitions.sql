@@ -6,6 +6,9 @@
 -- name: definition_insert
 -- A tenant may not take a name of the shared registry (its resolution would flip) unless it
 -- owns that name already; the operator may publish any name. No row: already there, or refused.
+-- Under READ COMMITTED a tenant's first version and the operator's first shared version of one
+-- name may both commit when they race: harmless, since the tenant then owns the name and had no
+-- execution pinned to the shared one (there was none to pin before).
 INSERT INTO definitions (owner, name, version, document, content_hash, created_at)
 SELECT %(owner)s::text, %(name)s, %(version)s, %(document)s, %(content_hash)s, %(created_at)s
 WHERE %(owner)s::text = ''
