@@ -11,10 +11,12 @@ from typing import Any
 import pytest
 
 from tests.factories import T0, stored
+from tickwheel.api.auth import create_key
 from tickwheel.client.transports.inprocess import InProcessTransport
 from tickwheel.domain.clock import FakeClock
 from tickwheel.domain.definitions import definition_from_document
-from tickwheel.domain.errors import Conflict, InvalidInput
+from tickwheel.domain.errors import Conflict, Forbidden, InvalidInput
+from tickwheel.domain.models import Scope
 from tickwheel.domain.submission import SubmitRequest
 from tickwheel.engine.reaper import Reaper
 from tickwheel.engine.worker import Worker
@@ -116,3 +118,16 @@ async def test_the_reaper_applies_the_retry_policy_of_the_executions_own_tenant(
     assert await Reaper(store, clock, uniform=lambda low, high: high).run_once() == 2
     assert (await default.get(retried))["status"] == "RETRY_WAIT"
     assert (await acme.get(dead))["status"] == "FAILED"
+
+
+async def test_the_shared_owner_is_no_tenant(store: Store) -> None:
+    """'' owns the shared registry: no key has it as its tenant, and an in-process transport
+    bound to it does not write shared definitions unless asked to publish."""
+    with pytest.raises(ValueError, match="tenant"):
+        await create_key(store, " ", Scope.ADMIN, "nobody", T0)
+    nameless = InProcessTransport(store, SHARED, FakeClock(T0))
+    with pytest.raises(Forbidden):
+        await nameless.apply_definition(victim(1, "add"))
+    assert await store.definition_get(SHARED, "victim") is None
+    _, created = await nameless.apply_definition(victim(1, "add"), shared=True)
+    assert created

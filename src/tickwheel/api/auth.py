@@ -48,6 +48,9 @@ async def create_key(
     store: Store, tenant: str, scope: Scope, name: str, now: datetime
 ) -> tuple[ApiKey, str]:
     """Returns the stored key and the secret text, which exists nowhere else afterwards."""
+    if not tenant.strip():
+        # '' is the owner of the shared registry: a key of that "tenant" would write to it.
+        raise ValueError("an API key needs a tenant name")
     key_id = secrets.token_hex(6)
     secret_key = f"{PREFIX}{key_id}_{secrets.token_urlsafe(32)}"
     key = ApiKey(key_id=key_id, tenant=tenant, scope=scope, name=name, created_at=now)

@@ -19,7 +19,7 @@ from typing import Any
 from tickwheel.client.wire import iso
 from tickwheel.domain.clock import Clock, SystemClock
 from tickwheel.domain.definitions import Definition
-from tickwheel.domain.errors import Conflict, NotFound
+from tickwheel.domain.errors import Conflict, Forbidden, NotFound
 from tickwheel.domain.workflow_checks import check_definitions
 from tickwheel.domain.workflows import (
     Workflow,
@@ -62,6 +62,8 @@ class WorkflowDefinitions:
         (its wire form, created)."""
         workflow = parse_workflow(body, fmt)
         owner = SHARED if shared else self.tenant
+        if owner == SHARED and not shared:
+            raise Forbidden("a tenant needs a name: '' is the shared registry's owner")
         await self.check(workflow, owner)
         stored, created = await self.store_once(workflow, self.clock.now(), owner)
         return stored_to_wire(stored), created

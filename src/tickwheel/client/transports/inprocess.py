@@ -27,6 +27,7 @@ from tickwheel.domain.definitions import (
 from tickwheel.domain.errors import (
     Conflict,
     FieldError,
+    Forbidden,
     InvalidInput,
     NotFound,
     TickwheelError,
@@ -81,6 +82,8 @@ class InProcessTransport:
         of the shared registry: its submissions, pinned to that name's versions, would change
         owner under them."""
         owner = SHARED if shared else self.tenant
+        if owner == SHARED and not shared:
+            raise Forbidden("a tenant needs a name: '' is the shared registry's owner")
         candidate = StoredDefinition(
             definition, content_hash(definition), self.clock.now(), owner=owner
         )
