@@ -7,7 +7,7 @@ from typing import Any
 
 from tickwheel.domain.definitions import Definition, content_hash, definition_from_document
 from tickwheel.domain.submission import NewExecution, SubmitRequest, prepare_execution
-from tickwheel.store.protocol import StoredDefinition
+from tickwheel.store.protocol import SHARED, StoredDefinition
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 
@@ -31,8 +31,9 @@ def definition(name: str = "greet", version: int = 1, **overrides: Any) -> Defin
     return definition_from_document(definition_doc(name, version, **overrides))
 
 
-def stored(d: Definition, at: datetime = T0) -> StoredDefinition:
-    return StoredDefinition(definition=d, content_hash=content_hash(d), created_at=at)
+def stored(d: Definition, at: datetime = T0, owner: str = SHARED) -> StoredDefinition:
+    """Shared (the operator's registry) unless ``owner`` names a tenant."""
+    return StoredDefinition(definition=d, content_hash=content_hash(d), created_at=at, owner=owner)
 
 
 def new_execution(

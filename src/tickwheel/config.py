@@ -22,10 +22,12 @@ class Settings(BaseSettings):
     max_body_bytes: int = Field(1024 * 1024, gt=0, description="larger request bodies get 413")
     max_past_seconds: float = Field(7 * 86400, ge=0, description="oldest executeAt accepted")
     max_future_seconds: float = Field(400 * 86400, gt=0, description="furthest executeAt accepted")
-    admin_key_file: str = Field("tickwheel.admin-key", description="where the first admin key goes")
+    admin_key_file: str = Field(
+        "tickwheel.admin-key", description="where the first key (an operator key) goes"
+    )
     insecure_no_auth: bool = False
     definitions_dir: str | None = None
-    tenant: str = Field("default", description="tenant of the first admin key")
+    tenant: str = Field("default", min_length=1, description="tenant of the first (operator) key")
     db_pool_size: int = Field(10, gt=0)
     worker_concurrency: int = Field(4, gt=0, description="attempts one worker runs at once")
     worker_finish_batch: int = Field(

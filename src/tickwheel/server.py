@@ -1,6 +1,6 @@
 """Composition root of ``tickwheel server``: opens the store, prepares it, and serves the API.
 
-On first start it creates an admin key, prints it once and writes it to a file only the user
+On first start it creates an operator key, prints it once and writes it to a file only the user
 can read, so that the README's tour works without any set-up."""
 
 from __future__ import annotations
@@ -68,11 +68,12 @@ class FirstKey:
 
 
 async def ensure_admin_key(store: Store, settings: Settings) -> FirstKey | None:
-    """Creates the first admin key when no key exists yet."""
+    """Creates the first key when no key exists yet: an operator key of the default tenant,
+    because whoever starts the server runs the cluster (and publishes shared definitions)."""
     if await store.api_key_count() > 0:
         return None
     _, secret = await create_key(
-        store, settings.tenant, Scope.ADMIN, "first admin key", SystemClock().now()
+        store, settings.tenant, Scope.OPERATOR, "first operator key", SystemClock().now()
     )
     path = Path(settings.admin_key_file)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -85,7 +86,8 @@ async def ensure_admin_key(store: Store, settings: Settings) -> FirstKey | None:
 
 
 async def load_definitions(store: Store, directory: Path, tenant: str) -> list[str]:
-    """Registers every definition file of ``directory`` and returns their URIs; a conflict stops
+    """Publishes every definition file of ``directory`` to the shared registry (the operator's
+    act: whoever starts the server runs the cluster) and returns their URIs; a conflict stops
     the start, because serving with a definition other than the one on disk would surprise
     everyone."""
     if not directory.is_dir():
@@ -97,7 +99,7 @@ async def load_definitions(store: Store, directory: Path, tenant: str) -> list[s
             continue
         try:
             definition = parse_definition(path.read_bytes(), format_from_filename(path.name))
-            stored, created = await transport.apply_definition(definition)
+            stored, created = await transport.apply_definition(definition, shared=True)
         except Exception as exc:
             raise StartupError(f"definition file {path}: {exc}") from exc
         d = stored.definition

@@ -77,9 +77,10 @@ def test_the_public_surface_is_importable_from_the_package() -> None:
 
 
 def test_apply_definition_from_a_path(client: Client, tmp_path: Path) -> None:
-    example = client.apply_definition(EXAMPLES / "hello.yaml")
+    example = client.apply_definition(EXAMPLES / "hello.yaml", shared=True)
     assert example.created is False
     assert example.definition["uri"] == "registry://jobs/hello"
+    assert example.definition["shared"] is True
 
     name = unique("sdk-def")
     path = write_definition(tmp_path, name)

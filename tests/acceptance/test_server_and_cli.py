@@ -80,9 +80,25 @@ def test_definitions_list_shows_the_examples(server: ServerProcess) -> None:
 
 
 def test_applying_an_example_again_says_unchanged(server: ServerProcess) -> None:
-    out = cli_ok(server, "definitions", "apply", str(EXAMPLES / "hello.yaml"))
-    assert "unchanged" in out and "registry://jobs/hello" in out
+    """The examples are shared (``--definitions``, the operator's act), and the first key is an
+    operator key: publishing one again is a no-op; into the tenant, its name is refused."""
+    out = cli_ok(server, "definitions", "apply", "--shared", str(EXAMPLES / "hello.yaml"))
+    assert "unchanged" in out and "registry://jobs/hello" in out and "(shared)" in out
     assert "registered" not in out
+    refused = run_cli(
+        "definitions", "apply", str(EXAMPLES / "hello.yaml"), cwd=server.directory, server=server
+    )
+    assert refused.returncode == 1, describe(refused)
+    assert "hello is a shared definition; choose another name" in flat(refused.stderr)
+    assert "Traceback" not in refused.stderr
+    keys = run_cli(
+        "keys",
+        "list",
+        "--database-url",
+        f"sqlite:///{server.directory / 'tickwheel.db'}",
+        cwd=server.directory,
+    )
+    assert keys.returncode == 0 and "operator" in keys.stdout, describe(keys)
 
 
 # -- executions -----------------------------------------------------------------------------------
@@ -264,8 +280,9 @@ def test_restart_keeps_the_data_and_makes_no_second_admin_key(tmp_path: Path) ->
             "keys", "list", "--database-url", f"sqlite:///{tmp_path / 'tickwheel.db'}", cwd=tmp_path
         )
         assert keys.returncode == 0, describe(keys)
-        assert keys.stdout.count("first admin key") == 1, describe(keys)
-        assert keys.stdout.count("admin") == 2, describe(keys)  # the scope and the name
+        # One key, an operator key (whoever starts the server runs the cluster).
+        assert keys.stdout.count("first operator key") == 1, describe(keys)
+        assert keys.stdout.count("operator") == 2, describe(keys)  # the scope and the name
     finally:
         second.stop()
 

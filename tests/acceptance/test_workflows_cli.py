@@ -4,9 +4,10 @@ server`` process (which runs the orchestrator in-process) with the example defin
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
-from tests.acceptance.conftest import REPO, ServerProcess, describe, run_cli, wait_on_api
+from tests.acceptance.conftest import REPO, ServerProcess, describe, flat, run_cli, wait_on_api
 
 WORKFLOW = REPO / "examples" / "workflows" / "nightly-report.yaml"
 
@@ -37,3 +38,19 @@ def test_the_readme_diamond_runs_from_the_cli(server: ServerProcess) -> None:
     assert "SUCCEEDED" in table.stdout and "extract" in table.stdout
     bad = cli(server, "workflows", "run", "nightly-report", "-i", "day=soon", code=2, as_json=False)
     assert "inputs.day" in bad.stderr
+
+
+def test_the_operator_publishes_a_shared_workflow_from_the_cli(
+    server: ServerProcess, tmp_path: Path
+) -> None:
+    """The server's first key is an operator key: ``--shared`` publishes; the same name into the
+    tenant is then refused, with the reason and without a traceback."""
+    path = tmp_path / "shared-report.yaml"
+    path.write_text(WORKFLOW.read_text().replace("name: nightly-report", "name: shared-report"))
+    applied = cli(server, "workflows", "apply", "--shared", str(path), as_json=False)
+    assert "registered workflow shared-report version 1 (shared)" in applied.stdout
+    refused = cli(server, "workflows", "apply", str(path), as_json=False, code=1)
+    assert "shared-report is a shared workflow; choose another name" in flat(refused.stderr)
+    assert "Traceback" not in refused.stderr
+    listed = cli(server, "workflows", "list")
+    assert {(w["name"], w["shared"]) for w in listed} >= {("shared-report", True)}

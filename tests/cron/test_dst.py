@@ -20,7 +20,7 @@ async def run_until(
     """Creates the job at ``start`` and ticks every half hour for ``days`` days: the way the
     service runs, never more than the lead (60 s) ahead and never a misfire."""
     rig = CronRig(store, start)
-    if await store.definition_get("greet") is None:
+    if await store.definition_get("", "greet") is None:
         await rig.register()
     job = await rig.create(expression="0 2 * * *", timezone="Europe/Berlin", **doc)
     while rig.clock.now() < until:

@@ -178,7 +178,9 @@ async def test_a_tick_larger_than_the_api_batch_limit_is_submitted_in_chunks(
 async def test_a_workflow_target_round_trips_through_the_sdk(
     client: AsyncClient, store: Store, clock: FakeClock
 ) -> None:
-    await WorkflowDefinitions(workflow_store_for(store), store, clock).apply(GREETING, "yaml")
+    await WorkflowDefinitions(workflow_store_for(store), store, "", clock).apply(
+        GREETING, "yaml", shared=True
+    )
     job = await client.cron.create(
         "wf-nightly", None, "0 2 * * *", "Europe/Berlin", {"who": "Ada"}, workflow="greeting"
     )
@@ -215,7 +217,9 @@ async def test_the_service_over_http_starts_workflow_runs_through_the_api(
     """``tickwheel cron run`` with a workflow-targeted job: ``POST /v1/workflow-runs`` with the
     occurrence's key, once per occurrence however often a tick is retried."""
     await store.definition_insert(stored(definition()))
-    await WorkflowDefinitions(workflow_store_for(store), store, clock).apply(GREETING, "yaml")
+    await WorkflowDefinitions(workflow_store_for(store), store, "", clock).apply(
+        GREETING, "yaml", shared=True
+    )
     app = httpx.ASGITransport(app=create_app(store, Settings(_env_file=None), clock))  # type: ignore[call-arg]
     _, key = await create_key(store, "acme", Scope.SUBMIT, "cron", clock.now())
     http = httpx.AsyncClient(transport=app, base_url=BASE)

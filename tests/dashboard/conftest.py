@@ -71,6 +71,9 @@ async def dash(store: Store) -> AsyncIterator[Dash]:
     app = create_app(store, settings, clock)
     _, admin = await create_key(store, "acme", Scope.ADMIN, "admin", T0)
     d = Dash(app, store, clock, admin)
-    async with d.api() as http:
-        assert (await http.put("/v1/definitions", json=definition_doc())).status_code == 201
+    # Shared, so that every tenant of these tests can submit it: the operator publishes it.
+    _, operator = await create_key(store, "default", Scope.OPERATOR, "operator", T0)
+    async with d.api(operator) as http:
+        r = await http.put("/v1/definitions?shared=true", json=definition_doc())
+        assert r.status_code == 201, r.text
     yield d

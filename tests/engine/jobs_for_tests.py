@@ -22,6 +22,11 @@ def add(a: int, b: int) -> dict[str, int]:
     return {"sum": a + b}
 
 
+def product(a: int, b: int) -> dict[str, int]:
+    """Another tenant's code under the same name as ``add``: a result that tells them apart."""
+    return {"sum": a * b}
+
+
 async def async_add(a: int, b: int) -> dict[str, int]:
     await asyncio.sleep(0)
     return {"sum": a + b}

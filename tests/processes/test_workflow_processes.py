@@ -62,7 +62,7 @@ def start_runs(url: str, count: int) -> list[uuid.UUID]:
             for doc in diamond_docs():
                 await transport.apply_definition(definition_from_document(doc))
             workflows = workflow_store_for(store)
-            await WorkflowDefinitions(workflows, store).apply(DIAMOND, "yaml")
+            await WorkflowDefinitions(workflows, store, TENANT).apply(DIAMOND, "yaml")
             runs = WorkflowRuns(workflows, AsyncClient(transport=transport), TENANT)
             ids: list[uuid.UUID] = []
             for i in range(count):

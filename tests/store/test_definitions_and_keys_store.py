@@ -29,7 +29,7 @@ async def test_definitions_are_immutable_even_with_other_content(store: Store) -
     )
     assert other.content_hash != original.content_hash
     assert await store.definition_insert(other) is False
-    assert await store.definition_get("greet", 1) == original
+    assert await store.definition_get("acme", "greet", 1) == original
 
 
 async def test_definition_round_trip_is_equal(store: Store) -> None:
@@ -55,7 +55,7 @@ async def test_definition_round_trip_is_equal(store: Store) -> None:
     )
     original = stored(d, T0 + timedelta(microseconds=123_456))
     assert await store.definition_insert(original)
-    got = await store.definition_get("notify", 3)
+    got = await store.definition_get("acme", "notify", 3)
     assert got == original
     assert got is not None
     assert got.definition == d
@@ -68,44 +68,44 @@ async def test_definition_get_latest_or_a_given_version(store: Store) -> None:
     versions = [stored(definition("greet", v, description=f"v{v}")) for v in (1, 3, 2)]
     for s in versions:
         await store.definition_insert(s)
-    latest = await store.definition_get("greet")
+    latest = await store.definition_get("acme", "greet")
     assert latest is not None
     assert latest.definition.version == 3
     assert latest == versions[1]
     for s in versions:
-        assert await store.definition_get("greet", s.definition.version) == s
+        assert await store.definition_get("acme", "greet", s.definition.version) == s
 
 
 async def test_definition_get_of_something_missing_is_none(store: Store) -> None:
-    assert await store.definition_get("nope") is None
+    assert await store.definition_get("acme", "nope") is None
     await store.definition_insert(stored(definition("greet", 1)))
-    assert await store.definition_get("greet", 2) is None
-    assert await store.definition_get("nope", 1) is None
-    assert await store.definition_get("gree") is None
+    assert await store.definition_get("acme", "greet", 2) is None
+    assert await store.definition_get("acme", "nope", 1) is None
+    assert await store.definition_get("acme", "gree") is None
 
 
 async def test_definition_list_gives_the_latest_of_each_sorted_by_name(store: Store) -> None:
-    assert await store.definition_list() == []
+    assert await store.definition_list("acme") == []
     for name, version in [("zeta", 1), ("alpha", 2), ("mid", 1), ("alpha", 1), ("zeta", 4)]:
         await store.definition_insert(stored(definition(name, version)))
-    listed = await store.definition_list()
+    listed = await store.definition_list("acme")
     assert [(s.definition.name, s.definition.version) for s in listed] == [
         ("alpha", 2),
         ("mid", 1),
         ("zeta", 4),
     ]
-    assert listed[0] == await store.definition_get("alpha")
+    assert listed[0] == await store.definition_get("acme", "alpha")
 
 
 async def test_definition_versions_ascending(store: Store) -> None:
-    assert await store.definition_versions("greet") == []
+    assert await store.definition_versions("acme", "greet") == []
     for version in (3, 1, 10, 2):
         await store.definition_insert(stored(definition("greet", version)))
     await store.definition_insert(stored(definition("other", 5)))
-    versions = await store.definition_versions("greet")
+    versions = await store.definition_versions("acme", "greet")
     assert [s.definition.version for s in versions] == [1, 2, 3, 10]
     assert all(s.definition.name == "greet" for s in versions)
-    assert versions[2] == await store.definition_get("greet", 3)
+    assert versions[2] == await store.definition_get("acme", "greet", 3)
 
 
 # -- API keys -------------------------------------------------------------------------------------
@@ -172,7 +172,7 @@ async def test_api_key_count_counts_only_active_keys(store: Store) -> None:
 def test_stored_definition_equality_is_by_value() -> None:
     """The round-trip tests above rely on StoredDefinition comparing by value."""
     a = stored(definition("greet", 1))
-    b = StoredDefinition(definition("greet", 1), a.content_hash, a.created_at)
+    b = StoredDefinition(definition("greet", 1), a.content_hash, a.created_at, a.owner)
     assert a == b
 
 
@@ -188,7 +188,7 @@ async def test_lists_sort_names_by_code_point(store: Store) -> None:
 async def _assert_code_point_order(store: Store) -> None:
     for name in NAMES_THAT_COLLATE_DIFFERENTLY:
         await store.definition_insert(stored(definition(name, 1)))
-    listed = [s.definition.name for s in await store.definition_list()]
+    listed = [s.definition.name for s in await store.definition_list("acme")]
     assert listed == sorted(NAMES_THAT_COLLATE_DIFFERENTLY)
     # Keys made in the same instant are listed by key_id, in the same order.
     for i, key_id in enumerate(NAMES_THAT_COLLATE_DIFFERENTLY):

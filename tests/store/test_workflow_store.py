@@ -77,17 +77,17 @@ def test_run_id_is_read_from_task_keys() -> None:
 async def test_definitions_are_immutable_and_versioned(store: Store) -> None:
     ws = workflows_of(store)
     doc: dict[str, Any] = {"name": "nightly", "version": 1, "tasks": []}
-    v1 = StoredWorkflow("nightly", 1, doc, "h1", T0)
+    v1 = StoredWorkflow("nightly", 1, doc, "h1", T0, "")
     assert await ws.workflow_definition_insert(v1)
-    assert not await ws.workflow_definition_insert(StoredWorkflow("nightly", 1, doc, "h2", T0))
-    assert await ws.workflow_definition_insert(StoredWorkflow("nightly", 2, doc, "h3", T0))
-    assert await ws.workflow_definition_insert(StoredWorkflow("adhoc", 1, doc, "h4", T0))
-    latest = await ws.workflow_definition_get("nightly")
+    assert not await ws.workflow_definition_insert(StoredWorkflow("nightly", 1, doc, "h2", T0, ""))
+    assert await ws.workflow_definition_insert(StoredWorkflow("nightly", 2, doc, "h3", T0, ""))
+    assert await ws.workflow_definition_insert(StoredWorkflow("adhoc", 1, doc, "h4", T0, ""))
+    latest = await ws.workflow_definition_get("acme", "nightly")
     assert latest is not None and latest.version == 2 and latest.document == doc
-    first = await ws.workflow_definition_get("nightly", 1)
+    first = await ws.workflow_definition_get("acme", "nightly", 1)
     assert first is not None and first.content_hash == "h1"
-    assert await ws.workflow_definition_get("nightly", 9) is None
-    assert [(d.name, d.version) for d in await ws.workflow_definition_list()] == [
+    assert await ws.workflow_definition_get("acme", "nightly", 9) is None
+    assert [(d.name, d.version) for d in await ws.workflow_definition_list("acme")] == [
         ("adhoc", 1),
         ("nightly", 2),
     ]

@@ -107,7 +107,7 @@ class WorkflowRig:
         self.workflows = workflow_store_for(store)
         transport = InProcessTransport(store, TENANT, self.clock)
         self.client = AsyncClient(transport=transport, clock=self.clock)
-        self.definitions = WorkflowDefinitions(self.workflows, store, self.clock)
+        self.definitions = WorkflowDefinitions(self.workflows, store, TENANT, self.clock)
         self.runs = WorkflowRuns(self.workflows, self.client, TENANT, self.clock)
         self.orchestrator = self.make_orchestrator("o1")
         self.scheduler = Scheduler(store, self.clock)

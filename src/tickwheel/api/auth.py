@@ -29,6 +29,17 @@ class Principal:
             )
 
 
+def require_operator(who: Principal, what: str) -> None:
+    """Publishing to the shared registry changes what every tenant may run: the operator's
+    scope, which no tenant admin has."""
+    if not who.scope.allows(Scope.OPERATOR):
+        raise Forbidden(
+            f"publishing shared {what} needs an operator key (this key has scope {who.scope!s}); "
+            f"register into your own tenant without ?shared=true, or ask the operator",
+            {"scope": str(who.scope), "needed": str(Scope.OPERATOR)},
+        )
+
+
 def hash_key(secret_key: str) -> str:
     return hashlib.sha256(secret_key.encode()).hexdigest()
 
@@ -37,6 +48,9 @@ async def create_key(
     store: Store, tenant: str, scope: Scope, name: str, now: datetime
 ) -> tuple[ApiKey, str]:
     """Returns the stored key and the secret text, which exists nowhere else afterwards."""
+    if not tenant.strip():
+        # '' is the owner of the shared registry: a key of that "tenant" would write to it.
+        raise ValueError("an API key needs a tenant name")
     key_id = secrets.token_hex(6)
     secret_key = f"{PREFIX}{key_id}_{secrets.token_urlsafe(32)}"
     key = ApiKey(key_id=key_id, tenant=tenant, scope=scope, name=name, created_at=now)

@@ -35,7 +35,8 @@ def app_state(request: Request) -> AppState:
 async def principal(request: Request) -> Principal:
     state = app_state(request)
     if state.auth_disabled:
-        return Principal(tenant=state.default_tenant, scope=Scope.ADMIN, key_id=None)
+        # Without keys whoever reaches the server runs the cluster: the operator.
+        return Principal(tenant=state.default_tenant, scope=Scope.OPERATOR, key_id=None)
     return await authenticate(state.store, request.headers.get("authorization"))
 
 

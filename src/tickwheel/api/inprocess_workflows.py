@@ -30,11 +30,15 @@ class InProcessWorkflowsTransport:
         self.clock = clock or SystemClock()
         # The task executions of a run go through the same tenant-bound execution transport.
         client = AsyncClient(transport=transport, clock=self.clock)
-        self.definitions = WorkflowDefinitions(workflows, transport.store, self.clock)
+        self.definitions = WorkflowDefinitions(
+            workflows, transport.store, transport.tenant, self.clock
+        )
         self.runs = WorkflowRuns(workflows, client, transport.tenant, self.clock)
 
-    async def workflow_apply(self, body: bytes, fmt: str) -> tuple[Wire, bool]:
-        return await self.definitions.apply(body, fmt)
+    async def workflow_apply(
+        self, body: bytes, fmt: str, shared: bool = False
+    ) -> tuple[Wire, bool]:
+        return await self.definitions.apply(body, fmt, shared)
 
     async def workflow_list(self) -> builtins.list[Wire]:
         return await self.definitions.list()

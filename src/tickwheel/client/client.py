@@ -98,9 +98,11 @@ class AsyncClient:
     # -- definitions ----------------------------------------------------------------------------
 
     async def apply_definition(
-        self, source: str | Path | bytes, fmt: str | None = None
+        self, source: str | Path | bytes, fmt: str | None = None, shared: bool = False
     ) -> DefinitionApplied:
-        """Registers a Job Definition File: a path, or its content with ``fmt`` (yaml/json/xml)."""
+        """Registers a Job Definition File: a path, or its content with ``fmt`` (yaml/json/xml),
+        into the key's tenant; with ``shared``, into the shared registry every tenant resolves
+        (needs an operator key)."""
         if isinstance(source, Path) or (isinstance(source, str) and fmt is None):
             path = Path(source)
             body, fmt = path.read_bytes(), fmt or format_from_filename(path.name)
@@ -108,7 +110,7 @@ class AsyncClient:
             body = source.encode() if isinstance(source, str) else source
         if fmt is None:
             raise ValueError("say which format the definition content is in: yaml, json or xml")
-        wire, created = await self.transport.definition_apply(body, fmt)
+        wire, created = await self.transport.definition_apply(body, fmt, shared)
         return DefinitionApplied(wire, created)
 
     async def definitions(self) -> builtins.list[dict[str, Any]]:
@@ -268,9 +270,9 @@ class Client:
             self._loop.close()
 
     def apply_definition(
-        self, source: str | Path | bytes, fmt: str | None = None
+        self, source: str | Path | bytes, fmt: str | None = None, shared: bool = False
     ) -> DefinitionApplied:
-        return self._run(self._async.apply_definition(source, fmt))
+        return self._run(self._async.apply_definition(source, fmt, shared))
 
     def definitions(self) -> builtins.list[dict[str, Any]]:
         return self._run(self._async.definitions())

@@ -16,8 +16,11 @@ Wire = dict[str, Any]
 class Transport(Protocol):
     async def close(self) -> None: ...
 
-    async def definition_apply(self, body: bytes, fmt: str) -> tuple[Wire, bool]:
-        """Registers a definition file's content; True when it was new."""
+    async def definition_apply(
+        self, body: bytes, fmt: str, shared: bool = False
+    ) -> tuple[Wire, bool]:
+        """Registers a definition file's content into the caller's tenant, or with ``shared``
+        into the shared registry (operator scope); True when it was new."""
         ...
 
     async def definition_list(self) -> builtins.list[Wire]: ...

@@ -64,6 +64,9 @@ def definition_to_wire(stored: StoredDefinition) -> dict[str, Any]:
         **definition_to_document(d),
         "contentHash": stored.content_hash,
         "createdAt": iso(stored.created_at),
+        # Whose it is: the caller's own tenant, or the operator's shared registry (owner null).
+        "owner": stored.owner or None,
+        "shared": stored.owner == "",
     }
 
 

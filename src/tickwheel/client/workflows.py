@@ -23,7 +23,9 @@ RunRef = uuid.UUID | str
 
 
 class WorkflowsTransport(Protocol):
-    async def workflow_apply(self, body: bytes, fmt: str) -> tuple[Wire, bool]: ...
+    async def workflow_apply(
+        self, body: bytes, fmt: str, shared: bool = False
+    ) -> tuple[Wire, bool]: ...
 
     async def workflow_list(self) -> builtins.list[Wire]: ...
 
@@ -52,8 +54,11 @@ class WorkflowsClient:
             raise RuntimeError("this client's transport has no workflow API: use HTTP")
         return self._transport
 
-    async def apply(self, source: str | Path | bytes, fmt: str | None = None) -> tuple[Wire, bool]:
-        """Registers a Workflow Definition: a path, or its content with ``fmt`` (yaml/json).
+    async def apply(
+        self, source: str | Path | bytes, fmt: str | None = None, shared: bool = False
+    ) -> tuple[Wire, bool]:
+        """Registers a Workflow Definition: a path, or its content with ``fmt`` (yaml/json),
+        into the key's tenant, or with ``shared`` into the shared registry (operator key).
         (the stored workflow, whether this call created it)."""
         if isinstance(source, Path) or (isinstance(source, str) and fmt is None):
             path = Path(source)
@@ -62,7 +67,7 @@ class WorkflowsClient:
             body = source.encode() if isinstance(source, str) else source
         if fmt is None:
             raise ValueError("say which format the workflow content is in: yaml or json")
-        return await self.transport.workflow_apply(body, fmt)
+        return await self.transport.workflow_apply(body, fmt, shared)
 
     async def list(self) -> builtins.list[Wire]:
         return await self.transport.workflow_list()
@@ -101,8 +106,10 @@ class WorkflowsSync:
     def __init__(self, run: Runner[Any], inner: WorkflowsClient) -> None:
         self._run, self._inner = run, inner
 
-    def apply(self, source: str | Path | bytes, fmt: str | None = None) -> tuple[Wire, bool]:
-        result: tuple[Wire, bool] = self._run(self._inner.apply(source, fmt))
+    def apply(
+        self, source: str | Path | bytes, fmt: str | None = None, shared: bool = False
+    ) -> tuple[Wire, bool]:
+        result: tuple[Wire, bool] = self._run(self._inner.apply(source, fmt, shared))
         return result
 
     def list(self) -> builtins.list[Wire]:

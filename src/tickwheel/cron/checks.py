@@ -5,6 +5,9 @@ that a mistake is a 422 now rather than a FAILED row at 02:00.
 With a pinned version that version must exist; with the latest, the inputs are checked against
 the latest version now, and a later version that no longer accepts them makes those
 occurrences FAILED, with the API's reason.
+
+Names resolve for the job's tenant, as its submissions will: its own definition or workflow of
+that name, else the shared one; another tenant's is "no such definition".
 """
 
 from __future__ import annotations
@@ -18,9 +21,13 @@ from tickwheel.store.protocol import Store
 from tickwheel.store.workflow_protocol import WorkflowStore
 
 
-async def check_workflow(workflows: WorkflowStore, spec: CronJobSpec, path: str = "") -> None:
+async def check_workflow(
+    workflows: WorkflowStore, tenant: str, spec: CronJobSpec, path: str = ""
+) -> None:
     assert spec.workflow_name is not None
-    stored = await workflows.workflow_definition_get(spec.workflow_name, spec.workflow_version)
+    stored = await workflows.workflow_definition_get(
+        tenant, spec.workflow_name, spec.workflow_version
+    )
     if stored is None:
         which = f"version {spec.workflow_version} of " if spec.workflow_version else ""
         field = "workflow.version" if spec.workflow_version else "workflow.name"
@@ -35,11 +42,11 @@ async def check_workflow(workflows: WorkflowStore, spec: CronJobSpec, path: str 
     )
 
 
-async def check_definition(store: Store, spec: CronJobSpec, path: str = "") -> None:
+async def check_definition(store: Store, tenant: str, spec: CronJobSpec, path: str = "") -> None:
     assert spec.definition_uri is not None  # validate_spec checked there is one target
     name = definition_name(spec.definition_uri)
     assert name is not None  # validate_spec checked the form
-    stored = await store.definition_get(name, spec.definition_version)
+    stored = await store.definition_get(tenant, name, spec.definition_version)
     if stored is None:
         which = f"version {spec.definition_version} of " if spec.definition_version else ""
         field = "definitionVersion" if spec.definition_version else "definitionUri"

@@ -185,9 +185,9 @@ class CronJobs:
     async def check_target(self, spec: CronJobSpec, path: str = "") -> None:
         """The target exists and accepts the inputs (``checks.py``), else ``InvalidInput``."""
         if spec.workflow_name is not None:
-            await check_workflow(self.workflows, spec, path)
+            await check_workflow(self.workflows, self.tenant, spec, path)
         else:
-            await check_definition(self.store, spec, path)
+            await check_definition(self.store, self.tenant, spec, path)
 
     def first_run(self, spec: CronJobSpec, now: datetime) -> datetime | None:
         return Schedule(spec).next_fire(now)[0]

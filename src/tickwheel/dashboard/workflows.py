@@ -45,9 +45,10 @@ def run_hub(request: Request) -> RunHub:
 
 @router.get("/workflows")
 async def workflow_list(request: Request, session: Sess) -> Response:
-    counts = {v.name: v for v in await views(request).workflow_view_versions()}
+    tenant = session.principal.tenant
+    counts = {v.name: v for v in await views(request).workflow_view_versions(tenant)}
     rows = []
-    for latest in await definitions_for(request).list():
+    for latest in await definitions_for(request, tenant).list():
         v = counts.get(latest["name"])
         rows.append(
             {
@@ -94,7 +95,7 @@ async def run_list(request: Request, session: Sess) -> Response:
         runs=[{"run": r, "tasks": progress[r.workflow_run_id]} for r in runs],
         q=q,
         statuses=RUN_STATUSES,
-        names=[v.name for v in await store.workflow_view_versions()],
+        names=[v.name for v in await store.workflow_view_versions(tenant)],
         next_url="?" + urlencode({**kept, "cursor": encode_cursor(runs[-1].workflow_run_id)})
         if more
         else None,
@@ -119,7 +120,9 @@ async def run_page(run_id: str, request: Request, session: Sess) -> Response:
         states = await views(request).workflow_view_task_states(tenant, rid)
         if run is None or states is None:
             raise NotFound(f"no workflow run {run_id}")
-        stored = await definitions_for(request).stored(run.workflow_name, run.workflow_version)
+        stored = await definitions_for(request, tenant).stored(
+            run.workflow_name, run.workflow_version
+        )
     except NotFound as exc:
         return error_page(request, session, exc, 404)
     workflow = workflow_from_document(stored.document)

@@ -69,14 +69,16 @@ class ExecutionEvent:
 
 
 class Scope(StrEnum):
-    """What an API key may do. Each scope includes the ones below it."""
+    """What an API key may do. Each scope includes the ones below it: ``operator`` is the
+    cluster's (it publishes shared definitions) and is also ``admin`` of its own tenant."""
 
     READ = "read"
     SUBMIT = "submit"
     ADMIN = "admin"
+    OPERATOR = "operator"
 
     def allows(self, needed: Scope) -> bool:
-        order = [Scope.READ, Scope.SUBMIT, Scope.ADMIN]
+        order = [Scope.READ, Scope.SUBMIT, Scope.ADMIN, Scope.OPERATOR]
         return order.index(self) >= order.index(needed)
 
 

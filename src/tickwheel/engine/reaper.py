@@ -38,7 +38,7 @@ class Reaper(Service):
         self.interval = interval
         self.uniform = uniform
         self.reaped = 0
-        self._definitions: dict[tuple[str, int], Definition | None] = {}
+        self._definitions: dict[tuple[str, str, int], Definition | None] = {}
 
     async def run_once(self) -> int:
         """Decides every expired execution of the batch, then writes them all in one
@@ -55,7 +55,7 @@ class Reaper(Service):
         for execution in expired:
             assert execution.fencing_token is not None
             definition = await self._definition(
-                execution.definition_uri, execution.definition_version
+                execution.tenant, execution.definition_uri, execution.definition_version
             )
             policy = definition.retry if definition else RetryPolicy(max_attempts=1)
             lost = lost_before.get(execution.execution_id, 0) + 1  # this one too
@@ -102,9 +102,10 @@ class Reaper(Service):
     async def idle(self, did: int) -> None:
         await self.pause(0.0 if did >= self.batch else self.interval)
 
-    async def _definition(self, uri: str, version: int) -> Definition | None:
-        key = (uri, version)
+    async def _definition(self, tenant: str, uri: str, version: int) -> Definition | None:
+        """The retry policy's source, resolved for the execution's tenant like the worker's."""
+        key = (tenant, uri, version)
         if key not in self._definitions:
-            stored = await self.store.definition_get(uri.rsplit("/", 1)[-1], version)
+            stored = await self.store.definition_get(tenant, uri.rsplit("/", 1)[-1], version)
             self._definitions[key] = stored.definition if stored else None
         return self._definitions[key]

@@ -100,7 +100,7 @@ class Worker(Service):
         self.definition_uris = list(definition_uris) if definition_uris is not None else None
         self.max_inline_output = max_inline_output
         self.running: dict[uuid.UUID, tuple[asyncio.Task[None], int]] = {}
-        self._definitions: dict[tuple[str, int], Definition] = {}
+        self._definitions: dict[tuple[str, str, int], Definition] = {}
         self.stale_writes = 0
         self.finished = 0
         self.report_every = REPORT_EVERY
@@ -379,10 +379,13 @@ class Worker(Service):
             await asyncio.sleep(self._beat_interval)
 
     async def _definition(self, execution: Execution) -> Definition | None:
-        key = (execution.definition_uri, execution.definition_version)
+        # Resolved for the execution's tenant: its own definition of the name, else the shared.
+        key = (execution.tenant, execution.definition_uri, execution.definition_version)
         if key not in self._definitions:
             name = execution.definition_uri.rsplit("/", 1)[-1]
-            stored = await self.store.definition_get(name, execution.definition_version)
+            stored = await self.store.definition_get(
+                execution.tenant, name, execution.definition_version
+            )
             if stored is None:
                 return None
             self._definitions[key] = stored.definition

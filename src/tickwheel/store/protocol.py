@@ -26,12 +26,17 @@ from tickwheel.domain.states import AttemptStatus, ExecutionStatus
 from tickwheel.domain.submission import NewExecution
 from tickwheel.store.due import DueEntry, DueHints, DueSlice, Promotion
 
+SHARED = ""
+"""The owner of the shared registry's definitions and workflows (published by the operator)."""
+
 
 @dataclass(frozen=True)
 class StoredDefinition:
     definition: Definition
     content_hash: str
     created_at: datetime
+    owner: str
+    """The tenant that registered it, or ``SHARED`` (''): the operator's shared registry."""
 
 
 @dataclass(frozen=True)
@@ -103,22 +108,28 @@ class Store(Protocol):
 
     async def migrations_pending(self) -> list[str]: ...
 
-    # Definitions are immutable: insert never overwrites.
+    # Definitions are immutable: insert never overwrites. They belong to ``owner`` (a tenant, or
+    # SHARED). Every read takes the tenant and resolves a name in the store's one statement: the
+    # tenant's own definition when it owns any version of the name, else the shared one; another
+    # tenant's is never returned. The tenant SHARED resolves to the shared registry alone.
     async def definition_insert(self, stored: StoredDefinition) -> bool:
-        """False when (name, version) exists already (whatever its content)."""
+        """False when (owner, name, version) exists already (whatever its content), or when a
+        tenant that owns no version of the name asks for a name of the shared registry."""
         ...
 
     async def definition_get(
-        self, name: str, version: int | None = None
+        self, tenant: str, name: str, version: int | None = None
     ) -> StoredDefinition | None:
-        """``version=None`` is the latest version."""
+        """The definition ``name`` resolves to for ``tenant``; ``version=None`` is its latest."""
         ...
 
-    async def definition_list(self) -> list[StoredDefinition]:
-        """The latest version of each definition, by name."""
+    async def definition_list(self, tenant: str) -> list[StoredDefinition]:
+        """The latest version of each definition ``tenant`` resolves, by name."""
         ...
 
-    async def definition_versions(self, name: str) -> list[StoredDefinition]: ...
+    async def definition_versions(self, tenant: str, name: str) -> list[StoredDefinition]:
+        """Every version of the definition ``name`` resolves to for ``tenant``."""
+        ...
 
     async def execution_insert_many(self, items: Sequence[NewExecution]) -> list[InsertOutcome]:
         """Inserts in one transaction; uniqueness of (tenant, idempotency_key) is the database's

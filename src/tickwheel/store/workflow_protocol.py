@@ -40,6 +40,8 @@ class StoredWorkflow:
     document: dict[str, Any]
     content_hash: str
     created_at: datetime
+    owner: str
+    """The tenant that registered it, or '' (``store.protocol.SHARED``): the shared registry."""
 
 
 @dataclass(frozen=True)
@@ -84,18 +86,22 @@ class WorkflowEvent:
 
 
 class WorkflowStore(Protocol):
+    # Owned and resolved like Job Definitions (see ``Store.definition_get``): the tenant's own
+    # workflow when it owns any version of the name, else the shared one; the tenant '' reads
+    # the shared registry alone.
     async def workflow_definition_insert(self, stored: StoredWorkflow) -> bool:
-        """False (nothing written) when that name and version exist already."""
+        """False (nothing written) when (owner, name, version) exists already, or when a tenant
+        that owns no version of the name asks for a name of the shared registry."""
         ...
 
     async def workflow_definition_get(
-        self, name: str, version: int | None = None
+        self, tenant: str, name: str, version: int | None = None
     ) -> StoredWorkflow | None:
-        """``version=None``: the latest version."""
+        """The workflow ``name`` resolves to for ``tenant``; ``version=None``: its latest."""
         ...
 
-    async def workflow_definition_list(self) -> list[StoredWorkflow]:
-        """The latest version of each workflow, by name."""
+    async def workflow_definition_list(self, tenant: str) -> list[StoredWorkflow]:
+        """The latest version of each workflow ``tenant`` resolves, by name."""
         ...
 
     async def workflow_run_insert(

@@ -58,8 +58,9 @@ class TaskCount:
 
 
 class WorkflowViewStore(Protocol):
-    async def workflow_view_versions(self) -> list[WorkflowVersions]:
-        """Per workflow name: the count of stored versions, first and latest (by name)."""
+    async def workflow_view_versions(self, tenant: str) -> list[WorkflowVersions]:
+        """Per workflow name the tenant resolves: the count of stored versions, first and latest
+        (by name)."""
         ...
 
     async def workflow_view_runs(

@@ -73,7 +73,7 @@ class Orchestrator:
         self.lease, self.batch, self.poll = lease, batch, poll
         self.stall_grace, self.sweep_every = stall_grace, sweep_every
         self.log = logging.getLogger("tickwheel.orchestrator")
-        self._cache: dict[tuple[str, int], Workflow] = {}
+        self._cache: dict[tuple[str, str, int], Workflow] = {}
         self._stopping = asyncio.Event()
         self._next_sweep: datetime | None = None  # None: sweep at the first tick
         self.metrics = metrics or process_metrics()

@@ -99,7 +99,7 @@ class WorkflowRuns:
         client: AsyncClient,
         tenant: str,
         clock: Clock | None = None,
-        cache: dict[tuple[str, int], Workflow] | None = None,
+        cache: dict[tuple[str, str, int], Workflow] | None = None,
     ) -> None:
         self.workflows = workflows
         self.client = client
@@ -108,14 +108,16 @@ class WorkflowRuns:
         self._cache = {} if cache is None else cache
 
     async def workflow(self, name: str, version: int | None) -> Workflow:
-        if version is not None and (name, version) in self._cache:
-            return self._cache[(name, version)]
-        stored = await self.workflows.workflow_definition_get(name, version)
+        # Keyed by tenant too: the orchestrator shares one cache across tenants, and a name
+        # resolves per tenant (its own workflow, else the shared one).
+        if version is not None and (self.tenant, name, version) in self._cache:
+            return self._cache[(self.tenant, name, version)]
+        stored = await self.workflows.workflow_definition_get(self.tenant, name, version)
         if stored is None:
             which = f" version {version}" if version is not None else ""
             raise NotFound(f"no workflow named {name!r}{which}")
         workflow = workflow_from_document(stored.document)
-        self._cache[(workflow.name, workflow.version)] = workflow
+        self._cache[(self.tenant, workflow.name, workflow.version)] = workflow
         return workflow
 
     # -- the API's actions ----------------------------------------------------------------------

@@ -1,4 +1,6 @@
-"""Job Definitions: registered by admins in YAML, JSON or XML, read by anyone with a key."""
+"""Job Definitions: registered in YAML, JSON or XML by a tenant's admin into that tenant, or by
+the operator into the shared registry (``?shared=true``); read by any key of the tenant, which
+sees its own definitions and the shared ones, never another tenant's (a 404)."""
 
 from __future__ import annotations
 
@@ -6,7 +8,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Request, Response
 
-from tickwheel.api.auth import Principal
+from tickwheel.api.auth import Principal, require_operator
 from tickwheel.api.deps import principal, transport_for
 from tickwheel.domain.definition_files import format_from_content_type
 from tickwheel.domain.models import Scope
@@ -16,12 +18,19 @@ Who = Annotated[Principal, Depends(principal)]
 
 
 @router.put("", status_code=201)
-async def apply_definition(request: Request, response: Response, who: Who) -> dict[str, Any]:
+async def apply_definition(
+    request: Request, response: Response, who: Who, shared: bool = False
+) -> dict[str, Any]:
     """Registers a definition (Content-Type: application/yaml, application/json or
-    application/xml). The same content again is a no-op (200)."""
+    application/xml) into the key's tenant, or with ``?shared=true`` into the shared registry
+    (operator keys only). The same content again is a no-op (200); a tenant's name that the
+    shared registry holds is a 409."""
     who.require(Scope.ADMIN)
+    if shared:
+        require_operator(who, "definitions")
     fmt = format_from_content_type(request.headers.get("content-type"))
-    wire, created = await transport_for(request, who).definition_apply(await request.body(), fmt)
+    body = await request.body()
+    wire, created = await transport_for(request, who).definition_apply(body, fmt, shared)
     response.status_code = 201 if created else 200
     return wire
 

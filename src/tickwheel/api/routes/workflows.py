@@ -1,9 +1,11 @@
 """Workflows and Workflow Runs.
 
-Scopes as for definitions and executions: registering a workflow needs ``admin``; starting,
-cancelling and retrying runs need ``submit``; any key may read. Workflow Definitions are shared
-like Job Definitions; runs are tenant-scoped (another tenant's run is a 404). Runs act through an
-in-process client bound to the caller's tenant, so every task execution obeys the API's rules.
+Scopes as for definitions and executions: registering a workflow needs ``admin`` (into the key's
+tenant) or ``operator`` (``?shared=true``, into the shared registry); starting, cancelling and
+retrying runs need ``submit``; any key may read. Workflow Definitions are owned and resolved like
+Job Definitions: a tenant sees its own and the shared ones, another tenant's is a 404. Runs are
+tenant-scoped too. Runs act through an in-process client bound to the caller's tenant, so every
+task execution obeys the API's rules.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Header, Request, Response
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr
 
-from tickwheel.api.auth import Principal
+from tickwheel.api.auth import Principal, require_operator
 from tickwheel.api.deps import app_state, principal, transport_for
 from tickwheel.client.client import AsyncClient
 from tickwheel.domain.definition_files import format_from_content_type
@@ -34,9 +36,9 @@ class RunBody(BaseModel):
     inputs: dict[str, Any] = Field(default_factory=dict)
 
 
-def definitions_for(request: Request) -> WorkflowDefinitions:
+def definitions_for(request: Request, tenant: str) -> WorkflowDefinitions:
     state = app_state(request)
-    return WorkflowDefinitions(state.workflows, state.store, state.clock)
+    return WorkflowDefinitions(state.workflows, state.store, tenant, state.clock)
 
 
 def runs_for(request: Request, who: Principal) -> WorkflowRuns:
@@ -46,13 +48,20 @@ def runs_for(request: Request, who: Principal) -> WorkflowRuns:
 
 
 @router.put("/workflows", status_code=201)
-async def apply_workflow(request: Request, response: Response, who: Who) -> dict[str, Any]:
-    """Registers a Workflow Definition (Content-Type: application/yaml or application/json):
-    201 when new, 200 for the same content again, 409 naming the fields that differ, 422
-    listing every problem (cycles, unknown tasks or definitions, undeclared outputs, types)."""
+async def apply_workflow(
+    request: Request, response: Response, who: Who, shared: bool = False
+) -> dict[str, Any]:
+    """Registers a Workflow Definition (Content-Type: application/yaml or application/json)
+    into the key's tenant, or with ``?shared=true`` into the shared registry (operator keys):
+    201 when new, 200 for the same content again, 409 naming the fields that differ (or for a
+    shared name), 422 listing every problem (cycles, unknown tasks or definitions, undeclared
+    outputs, types)."""
     who.require(Scope.ADMIN)
+    if shared:
+        require_operator(who, "workflows")
     fmt = format_from_content_type(request.headers.get("content-type"))
-    wire, created = await definitions_for(request).apply(await request.body(), fmt)
+    body = await request.body()
+    wire, created = await definitions_for(request, who.tenant).apply(body, fmt, shared)
     response.status_code = 201 if created else 200
     return wire
 
@@ -60,7 +69,7 @@ async def apply_workflow(request: Request, response: Response, who: Who) -> dict
 @router.get("/workflows")
 async def list_workflows(request: Request, who: Who) -> dict[str, Any]:
     """The latest version of each workflow, by name."""
-    return {"items": await definitions_for(request).list()}
+    return {"items": await definitions_for(request, who.tenant).list()}
 
 
 @router.get("/workflows/{name}")
@@ -68,7 +77,7 @@ async def get_workflow(
     name: str, request: Request, who: Who, version: int | None = None
 ) -> dict[str, Any]:
     """The latest version, or ``?version=``."""
-    return await definitions_for(request).get(name, version)
+    return await definitions_for(request, who.tenant).get(name, version)
 
 
 @router.post("/workflow-runs", status_code=201)

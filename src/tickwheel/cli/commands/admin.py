@@ -85,7 +85,13 @@ def upgrade(database_url: DatabaseUrl = None) -> None:
 @keys_app.command("create")
 def keys_create(
     tenant: Annotated[str, typer.Option(help="every query of this key is scoped to the tenant")],
-    scope: Annotated[Scope, typer.Option(help="read < submit < admin")] = Scope.SUBMIT,
+    scope: Annotated[
+        Scope,
+        typer.Option(
+            help="read < submit < admin < operator (operator: publishes shared definitions "
+            "for every tenant; only this command creates one)"
+        ),
+    ] = Scope.SUBMIT,
     name: Annotated[str, typer.Option(help="a note for people")] = "",
     database_url: DatabaseUrl = None,
 ) -> None:

@@ -15,20 +15,29 @@ app = typer.Typer(help="Register and read Job Definitions.", no_args_is_help=Tru
 
 @app.command()
 def apply(
-    ctx: typer.Context, files: Annotated[list[Path], typer.Argument(exists=True, dir_okay=False)]
+    ctx: typer.Context,
+    files: Annotated[list[Path], typer.Argument(exists=True, dir_okay=False)],
+    shared: Annotated[
+        bool,
+        typer.Option(
+            "--shared", help="publish to the shared registry every tenant sees (operator key)"
+        ),
+    ] = False,
 ) -> None:
-    """Register definition files (YAML, JSON or XML). Unchanged ones are left as they are."""
+    """Register definition files (YAML, JSON or XML) into your tenant, or with --shared into the
+    shared registry. Unchanged ones are left as they are."""
     cli = state(ctx)
     with cli.client() as client:
         for path in files:
             try:
-                applied = client.apply_definition(path)
+                applied = client.apply_definition(path, shared=shared)
             except Exception as exc:
                 console.print(f"[red]✗[/] {path}")
                 raise explain(exc) from exc
             d = applied.definition
             verb = "[green]registered[/]" if applied.created else "[dim]unchanged[/]"
-            console.print(f"{verb} {d['uri']} version {d['version']}  ({path})")
+            where = "shared" if d.get("shared") else f"tenant {d.get('owner')}"
+            console.print(f"{verb} {d['uri']} version {d['version']} ({where})  ({path})")
 
 
 @app.command("list")
@@ -43,11 +52,12 @@ def list_(ctx: typer.Context, as_json: JsonFlag = False) -> None:
     if cli.as_json:
         print_json(items)
         return
-    table = Table("uri", "version", "type", "inputs", "description")
+    table = Table("uri", "version", "owner", "type", "inputs", "description")
     for d in items:
         table.add_row(
             d["uri"],
             str(d["version"]),
+            "shared" if d.get("shared") else str(d.get("owner")),
             d["execution"]["type"],
             ", ".join(d["inputs"]),
             d.get("description", ""),

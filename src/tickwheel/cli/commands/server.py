@@ -23,7 +23,7 @@ def _announce(settings: Settings, first_key: FirstKey | None) -> None:
         f"  database {redact(settings.database_url)}"
     )
     if first_key is not None:
-        console.print("[bold]First start: created an admin API key (shown only this once):[/]")
+        console.print("[bold]First start: created an operator API key (shown only this once):[/]")
         console.print(first_key.secret, soft_wrap=True, highlight=False)
         console.print(f"It is also in {first_key.path} (readable only by you).")
     if settings.insecure_no_auth:

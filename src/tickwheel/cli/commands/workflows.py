@@ -33,18 +33,28 @@ RunId = Annotated[str, typer.Argument(help="the workflowRunId")]
 
 @app.command()
 def apply(
-    ctx: typer.Context, files: Annotated[list[Path], typer.Argument(exists=True, dir_okay=False)]
+    ctx: typer.Context,
+    files: Annotated[list[Path], typer.Argument(exists=True, dir_okay=False)],
+    shared: Annotated[
+        bool,
+        typer.Option(
+            "--shared", help="publish to the shared registry every tenant sees (operator key)"
+        ),
+    ] = False,
 ) -> None:
-    """Register Workflow Definition files (YAML or JSON). Unchanged ones are left as they are."""
+    """Register Workflow Definition files (YAML or JSON) into your tenant, or with --shared into
+    the shared registry. Unchanged ones are left as they are."""
     with state(ctx).client() as client:
         for path in files:
             try:
-                wire, created = client.workflows.apply(path)
+                wire, created = client.workflows.apply(path, shared=shared)
             except Exception as exc:
                 console.print(f"[red]✗[/] {path}")
                 raise explain(exc) from exc
             verb = "[green]registered[/]" if created else "[dim]unchanged[/]"
-            console.print(f"{verb} workflow {wire['name']} version {wire['version']}  ({path})")
+            where = "shared" if wire.get("shared") else f"tenant {wire.get('owner')}"
+            name, version = wire["name"], wire["version"]
+            console.print(f"{verb} workflow {name} version {version} ({where})  ({path})")
 
 
 @app.command("list")
@@ -59,10 +69,11 @@ def list_(ctx: typer.Context, as_json: JsonFlag = False) -> None:
     if cli.as_json:
         print_json(items)
         return
-    table = Table("name", "version", "tasks", "description")
+    table = Table("name", "version", "owner", "tasks", "description")
     for w in items:
         names = ", ".join(t["name"] for t in w["tasks"])
-        table.add_row(w["name"], str(w["version"]), names, w.get("description", ""))
+        owner = "shared" if w.get("shared") else str(w.get("owner"))
+        table.add_row(w["name"], str(w["version"]), owner, names, w.get("description", ""))
     console.print(table)
 
 

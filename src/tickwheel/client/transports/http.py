@@ -101,9 +101,14 @@ class HttpTransport(HttpCronMethods, HttpWorkflowMethods):
             return Unauthorized(f"{NO_KEY} (the server said: {error.message})", error.details)
         return error
 
-    async def definition_apply(self, body: bytes, fmt: str) -> tuple[Wire, bool]:
+    async def definition_apply(
+        self, body: bytes, fmt: str, shared: bool = False
+    ) -> tuple[Wire, bool]:
         headers = {"Content-Type": _CONTENT_TYPES[fmt]}
-        status, data = await self._ok("PUT", "/v1/definitions", content=body, headers=headers)
+        params = {"shared": "true"} if shared else {}
+        status, data = await self._ok(
+            "PUT", "/v1/definitions", content=body, headers=headers, params=params
+        )
         return data, status == 201
 
     async def definition_list(self) -> builtins.list[Wire]:

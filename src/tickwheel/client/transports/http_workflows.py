@@ -18,9 +18,14 @@ class HttpWorkflowMethods:
     async def _ok(self, method: str, path: str, **kwargs: Any) -> tuple[int, Any]:
         raise NotImplementedError  # HttpTransport's
 
-    async def workflow_apply(self, body: bytes, fmt: str) -> tuple[Wire, bool]:
+    async def workflow_apply(
+        self, body: bytes, fmt: str, shared: bool = False
+    ) -> tuple[Wire, bool]:
         headers = {"Content-Type": _CONTENT_TYPES.get(fmt, f"application/{fmt}")}
-        status, data = await self._ok("PUT", "/v1/workflows", content=body, headers=headers)
+        params = {"shared": "true"} if shared else {}
+        status, data = await self._ok(
+            "PUT", "/v1/workflows", content=body, headers=headers, params=params
+        )
         return dict(data), status == 201
 
     async def workflow_list(self) -> builtins.list[Wire]:

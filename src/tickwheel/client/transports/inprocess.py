@@ -27,6 +27,7 @@ from tickwheel.domain.definitions import (
 from tickwheel.domain.errors import (
     Conflict,
     FieldError,
+    Forbidden,
     InvalidInput,
     NotFound,
     TickwheelError,
@@ -42,7 +43,7 @@ from tickwheel.domain.submission import (
     prepare_execution,
 )
 from tickwheel.observability.metrics import definition_label, process_metrics
-from tickwheel.store.protocol import InsertOutcome, Store, StoredDefinition
+from tickwheel.store.protocol import SHARED, InsertOutcome, Store, StoredDefinition
 
 MAX_PAGE = 500
 
@@ -65,18 +66,37 @@ class InProcessTransport:
 
     # -- definitions ----------------------------------------------------------------------------
 
-    async def definition_apply(self, body: bytes, fmt: str) -> tuple[Wire, bool]:
-        stored, created = await self.apply_definition(parse_definition(body, fmt))
+    async def definition_apply(
+        self, body: bytes, fmt: str, shared: bool = False
+    ) -> tuple[Wire, bool]:
+        """Registers into this tenant's definitions, or with ``shared`` into the shared registry
+        (the caller checked the operator scope: this transport trusts whoever built it)."""
+        stored, created = await self.apply_definition(parse_definition(body, fmt), shared)
         return definition_to_wire(stored), created
 
-    async def apply_definition(self, definition: Definition) -> tuple[StoredDefinition, bool]:
+    async def apply_definition(
+        self, definition: Definition, shared: bool = False
+    ) -> tuple[StoredDefinition, bool]:
         """Stores a definition once; identical content again is a no-op, other content under
-        the same version a conflict naming the fields that differ."""
-        candidate = StoredDefinition(definition, content_hash(definition), self.clock.now())
+        the same version a conflict naming the fields that differ. A tenant may not take a name
+        of the shared registry: its submissions, pinned to that name's versions, would change
+        owner under them."""
+        owner = SHARED if shared else self.tenant
+        if owner == SHARED and not shared:
+            raise Forbidden("a tenant needs a name: '' is the shared registry's owner")
+        candidate = StoredDefinition(
+            definition, content_hash(definition), self.clock.now(), owner=owner
+        )
         if await self.store.definition_insert(candidate):
             return candidate, True
-        existing = await self.store.definition_get(definition.name, definition.version)
-        assert existing is not None, "insert refused but no row holds (name, version)"
+        existing = await self.store.definition_get(owner, definition.name, definition.version)
+        if existing is None or existing.owner != owner:
+            raise Conflict(
+                f"{definition.name} is a shared definition; choose another name (a tenant may "
+                "not register a name of the shared registry: only the operator publishes "
+                "its versions)",
+                {"name": definition.name, "owner": "shared"},
+            )
         if existing.content_hash == candidate.content_hash:
             return existing, False
         fields = diff_definitions(existing.definition, definition)
@@ -88,16 +108,17 @@ class InProcessTransport:
         )
 
     async def definition_list(self) -> builtins.list[Wire]:
-        return [definition_to_wire(d) for d in await self.store.definition_list()]
+        """This tenant's definitions and the shared ones it resolves, never another tenant's."""
+        return [definition_to_wire(d) for d in await self.store.definition_list(self.tenant)]
 
     async def definition_versions(self, name: str) -> builtins.list[Wire]:
-        versions = await self.store.definition_versions(name)
+        versions = await self.store.definition_versions(self.tenant, name)
         if not versions:
             raise NotFound(f"no definition named {name!r}")
         return [definition_to_wire(d) for d in versions]
 
     async def definition_get(self, name: str, version: int) -> Wire:
-        stored = await self.store.definition_get(name, version)
+        stored = await self.store.definition_get(self.tenant, name, version)
         if stored is None:
             raise NotFound(f"definition {name!r} has no version {version}")
         return definition_to_wire(stored)
@@ -142,7 +163,7 @@ class InProcessTransport:
         assert name is not None  # checked above
         cache_key = (name, request.definition_version)
         if cache_key not in cache:
-            stored = await self.store.definition_get(name, request.definition_version)
+            stored = await self.store.definition_get(self.tenant, name, request.definition_version)
             if stored is None:
                 which = (
                     f"version {request.definition_version} of {request.definition_uri}"
@@ -218,7 +239,7 @@ class InProcessTransport:
     async def replay(self, execution_id: uuid.UUID) -> Wire:
         current = await self._get(execution_id)
         stored = await self.store.definition_get(
-            current.definition_uri.rsplit("/", 1)[-1], current.definition_version
+            self.tenant, current.definition_uri.rsplit("/", 1)[-1], current.definition_version
         )
         budget = stored.definition.retry.max_attempts if stored else current.max_attempts
         replayed = await self.store.execution_replay(

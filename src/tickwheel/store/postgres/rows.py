@@ -105,6 +105,7 @@ def definition_from_row(row: Row) -> StoredDefinition:
         definition=definition_from_document(row["document"]),
         content_hash=row["content_hash"],
         created_at=utc(row["created_at"]),
+        owner=row["owner"],
     )
 
 

@@ -172,6 +172,7 @@ class PostgresStore(PostgresClaims, PostgresPromotion, PostgresWorkerRegistry, P
     async def definition_insert(self, stored: StoredDefinition) -> bool:
         d = stored.definition
         params = {
+            "owner": stored.owner,
             "name": d.name,
             "version": d.version,
             "document": Jsonb(definition_to_document(d)),
@@ -181,19 +182,18 @@ class PostgresStore(PostgresClaims, PostgresPromotion, PostgresWorkerRegistry, P
         return await self._rowcount("definition_insert", params) == 1
 
     async def definition_get(
-        self, name: str, version: int | None = None
+        self, tenant: str, name: str, version: int | None = None
     ) -> StoredDefinition | None:
-        if version is None:
-            row = await self._one("definition_get_latest", {"name": name})
-        else:
-            row = await self._one("definition_get_version", {"name": name, "version": version})
+        params = {"tenant": tenant, "name": name, "version": version}
+        row = await self._one("definition_get", params)
         return definition_from_row(row) if row else None
 
-    async def definition_list(self) -> list[StoredDefinition]:
-        return [definition_from_row(r) for r in await self._all("definition_list_latest", {})]
+    async def definition_list(self, tenant: str) -> list[StoredDefinition]:
+        rows = await self._all("definition_list_latest", {"tenant": tenant})
+        return [definition_from_row(r) for r in rows]
 
-    async def definition_versions(self, name: str) -> list[StoredDefinition]:
-        rows = await self._all("definition_versions", {"name": name})
+    async def definition_versions(self, tenant: str, name: str) -> list[StoredDefinition]:
+        rows = await self._all("definition_versions", {"tenant": tenant, "name": name})
         return [definition_from_row(r) for r in rows]
 
     # -- executions -----------------------------------------------------------------------------

@@ -38,8 +38,8 @@ class PostgresWorkflowViewStore:
             cursor = await conn.execute(Q[query], params)
             return await cursor.fetchall()
 
-    async def workflow_view_versions(self) -> list[WorkflowVersions]:
-        rows = await self._all("workflow_view_versions", {})
+    async def workflow_view_versions(self, tenant: str) -> list[WorkflowVersions]:
+        rows = await self._all("workflow_view_versions", {"tenant": tenant})
         return [
             WorkflowVersions(r["name"], r["versions"], r["first_version"], r["latest_version"])
             for r in rows

@@ -55,6 +55,7 @@ class PostgresWorkflowStore:
 
     async def workflow_definition_insert(self, stored: StoredWorkflow) -> bool:
         params = {
+            "owner": stored.owner,
             "name": stored.name,
             "version": stored.version,
             "document": Jsonb(stored.document),
@@ -64,13 +65,15 @@ class PostgresWorkflowStore:
         return await self._rowcount("workflow_definition_insert", params) == 1
 
     async def workflow_definition_get(
-        self, name: str, version: int | None = None
+        self, tenant: str, name: str, version: int | None = None
     ) -> StoredWorkflow | None:
-        rows = await self._all("workflow_definition_get", {"name": name, "version": version})
+        params = {"tenant": tenant, "name": name, "version": version}
+        rows = await self._all("workflow_definition_get", params)
         return StoredWorkflow(**rows[0]) if rows else None
 
-    async def workflow_definition_list(self) -> list[StoredWorkflow]:
-        return [StoredWorkflow(**r) for r in await self._all("workflow_definition_list", {})]
+    async def workflow_definition_list(self, tenant: str) -> list[StoredWorkflow]:
+        rows = await self._all("workflow_definition_list", {"tenant": tenant})
+        return [StoredWorkflow(**r) for r in rows]
 
     async def workflow_run_insert(
         self,

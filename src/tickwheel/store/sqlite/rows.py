@@ -41,6 +41,7 @@ def definition_row(row: sqlite3.Row) -> StoredDefinition:
         definition=definition_from_document(json.loads(row["document"])),
         content_hash=row["content_hash"],
         created_at=from_us(row["created_at"]),
+        owner=row["owner"],
     )
 
 

@@ -147,6 +147,7 @@ class SqliteStore(SqliteClaims, SqlitePromotion, SqliteWorkerRegistry, SqliteSha
             cursor = await conn.execute(
                 Q["definition_insert"],
                 {
+                    "owner": stored.owner,
                     "name": d.name,
                     "version": d.version,
                     "document": json.dumps(definition_to_document(d), sort_keys=True),
@@ -157,19 +158,19 @@ class SqliteStore(SqliteClaims, SqlitePromotion, SqliteWorkerRegistry, SqliteSha
             return cursor.rowcount == 1
 
     async def definition_get(
-        self, name: str, version: int | None = None
+        self, tenant: str, name: str, version: int | None = None
     ) -> StoredDefinition | None:
-        if version is None:
-            row = await self._one("definition_get_latest", {"name": name})
-        else:
-            row = await self._one("definition_get_version", {"name": name, "version": version})
+        params = {"tenant": tenant, "name": name, "version": version}
+        row = await self._one("definition_get", params)
         return definition_row(row) if row else None
 
-    async def definition_list(self) -> list[StoredDefinition]:
-        return [definition_row(r) for r in await self._all("definition_list_latest", {})]
+    async def definition_list(self, tenant: str) -> list[StoredDefinition]:
+        rows = await self._all("definition_list_latest", {"tenant": tenant})
+        return [definition_row(r) for r in rows]
 
-    async def definition_versions(self, name: str) -> list[StoredDefinition]:
-        return [definition_row(r) for r in await self._all("definition_versions", {"name": name})]
+    async def definition_versions(self, tenant: str, name: str) -> list[StoredDefinition]:
+        rows = await self._all("definition_versions", {"tenant": tenant, "name": name})
+        return [definition_row(r) for r in rows]
 
     # -- executions -----------------------------------------------------------------------------
 

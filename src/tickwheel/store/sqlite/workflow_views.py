@@ -20,8 +20,8 @@ from tickwheel.store.workflow_view_protocol import (
 
 
 class SqliteWorkflowViewStore(SqliteConnection):
-    async def workflow_view_versions(self) -> list[WorkflowVersions]:
-        rows = await self._all("workflow_view_versions", {})
+    async def workflow_view_versions(self, tenant: str) -> list[WorkflowVersions]:
+        rows = await self._all("workflow_view_versions", {"tenant": tenant})
         return [
             WorkflowVersions(r["name"], r["versions"], r["first_version"], r["latest_version"])
             for r in rows

@@ -39,6 +39,7 @@ class SqliteWorkflowStore(SqliteConnection):
 
     async def workflow_definition_insert(self, stored: StoredWorkflow) -> bool:
         params = {
+            "owner": stored.owner,
             "name": stored.name,
             "version": stored.version,
             "document": json.dumps(stored.document),
@@ -48,13 +49,15 @@ class SqliteWorkflowStore(SqliteConnection):
         return await self._rowcount("workflow_definition_insert", params) == 1
 
     async def workflow_definition_get(
-        self, name: str, version: int | None = None
+        self, tenant: str, name: str, version: int | None = None
     ) -> StoredWorkflow | None:
-        rows = await self._all("workflow_definition_get", {"name": name, "version": version})
+        params = {"tenant": tenant, "name": name, "version": version}
+        rows = await self._all("workflow_definition_get", params)
         return _definition(rows[0]) if rows else None
 
-    async def workflow_definition_list(self) -> list[StoredWorkflow]:
-        return [_definition(r) for r in await self._all("workflow_definition_list", {})]
+    async def workflow_definition_list(self, tenant: str) -> list[StoredWorkflow]:
+        rows = await self._all("workflow_definition_list", {"tenant": tenant})
+        return [_definition(r) for r in rows]
 
     async def workflow_run_insert(
         self,
@@ -221,6 +224,7 @@ def _definition(r: sqlite3.Row) -> StoredWorkflow:
         document=json.loads(r["document"]),
         content_hash=r["content_hash"],
         created_at=from_us(r["created_at"]),
+        owner=r["owner"],
     )
 
 

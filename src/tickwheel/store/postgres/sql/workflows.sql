@@ -1,15 +1,28 @@
+-- Workflow definitions belong to an owner (a tenant, or '' for the shared registry) and resolve
+-- like Job Definitions: the tenant's own when it owns any version of the name, else the shared.
+
 -- name: workflow_definition_insert
-INSERT INTO workflow_definitions (name, version, document, content_hash, created_at)
-VALUES (%(name)s, %(version)s, %(document)s, %(content_hash)s, %(created_at)s)
-ON CONFLICT (name, version) DO NOTHING;
+-- A tenant may not take a shared name it does not own already (its resolution would flip).
+INSERT INTO workflow_definitions (owner, name, version, document, content_hash, created_at)
+SELECT %(owner)s::text, %(name)s, %(version)s, %(document)s, %(content_hash)s, %(created_at)s
+WHERE %(owner)s::text = ''
+   OR EXISTS (SELECT 1 FROM workflow_definitions WHERE owner = %(owner)s::text AND name = %(name)s)
+   OR NOT EXISTS (SELECT 1 FROM workflow_definitions WHERE owner = '' AND name = %(name)s)
+ON CONFLICT (owner, name, version) DO NOTHING;
 
 -- name: workflow_definition_get
 SELECT * FROM workflow_definitions
-WHERE name = %(name)s AND (%(version)s::integer IS NULL OR version = %(version)s::integer)
+WHERE name = %(name)s
+  AND owner = (SELECT owner FROM workflow_definitions
+               WHERE name = %(name)s AND owner IN (%(tenant)s::text, '')
+               ORDER BY owner = '' LIMIT 1)
+  AND (%(version)s::integer IS NULL OR version = %(version)s::integer)
 ORDER BY version DESC LIMIT 1;
 
 -- name: workflow_definition_list
-SELECT DISTINCT ON (name) * FROM workflow_definitions ORDER BY name, version DESC;
+SELECT DISTINCT ON (name) * FROM workflow_definitions
+WHERE owner IN (%(tenant)s::text, '')
+ORDER BY name, owner = '', version DESC;
 
 -- name: workflow_run_insert
 INSERT INTO workflow_runs (workflow_run_id, tenant, workflow_name, workflow_version, inputs,

@@ -1,8 +1,13 @@
 -- The dashboard's read-only views of workflows and their runs (WorkflowViewStore).
 
 -- name: workflow_view_versions
+-- The workflows the tenant resolves (its own by name, else the shared), never another tenant's.
 SELECT name, count(*) AS versions, min(version) AS first_version, max(version) AS latest_version
-FROM workflow_definitions
+FROM workflow_definitions w
+WHERE owner IN (:tenant, '')
+  AND owner = (SELECT owner FROM workflow_definitions
+               WHERE name = w.name AND owner IN (:tenant, '')
+               ORDER BY owner = '' LIMIT 1)
 GROUP BY name
 ORDER BY name;
 

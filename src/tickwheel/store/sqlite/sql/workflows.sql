@@ -1,17 +1,33 @@
+-- Workflow definitions belong to an owner (a tenant, or '' for the shared registry) and resolve
+-- like Job Definitions: the tenant's own when it owns any version of the name, else the shared.
+
 -- name: workflow_definition_insert
-INSERT INTO workflow_definitions (name, version, document, content_hash, created_at)
-VALUES (:name, :version, :document, :content_hash, :created_at)
-ON CONFLICT (name, version) DO NOTHING;
+-- A tenant may not take a shared name it does not own already (its resolution would flip).
+INSERT INTO workflow_definitions (owner, name, version, document, content_hash, created_at)
+SELECT :owner, :name, :version, :document, :content_hash, :created_at
+WHERE :owner = ''
+   OR EXISTS (SELECT 1 FROM workflow_definitions WHERE owner = :owner AND name = :name)
+   OR NOT EXISTS (SELECT 1 FROM workflow_definitions WHERE owner = '' AND name = :name)
+ON CONFLICT (owner, name, version) DO NOTHING;
 
 -- name: workflow_definition_get
 SELECT * FROM workflow_definitions
-WHERE name = :name AND (:version IS NULL OR version = :version)
+WHERE name = :name
+  AND owner = (SELECT owner FROM workflow_definitions
+               WHERE name = :name AND owner IN (:tenant, '')
+               ORDER BY owner = '' LIMIT 1)
+  AND (:version IS NULL OR version = :version)
 ORDER BY version DESC LIMIT 1;
 
 -- name: workflow_definition_list
-SELECT d.* FROM workflow_definitions d
-WHERE d.version = (SELECT max(version) FROM workflow_definitions x WHERE x.name = d.name)
-ORDER BY d.name;
+SELECT owner, name, version, document, content_hash, created_at
+FROM (
+    SELECT w.*, row_number() OVER (PARTITION BY name ORDER BY owner = '', version DESC) AS rn
+    FROM workflow_definitions w
+    WHERE owner IN (:tenant, '')
+)
+WHERE rn = 1
+ORDER BY name;
 
 -- name: workflow_run_insert
 INSERT INTO workflow_runs (workflow_run_id, tenant, workflow_name, workflow_version, inputs,
