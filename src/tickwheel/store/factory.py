@@ -16,7 +16,7 @@ _Tables = TypeVar("_Tables")
 if TYPE_CHECKING:
     from psycopg_pool import AsyncConnectionPool
 
-    from tickwheel.store.postgres.store import Conn
+    from tickwheel.store.postgres.pool import Conn
     from tickwheel.store.sqlite.store import SqliteStore
 
     # How to build a group of tables on a PostgreSQL pool. Each caller names its protocol here,

@@ -35,6 +35,7 @@ from tickwheel.store.sqlfile import load_queries
 from tickwheel.store.sqlite.claims import SqliteClaims
 from tickwheel.store.sqlite.codec import from_us, jload, opt_us, to_us
 from tickwheel.store.sqlite.cron import SqliteCronStore
+from tickwheel.store.sqlite.files import create_private
 from tickwheel.store.sqlite.promotion import SqlitePromotion
 from tickwheel.store.sqlite.rows import (
     api_key_row,
@@ -85,6 +86,7 @@ class SqliteStore(SqliteClaims, SqlitePromotion, SqliteWorkerRegistry, SqliteSha
     async def open(cls, path: str) -> SqliteStore:
         if path != ":memory:":
             Path(path).parent.mkdir(parents=True, exist_ok=True)
+            create_private(Path(path))
         conn = await aiosqlite.connect(path, isolation_level=None)
         conn.row_factory = sqlite3.Row
         for pragma in (

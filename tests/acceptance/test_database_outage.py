@@ -1,0 +1,121 @@
+"""A database outage under a real ``tickwheel server --no-engine``: the API answers honestly.
+
+The server runs against a private PostgreSQL cluster (``tests/private_pg.py``) that the test
+breaks on purpose: first every session of the server is terminated (``pg_terminate_backend``),
+then the cluster is stopped and started again. While the database is gone every request is a
+503 with ``Retry-After`` and the JSON error body, never a 500; ``/readyz`` says not ready; and
+once the database is back the same server process answers 2xx again (its pool threw away the
+dead connections and reconnected) without a restart."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.acceptance.conftest import TICKWHEEL, ServerProcess, clean_env, start_server
+from tests.private_pg import PrivateCluster, private_cluster
+
+RECOVERY_TIMEOUT = 20.0
+
+
+@pytest.fixture
+def cluster() -> Iterator[PrivateCluster]:
+    with private_cluster() as made:
+        yield made
+
+
+@pytest.fixture
+def server(tmp_path: Path, cluster: PrivateCluster) -> Iterator[ServerProcess]:
+    env = clean_env(TICKWHEEL_DATABASE_URL=cluster.url, TICKWHEEL_DB_POOL_SIZE="4")
+    upgrade = subprocess.run(
+        [str(TICKWHEEL), "db", "upgrade"], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert upgrade.returncode == 0, upgrade.stderr
+    started = start_server(tmp_path, "--no-engine", env=env)
+    try:
+        yield started
+    finally:
+        started.stop()
+
+
+def submit(http: httpx.Client) -> httpx.Response:
+    return http.post(
+        "/v1/executions",
+        json={"definitionUri": "registry://jobs/hello", "inputs": {"name": "Ada"}},
+        headers={"Idempotency-Key": f"outage-{uuid.uuid4()}"},
+    )
+
+
+def requests(http: httpx.Client) -> dict[str, httpx.Response]:
+    """One read, one write and the readiness probe."""
+    return {
+        "list": http.get("/v1/executions"),
+        "submit": submit(http),
+        "readyz": http.get("/readyz"),
+    }
+
+
+def assert_unavailable(name: str, response: httpx.Response) -> None:
+    assert response.status_code == 503, f"{name}: {response.status_code} {response.text}"
+    if name == "readyz":
+        assert response.json()["status"] == "unavailable"
+        return
+    retry_after = response.headers.get("Retry-After", "")
+    assert retry_after.isdigit() and int(retry_after) >= 1, f"{name}: {response.headers}"
+    error = response.json()["error"]
+    assert error["code"] == "unavailable", error
+    assert "retry" in error["message"], error
+    assert "127.0.0.1" not in error["message"], "the database's address leaked to the client"
+
+
+def assert_ok(answers: dict[str, httpx.Response]) -> None:
+    for name, response in answers.items():
+        assert 200 <= response.status_code < 300, f"{name}: {response.status_code} {response.text}"
+
+
+def test_an_outage_answers_503_and_the_same_server_recovers(
+    server: ServerProcess, cluster: PrivateCluster
+) -> None:
+    with httpx.Client(base_url=server.url, headers=server.headers(), timeout=30) as http:
+        assert_ok(requests(http))
+
+        # Terminated sessions: the pool must not lend their dead connections (they were a 500
+        # each before); it checks them, drops them and connects anew.
+        assert cluster.terminate_sessions() >= 1
+        for _ in range(3):
+            assert_ok(requests(http))
+
+        # The database goes away: every answer is a 503 with Retry-After, and quickly (not after
+        # the pool's full 10 s wait for a connection).
+        cluster.stop()
+        for _ in range(3):
+            began = time.monotonic()
+            for name, response in requests(http).items():
+                assert_unavailable(name, response)
+            assert time.monotonic() - began < 6, "requests kept waiting during the outage"
+
+        # Back again: the same process answers 2xx without a restart; on the way every answer
+        # is either a 2xx or an honest 503, never a 500.
+        cluster.start()
+        deadline = time.monotonic() + RECOVERY_TIMEOUT
+        while True:
+            response = http.get("/v1/executions")
+            if response.status_code == 200:
+                break
+            assert_unavailable("list", response)
+            assert time.monotonic() < deadline, "the API did not recover after the database"
+            time.sleep(0.2)  # bounded poll for the pool's reconnection
+        assert_ok(requests(http))
+        created = submit(http)
+        assert created.status_code == 201, created.text
+        found = http.get(f"/v1/executions/{created.json()['executionId']}")
+        assert found.status_code == 200, found.text
+
+    assert server.stop() == 0, server.output()
+    assert "unhandled error" not in server.stderr, server.output()
