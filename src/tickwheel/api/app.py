@@ -7,6 +7,7 @@ from fastapi import FastAPI
 from tickwheel import __version__
 from tickwheel.api import errors
 from tickwheel.api.deps import AppState
+from tickwheel.api.hosts import LoopbackHostOnly
 from tickwheel.api.limits import BodyLimit
 from tickwheel.api.request_metrics import RequestMetrics
 from tickwheel.api.routes import cron, definitions, executions, health, metrics, workflows
@@ -54,6 +55,9 @@ def create_app(store: Store, settings: Settings, clock: Clock | None = None) -> 
         workflow_view_store_for(store),
     )
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
+    if settings.insecure_no_auth:
+        # Outside the body limit: a request for another host is refused before anything else.
+        app.add_middleware(LoopbackHostOnly)
     # Added last, so outermost: it times every request, including those refused by BodyLimit.
     app.add_middleware(RequestMetrics, metrics=app.state.metrics)
     return app
