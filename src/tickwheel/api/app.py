@@ -17,6 +17,7 @@ from tickwheel.domain.clock import Clock, SystemClock
 from tickwheel.observability.metrics import process_metrics
 from tickwheel.store.factory import (
     cron_store_for,
+    session_store_for,
     stats_store_for,
     workflow_store_for,
     workflow_view_store_for,
@@ -53,6 +54,7 @@ def create_app(store: Store, settings: Settings, clock: Clock | None = None) -> 
         state.clock,
         settings.dashboard_secret,
         workflow_view_store_for(store),
+        session_store_for(store),
     )
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
     if settings.insecure_no_auth:

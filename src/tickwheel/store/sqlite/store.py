@@ -44,6 +44,7 @@ from tickwheel.store.sqlite.rows import (
     execution_row,
     insert_params,
 )
+from tickwheel.store.sqlite.sessions import SqliteSessionStore
 from tickwheel.store.sqlite.shard_leases import SqliteShardLeases
 from tickwheel.store.sqlite.stats import SqliteStatsStore
 from tickwheel.store.sqlite.workers import SqliteWorkerRegistry
@@ -76,6 +77,11 @@ class SqliteStore(SqliteClaims, SqlitePromotion, SqliteWorkerRegistry, SqliteSha
     def stats(self) -> SqliteStatsStore:
         """The dashboard's read-only aggregates on this same connection (and its lock)."""
         return SqliteStatsStore(self._conn, self._lock)
+
+    @property
+    def sessions(self) -> SqliteSessionStore:
+        """The dashboard's sessions on this same connection (and its lock)."""
+        return SqliteSessionStore(self._conn, self._lock)
 
     @property
     def workflow_views(self) -> SqliteWorkflowViewStore:
