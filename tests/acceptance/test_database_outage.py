@@ -9,10 +9,12 @@ dead connections and reconnected) without a restart."""
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import time
 import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
@@ -30,9 +32,13 @@ def cluster() -> Iterator[PrivateCluster]:
         yield made
 
 
+def role_env(cluster: PrivateCluster) -> dict[str, str]:
+    return clean_env(TICKWHEEL_DATABASE_URL=cluster.url, TICKWHEEL_DB_POOL_SIZE="4")
+
+
 @pytest.fixture
 def server(tmp_path: Path, cluster: PrivateCluster) -> Iterator[ServerProcess]:
-    env = clean_env(TICKWHEEL_DATABASE_URL=cluster.url, TICKWHEEL_DB_POOL_SIZE="4")
+    env = role_env(cluster)
     upgrade = subprocess.run(
         [str(TICKWHEEL), "db", "upgrade"], env=env, capture_output=True, text=True, timeout=60
     )
@@ -119,3 +125,83 @@ def test_an_outage_answers_503_and_the_same_server_recovers(
 
     assert server.stop() == 0, server.output()
     assert "unhandled error" not in server.stderr, server.output()
+
+
+# -- the engine roles -----------------------------------------------------------------------------
+
+
+@dataclass
+class Role:
+    name: str
+    proc: subprocess.Popen[bytes]
+    log: Path
+
+    def output(self) -> str:
+        return f"--- {self.name} ---\n{self.log.read_text(errors='replace')}"
+
+    def stop(self) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        return self.proc.returncode
+
+
+@pytest.fixture
+def roles(tmp_path: Path, cluster: PrivateCluster, server: ServerProcess) -> Iterator[list[Role]]:
+    """``tickwheel scheduler`` and ``tickwheel worker`` beside the API, on the private cluster."""
+    started: list[Role] = []
+    for name, args in (("scheduler", []), ("worker", ["--concurrency", "2", "--grace", "2"])):
+        log = tmp_path / f"{name}.log"
+        with log.open("wb") as out:
+            proc = subprocess.Popen(
+                [str(TICKWHEEL), name, *args],
+                cwd=tmp_path,
+                env=role_env(cluster),
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+            )
+        started.append(Role(name, proc, log))
+    try:
+        yield started
+    finally:
+        for role in started:
+            role.stop()
+
+
+def run_to_success(http: httpx.Client, roles: list[Role], within: float) -> None:
+    created = submit(http)
+    assert created.status_code == 201, created.text
+    url = f"/v1/executions/{created.json()['executionId']}"
+    deadline = time.monotonic() + within
+    status = ""
+    while time.monotonic() < deadline:
+        response = http.get(url)
+        if response.status_code == 200:
+            status = response.json()["status"]
+            if status == "SUCCEEDED":
+                return
+            assert status not in ("FAILED", "CANCELLED"), response.text
+        else:
+            assert_unavailable("get", response)
+        time.sleep(0.2)  # bounded poll of a real process's progress
+    logs = "\n".join(role.output() for role in roles)
+    raise AssertionError(f"not SUCCEEDED within {within} s (last {status})\n{logs}")
+
+
+def test_the_scheduler_and_worker_carry_on_after_a_database_restart(
+    server: ServerProcess, cluster: PrivateCluster, roles: list[Role]
+) -> None:
+    with httpx.Client(base_url=server.url, headers=server.headers(), timeout=30) as http:
+        run_to_success(http, roles, within=30)
+        cluster.stop()
+        time.sleep(2)  # the roles meet the outage: their polls and heartbeats fail meanwhile
+        cluster.start()
+        run_to_success(http, roles, within=45)
+    for role in roles:
+        assert role.proc.poll() is None, f"{role.name} died\n{role.output()}"
+        assert role.stop() == 0, role.output()
