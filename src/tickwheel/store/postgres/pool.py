@@ -77,18 +77,12 @@ class Pool(AsyncConnectionPool[Conn]):
             reconnect_timeout=RECONNECT_SECONDS,
         )
 
-    @property
-    def database_down(self) -> bool:
-        """True from the first sign of an outage until a new connection succeeds."""
-        return self._down
-
     async def _connected(self, conn: Conn) -> None:
         """Called by the pool for each new connection: the database is reachable again."""
         if self._down:
             log.warning("database reachable again")
             self._down = False
-            for limit, deadline in self._waits.items():
-                limit.reschedule(deadline)
+            self._reschedule_waits(None)
 
     async def _check(self, conn: Conn) -> None:
         if conn.broken or conn.closed:
@@ -109,9 +103,14 @@ class Pool(AsyncConnectionPool[Conn]):
         self._down = True
         # Callers already waiting for a connection stop waiting soon too, instead of sitting out
         # the pool's full timeout for a database that is not there.
-        soon = asyncio.get_running_loop().time() + OUTAGE_WAIT
+        self._reschedule_waits(asyncio.get_running_loop().time() + OUTAGE_WAIT)
+
+    def _reschedule_waits(self, soon: float | None) -> None:
+        """Moves each waiting caller's deadline to ``soon`` if that is earlier, or back to its
+        own deadline (``None``)."""
         for limit, deadline in self._waits.items():
-            limit.reschedule(min(deadline, soon))
+            if not limit.expired():  # an expiring timer cannot be moved, nor needs to be
+                limit.reschedule(deadline if soon is None else min(deadline, soon))
 
     async def _lend(self, timeout: float | None) -> Conn:
         wait = self.timeout if timeout is None else timeout
