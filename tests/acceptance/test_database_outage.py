@@ -24,6 +24,8 @@ from tests.acceptance.conftest import TICKWHEEL, ServerProcess, clean_env, start
 from tests.private_pg import PrivateCluster, private_cluster
 
 RECOVERY_TIMEOUT = 20.0
+# Its own PostgreSQL, not the shared one; the label keeps `-m "not postgres"` runs free of it.
+pytestmark = pytest.mark.postgres
 
 
 @pytest.fixture
