@@ -100,6 +100,7 @@ _PG_TABLES = (
     "attempts",
     "executions",
     "definitions",
+    "dashboard_sessions",
     "api_keys",
     "cron_occurrences",
     "cron_audit",

@@ -142,6 +142,18 @@ SQLITE_SCHEMA: Schema = {
         "indexes": {},
         "foreign_keys": ["cron_job_id -> cron_jobs(cron_job_id) ON DELETE CASCADE"],
     },
+    "dashboard_sessions": {
+        "columns": {
+            "session_hash": "TEXT NOT NULL",
+            "key_id": "TEXT",
+            "created_at": "INTEGER NOT NULL",
+            "expires_at": "INTEGER NOT NULL",
+        },
+        "primary_key": "session_hash",
+        "unique": [],
+        "indexes": {"dashboard_sessions_expires": "expires_at"},
+        "foreign_keys": ["key_id -> api_keys(key_id) ON DELETE CASCADE"],
+    },
     "definitions": {
         "columns": {
             "name": "TEXT NOT NULL",
@@ -450,6 +462,18 @@ POSTGRES_SCHEMA: Schema = {
         "unique": ["cron_job_id, occurrence, outcome"],
         "indexes": {},
         "foreign_keys": ["cron_job_id -> cron_jobs(cron_job_id) ON DELETE CASCADE"],
+    },
+    "dashboard_sessions": {
+        "columns": {
+            "session_hash": "text NOT NULL",
+            "key_id": "text",
+            "created_at": "timestamptz NOT NULL",
+            "expires_at": "timestamptz NOT NULL",
+        },
+        "primary_key": "session_hash",
+        "unique": [],
+        "indexes": {"dashboard_sessions_expires": "expires_at"},
+        "foreign_keys": ["key_id -> api_keys(key_id) ON DELETE CASCADE"],
     },
     "definitions": {
         "columns": {

@@ -7,6 +7,7 @@ from fastapi import FastAPI
 from tickwheel import __version__
 from tickwheel.api import errors
 from tickwheel.api.deps import AppState
+from tickwheel.api.hosts import LoopbackHostOnly
 from tickwheel.api.limits import BodyLimit
 from tickwheel.api.request_metrics import RequestMetrics
 from tickwheel.api.routes import cron, definitions, executions, health, metrics, workflows
@@ -16,6 +17,7 @@ from tickwheel.domain.clock import Clock, SystemClock
 from tickwheel.observability.metrics import process_metrics
 from tickwheel.store.factory import (
     cron_store_for,
+    session_store_for,
     stats_store_for,
     workflow_store_for,
     workflow_view_store_for,
@@ -52,8 +54,12 @@ def create_app(store: Store, settings: Settings, clock: Clock | None = None) -> 
         state.clock,
         settings.dashboard_secret,
         workflow_view_store_for(store),
+        session_store_for(store),
     )
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
+    if settings.insecure_no_auth:
+        # Outside the body limit: a request for another host is refused before anything else.
+        app.add_middleware(LoopbackHostOnly)
     # Added last, so outermost: it times every request, including those refused by BodyLimit.
     app.add_middleware(RequestMetrics, metrics=app.state.metrics)
     return app

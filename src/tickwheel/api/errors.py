@@ -19,7 +19,9 @@ from tickwheel.domain.errors import (
     NotFound,
     PayloadTooLarge,
     TickwheelError,
+    TooManyRequests,
     Unauthorized,
+    Unavailable,
 )
 
 log = logging.getLogger("tickwheel.api")
@@ -32,6 +34,8 @@ STATUS: list[tuple[type[TickwheelError], int]] = [
     (Unauthorized, 401),
     (Forbidden, 403),
     (PayloadTooLarge, 413),
+    (TooManyRequests, 429),
+    (Unavailable, 503),
 ]
 
 
@@ -42,8 +46,12 @@ def status_of(exc: TickwheelError) -> int:
     return 500
 
 
-def error_response(status: int, code: str, message: str, details: Any = None) -> JSONResponse:
-    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+def error_response(
+    status: int, code: str, message: str, details: Any = None, retry_after: int | None = None
+) -> JSONResponse:
+    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else {}
+    if retry_after is not None:
+        headers["Retry-After"] = str(retry_after)
     return JSONResponse(
         {"error": {"code": code, "message": message, "details": details}},
         status_code=status,
@@ -59,7 +67,9 @@ def _path(loc: tuple[Any, ...]) -> str:
 def install(app: FastAPI) -> None:
     @app.exception_handler(TickwheelError)
     async def domain_error(_: Request, exc: TickwheelError) -> JSONResponse:
-        return error_response(status_of(exc), exc.code, exc.message, exc.details)
+        # Both say when to come back: a client that honours Retry-After needs no backoff of its own.
+        retry_after = exc.retry_after if isinstance(exc, Unavailable | TooManyRequests) else None
+        return error_response(status_of(exc), exc.code, exc.message, exc.details, retry_after)
 
     @app.exception_handler(RequestValidationError)
     async def validation_error(_: Request, exc: RequestValidationError) -> JSONResponse:

@@ -13,8 +13,10 @@ from tickwheel.dashboard import catalog, cluster, cron_edit, executions, home, w
 from tickwheel.dashboard.live import Hub
 from tickwheel.dashboard.run_feed import RunHub
 from tickwheel.dashboard.session import Signer
+from tickwheel.dashboard.throttle import SignInThrottle
 from tickwheel.dashboard.views import HERE, install_handlers
 from tickwheel.domain.clock import Clock
+from tickwheel.store.session_protocol import SessionStore
 from tickwheel.store.stats_protocol import StatsStore
 from tickwheel.store.workflow_view_protocol import WorkflowViewStore
 
@@ -25,8 +27,11 @@ def install(
     clock: Clock,
     secret: str | None,
     workflow_views: WorkflowViewStore,
+    sessions: SessionStore,
 ) -> None:
     app.state.dashboard_signer = Signer(secret)
+    app.state.dashboard_sessions = sessions
+    app.state.dashboard_throttle = SignInThrottle(clock)
     # The worker registry is not per tenant: the feed reads its alive count from the main store.
     store = app.state.tickwheel.store
     app.state.dashboard_hub = Hub(stats, clock, store.worker_count_alive)

@@ -17,8 +17,10 @@ from tickwheel.dashboard.session import (
     check_signin_token,
     set_cookie,
     sign_in,
+    sign_out,
     signin_token,
 )
+from tickwheel.dashboard.throttle import SignInThrottle
 from tickwheel.dashboard.views import (
     checked_form,
     form_of,
@@ -26,10 +28,15 @@ from tickwheel.dashboard.views import (
     safe_next,
     session_of,
 )
-from tickwheel.domain.errors import Unauthorized
+from tickwheel.domain.errors import TooManyRequests, Unauthorized
 
 router = APIRouter(include_in_schema=False)
 Sess = Annotated[Session, Depends(session_of)]
+
+
+def throttle(request: Request) -> SignInThrottle:
+    found: SignInThrottle = request.app.state.dashboard_throttle
+    return found
 
 
 def hub(request: Request) -> Hub:
@@ -42,13 +49,16 @@ async def signin_page(request: Request) -> Response:
     return signin_form(request, None, request.query_params.get("next"))
 
 
-def signin_form(request: Request, error: str | None, next_path: str | None) -> Response:
+def signin_form(
+    request: Request, error: str | None, next_path: str | None, status: int = 200
+) -> Response:
     """A refused key re-renders the form (200) with the reason, like any form error."""
     token = signin_token(request)
     page = render(
         request,
         "signin.html",
         None,
+        status=status,
         error=error,
         signin_csrf=token,
         next=safe_next(next_path),
@@ -62,10 +72,18 @@ def signin_form(request: Request, error: str | None, next_path: str | None) -> R
 async def signin(request: Request) -> Response:
     form = {k: v[0] for k, v in (await form_of(request)).items() if v}
     check_signin_token(request, form)
+    client = request.client.host if request.client else "unknown"
+    try:
+        throttle(request).check(client)
+    except TooManyRequests as exc:
+        page = signin_form(request, exc.message, form.get("next"), status=429)
+        page.headers["Retry-After"] = str(exc.retry_after)
+        return page
     response = RedirectResponse(safe_next(form.get("next")), status_code=303)
     try:
         await sign_in(request, form.get("api_key", ""), response)
     except Unauthorized as exc:
+        throttle(request).failed(client)
         return signin_form(request, exc.message, form.get("next"))
     response.delete_cookie(SIGNIN_COOKIE, path="/")
     return response
@@ -74,6 +92,7 @@ async def signin(request: Request) -> Response:
 @router.post("/dashboard/signout")
 async def signout(request: Request, session: Sess) -> Response:
     await checked_form(request, session)
+    await sign_out(request, session)
     response = RedirectResponse("/dashboard/signin", status_code=303)
     response.delete_cookie(COOKIE, path="/")
     return response

@@ -1,11 +1,14 @@
-"""Dashboard sessions: a signed cookie instead of an ``Authorization`` header.
+"""Dashboard sessions: a cookie instead of an ``Authorization`` header.
 
 A browser cannot be trusted to keep an API key in page script, so sign-in checks the key once
-(``api.auth.authenticate``, the API's own rule) and the cookie keeps only the key's SHA-256 hash,
-signed with HMAC. Every request looks that hash up again, so a revoked key ends its sessions at
-once. The cookie is HttpOnly (page script never sees it) and SameSite=Strict (other sites'
-pages cannot make the browser send it); each session also carries a random CSRF token that every
-POST must echo in its form, which stops a forged form even where SameSite is not honoured."""
+(``api.auth.authenticate``, the API's own rule) and starts a session: a random token in the
+cookie, its SHA-256 in the database (``dashboard_sessions``) with the key that signed in and an
+expiry. Every request looks the session up with its key, so signing out (the row deleted) ends
+that session on every API process at once, and revoking the key ends all of its sessions; other
+sessions, of the same key or not, go on. The cookie is HMAC-signed, HttpOnly (page script never
+sees it) and SameSite=Strict (other sites' pages cannot make the browser send it); each session
+also carries a random CSRF token that every POST must echo in its form, which stops a forged
+form even where SameSite is not honoured."""
 
 from __future__ import annotations
 
@@ -14,15 +17,16 @@ import hashlib
 import hmac
 import json
 import secrets
-import time
 from dataclasses import dataclass
+from datetime import timedelta
 
 from fastapi import Request
 from fastapi.responses import Response
 
-from tickwheel.api.auth import Principal, authenticate, hash_key
+from tickwheel.api.auth import Principal, authenticate
 from tickwheel.api.deps import app_state
 from tickwheel.domain.models import Scope
+from tickwheel.store.session_protocol import SessionStore
 
 COOKIE = "tw_session"
 SIGNIN_COOKIE = "tw_signin"
@@ -41,6 +45,7 @@ class CsrfRejected(Exception):
 class Session:
     principal: Principal
     csrf: str
+    session_hash: str
 
 
 class Signer:
@@ -87,37 +92,56 @@ def set_cookie(response: Response, name: str, value: str, request: Request, max_
     )
 
 
+def sessions(request: Request) -> SessionStore:
+    found: SessionStore = request.app.state.dashboard_sessions
+    return found
+
+
+def _hash(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
 async def sign_in(request: Request, api_key: str, response: Response) -> None:
     """Checks the key like the API does and starts a session; raises ``Unauthorized``."""
     state = app_state(request)
+    key_id = None
     if not state.auth_disabled:
-        await authenticate(state.store, f"Bearer {api_key}")
-    data = {
-        "h": "" if state.auth_disabled else hash_key(api_key.strip()),
-        "c": secrets.token_urlsafe(24),
-        "t": int(time.time()),
-    }
+        key_id = (await authenticate(state.store, f"Bearer {api_key}")).key_id
+    token = secrets.token_urlsafe(32)
+    now = state.clock.now()
+    store = sessions(request)
+    await store.dashboard_session_prune(now)  # the expiry index keeps this cheap
+    await store.dashboard_session_insert(
+        _hash(token), key_id, now, now + timedelta(seconds=MAX_AGE)
+    )
+    data: dict[str, object] = {"s": token, "c": secrets.token_urlsafe(24)}
     set_cookie(response, COOKIE, signer(request).dumps(data), request, MAX_AGE)
+
+
+async def sign_out(request: Request, session: Session) -> None:
+    """Ends this session only, on every API process."""
+    await sessions(request).dashboard_session_delete(session.session_hash)
 
 
 async def current(request: Request) -> Session:
     """The request's session, re-checked against the store; raises ``SignedOut``."""
     raw = request.cookies.get(COOKIE)
     data = signer(request).loads(raw) if raw else None
-    if data is None or not isinstance(data.get("t"), int) or not isinstance(data.get("c"), str):
-        raise SignedOut
-    issued = data["t"]
-    assert isinstance(issued, int)
-    if time.time() - issued > MAX_AGE:
+    if data is None or not isinstance(data.get("s"), str) or not isinstance(data.get("c"), str):
         raise SignedOut
     state = app_state(request)
+    session_hash = _hash(str(data["s"]))
     csrf = str(data["c"])
-    if state.auth_disabled:
-        return Session(Principal(state.default_tenant, Scope.ADMIN, None), csrf)
-    key = await state.store.api_key_by_hash(str(data.get("h", "")))
-    if key is None:
+    found = await sessions(request).dashboard_session_get(session_hash, state.clock.now())
+    if found is None:
         raise SignedOut
-    return Session(Principal(key.tenant, key.scope, key.key_id), csrf)
+    if found.key is None:
+        # Made without keys (--insecure-no-auth): worth nothing once the server requires keys.
+        if not state.auth_disabled:
+            raise SignedOut
+        return Session(Principal(state.default_tenant, Scope.ADMIN, None), csrf, session_hash)
+    key = found.key
+    return Session(Principal(key.tenant, key.scope, key.key_id), csrf, session_hash)
 
 
 def check_csrf(session: Session, form: dict[str, str]) -> None:

@@ -81,6 +81,29 @@ class PayloadTooLarge(TickwheelError, ValueError):
     code = "payload_too_large"
 
 
+class TooManyRequests(TickwheelError):
+    """The caller must slow down (too many failed sign-ins); ``retry_after`` says for how long."""
+
+    code = "too_many_requests"
+
+    def __init__(self, message: str, retry_after: int) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class Unavailable(TickwheelError, ConnectionError):
+    """The database cannot be reached or the connection broke mid-request (a restart, a
+    terminated session, the pool timing out). Nothing is wrong with the request: the same request
+    later may well succeed, so the API answers 503 with ``Retry-After``. Whether a write that
+    broke mid-commit happened is unknown; idempotency keys make the retry safe."""
+
+    code = "unavailable"
+
+    def __init__(self, message: str, retry_after: int = 1) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
 @dataclass
 class ErrorList:
     """Collects field errors while validating so that one response names every bad field."""

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 from tickwheel.store.cron_protocol import CronStore
 from tickwheel.store.protocol import Store
+from tickwheel.store.session_protocol import SessionStore
 from tickwheel.store.stats_protocol import StatsStore
 from tickwheel.store.workflow_protocol import WorkflowStore
 from tickwheel.store.workflow_view_protocol import WorkflowViewStore
@@ -16,7 +17,7 @@ _Tables = TypeVar("_Tables")
 if TYPE_CHECKING:
     from psycopg_pool import AsyncConnectionPool
 
-    from tickwheel.store.postgres.store import Conn
+    from tickwheel.store.postgres.pool import Conn
     from tickwheel.store.sqlite.store import SqliteStore
 
     # How to build a group of tables on a PostgreSQL pool. Each caller names its protocol here,
@@ -108,3 +109,11 @@ def workflow_view_store_for(store: Store) -> WorkflowViewStore:
 
     on_postgres: OnPostgres[WorkflowViewStore] = PostgresWorkflowViewStore
     return _tables_for(store, "workflow view", lambda sqlite: sqlite.workflow_views, on_postgres)
+
+
+def session_store_for(store: Store) -> SessionStore:
+    """The dashboard's sessions on the same database as ``store`` (its connection or pool)."""
+    from tickwheel.store.postgres.sessions import PostgresSessionStore
+
+    on_postgres: OnPostgres[SessionStore] = PostgresSessionStore
+    return _tables_for(store, "session", lambda sqlite: sqlite.sessions, on_postgres)

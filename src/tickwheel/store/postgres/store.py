@@ -13,8 +13,7 @@ from contextlib import asynccontextmanager
 from datetime import datetime, timedelta
 from typing import Any
 
-from psycopg import AsyncConnection
-from psycopg.rows import DictRow, dict_row
+from psycopg.rows import DictRow
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 
@@ -33,6 +32,7 @@ from tickwheel.store.due import hint_pairs
 from tickwheel.store.migrate import Migration, load_migrations, pending
 from tickwheel.store.postgres.claims import PostgresClaims
 from tickwheel.store.postgres.notify import Signals, topics_for
+from tickwheel.store.postgres.pool import Conn, Pool
 from tickwheel.store.postgres.promotion import PostgresPromotion
 from tickwheel.store.postgres.rows import (
     api_key_from_row,
@@ -59,8 +59,6 @@ MIGRATIONS = "tickwheel.store.postgres.migrations"
 # processes starting at once apply each migration once instead of both trying.
 MIGRATION_LOCK = 0x7469636B776865
 
-Conn = AsyncConnection[DictRow]
-
 
 class PostgresStore(PostgresClaims, PostgresPromotion, PostgresWorkerRegistry, PostgresShardLeases):
     dialect = "postgresql"
@@ -80,15 +78,7 @@ class PostgresStore(PostgresClaims, PostgresPromotion, PostgresWorkerRegistry, P
     ) -> PostgresStore:
         """Opens the pool and waits for its first ``min_size`` connections, so a wrong URL or an
         unreachable server fails here rather than on the first query."""
-        pool: AsyncConnectionPool[Conn] = AsyncConnectionPool(
-            url,
-            min_size=min(min_size, max_size),
-            max_size=max_size,
-            open=False,
-            timeout=timeout,
-            connection_class=AsyncConnection[DictRow],
-            kwargs={"autocommit": True, "row_factory": dict_row},
-        )
+        pool = Pool(url, min_size=min(min_size, max_size), max_size=max_size, timeout=timeout)
         try:
             await pool.open(wait=True, timeout=timeout)
         except BaseException:

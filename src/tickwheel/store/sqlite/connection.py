@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from typing import Any
 
 import aiosqlite
 
+from tickwheel.domain.errors import Unavailable
 from tickwheel.store.sqlfile import load_queries
 
 Q = load_queries("tickwheel.store.sqlite.sql")
@@ -34,17 +35,34 @@ class SqliteConnection:
         """One write transaction: committed if the block ends, rolled back if it raises
         (cancellation included, hence ``BaseException``)."""
         async with self._lock:
-            await self._conn.execute("BEGIN IMMEDIATE")
+            with _busy_is_unavailable():
+                await self._conn.execute("BEGIN IMMEDIATE")
             try:
                 yield self._conn
             except BaseException:
                 await self._conn.execute("ROLLBACK")
                 raise
-            await self._conn.execute("COMMIT")
+            with _busy_is_unavailable():
+                await self._conn.execute("COMMIT")
 
     async def _all(self, query: str, params: dict[str, Any]) -> list[sqlite3.Row]:
         """All rows of one named query, outside any transaction: in autocommit mode one statement
         is its own transaction."""
         async with self._lock:
-            cursor = await self._conn.execute(Q[query], params)
-            return list(await cursor.fetchall())
+            with _busy_is_unavailable():
+                cursor = await self._conn.execute(Q[query], params)
+                return list(await cursor.fetchall())
+
+
+@contextmanager
+def _busy_is_unavailable() -> Iterator[None]:
+    """Another process held the file's lock for longer than ``busy_timeout``: the database is
+    busy, not the request wrong, so it becomes ``Unavailable`` (503 with ``Retry-After``)."""
+    try:
+        yield
+    except sqlite3.OperationalError as exc:
+        if "locked" in str(exc) or "busy" in str(exc):
+            raise Unavailable(
+                "the database is busy (locked by another process); retry shortly"
+            ) from exc
+        raise

@@ -35,6 +35,7 @@ from tickwheel.store.sqlfile import load_queries
 from tickwheel.store.sqlite.claims import SqliteClaims
 from tickwheel.store.sqlite.codec import from_us, jload, opt_us, to_us
 from tickwheel.store.sqlite.cron import SqliteCronStore
+from tickwheel.store.sqlite.files import create_private
 from tickwheel.store.sqlite.promotion import SqlitePromotion
 from tickwheel.store.sqlite.rows import (
     api_key_row,
@@ -43,6 +44,7 @@ from tickwheel.store.sqlite.rows import (
     execution_row,
     insert_params,
 )
+from tickwheel.store.sqlite.sessions import SqliteSessionStore
 from tickwheel.store.sqlite.shard_leases import SqliteShardLeases
 from tickwheel.store.sqlite.stats import SqliteStatsStore
 from tickwheel.store.sqlite.workers import SqliteWorkerRegistry
@@ -77,6 +79,11 @@ class SqliteStore(SqliteClaims, SqlitePromotion, SqliteWorkerRegistry, SqliteSha
         return SqliteStatsStore(self._conn, self._lock)
 
     @property
+    def sessions(self) -> SqliteSessionStore:
+        """The dashboard's sessions on this same connection (and its lock)."""
+        return SqliteSessionStore(self._conn, self._lock)
+
+    @property
     def workflow_views(self) -> SqliteWorkflowViewStore:
         """The dashboard's read-only workflow views on this same connection (and its lock)."""
         return SqliteWorkflowViewStore(self._conn, self._lock)
@@ -85,6 +92,7 @@ class SqliteStore(SqliteClaims, SqlitePromotion, SqliteWorkerRegistry, SqliteSha
     async def open(cls, path: str) -> SqliteStore:
         if path != ":memory:":
             Path(path).parent.mkdir(parents=True, exist_ok=True)
+            create_private(Path(path))
         conn = await aiosqlite.connect(path, isolation_level=None)
         conn.row_factory = sqlite3.Row
         for pragma in (

@@ -1,0 +1,161 @@
+"""The connection pool every PostgreSQL store shares, with two duties on top of psycopg_pool's.
+
+1. A connection is checked before it is lent: after a restart of the database or a terminated
+   session, the pool would otherwise hand out connections whose server side is gone, and each
+   would fail one request. The check costs a ``poll`` on the socket, not a round trip: an idle
+   connection has nothing to read unless the server spoke first, and a server that ends a session
+   (shutdown, ``pg_terminate_backend``, a crashed backend) always does, with a FATAL message or
+   the end of the stream. Only then does the pool's own round-trip check decide.
+2. A lost database becomes ``Unavailable`` (the API's 503 with ``Retry-After``) instead of a
+   driver error that would surface as a 500: failing to get a connection in time, a connection
+   that broke under a statement, or the server refusing sessions while it starts or stops.
+
+From the first sign of an outage (a failed check, a lost connection) until a new connection
+succeeds, callers wait at most ``OUTAGE_WAIT`` for a connection instead of the pool's full
+timeout, those already waiting included, so an outage answers quickly. Reconnection attempts
+back off for at most ``RECONNECT_SECONDS`` before the pool gives up and starts again at the next
+request, so a long outage does not leave the pool sleeping through the database's return."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import select
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import psycopg
+from psycopg import AsyncConnection
+from psycopg.rows import DictRow, dict_row
+from psycopg_pool import AsyncConnectionPool, PoolClosed, PoolTimeout
+
+from tickwheel.domain.errors import Unavailable
+
+log = logging.getLogger("tickwheel.store")
+
+Conn = AsyncConnection[DictRow]
+
+OUTAGE_WAIT = 1.0
+RECONNECT_SECONDS = 10.0
+RETRY_AFTER = 2
+# SQLSTATEs that say the session or the server is going away, not that the statement was wrong:
+# class 08 (connection exception), admin/crash shutdown, "cannot connect now" (starting up or
+# shutting down), too many connections.
+_LOST_STATES = ("57P01", "57P02", "57P03", "53300")
+
+
+def connection_lost(exc: BaseException, conn: Conn | None = None) -> bool:
+    """Whether ``exc`` means the database could not be reached or the session is gone (worth a
+    retry later) rather than a fault of the statement itself."""
+    if not isinstance(exc, psycopg.Error):
+        return False
+    if conn is not None and (conn.broken or conn.closed):
+        return True
+    if isinstance(exc, psycopg.OperationalError) and exc.sqlstate is None:
+        return True  # raised by the client: connection refused, closed, or lost mid-statement
+    state = exc.sqlstate or ""
+    return state.startswith("08") or state in _LOST_STATES
+
+
+class Pool(AsyncConnectionPool[Conn]):
+    """``AsyncConnectionPool`` with a connection check and ``Unavailable`` on outages."""
+
+    def __init__(self, url: str, *, min_size: int, max_size: int, timeout: float) -> None:
+        self._down = False
+        # Callers waiting for a connection: the timer of each and its deadline at the start.
+        self._waits: dict[asyncio.Timeout, float] = {}
+        super().__init__(
+            url,
+            min_size=min_size,
+            max_size=max_size,
+            open=False,
+            timeout=timeout,
+            connection_class=Conn,
+            kwargs={"autocommit": True, "row_factory": dict_row},
+            check=self._check,
+            configure=self._connected,
+            reconnect_timeout=RECONNECT_SECONDS,
+        )
+
+    async def _connected(self, conn: Conn) -> None:
+        """Called by the pool for each new connection: the database is reachable again."""
+        if self._down:
+            log.warning("database reachable again")
+            self._down = False
+            self._reschedule_waits(None)
+
+    async def _check(self, conn: Conn) -> None:
+        if conn.broken or conn.closed:
+            self._mark_down("a pooled connection was closed")
+            raise psycopg.OperationalError("the connection is closed")
+        poller = select.poll()
+        poller.register(conn.fileno(), select.POLLIN)
+        if poller.poll(0):
+            try:
+                await AsyncConnectionPool.check_connection(conn)
+            except psycopg.Error as exc:
+                self._mark_down(_first_line(exc))
+                raise
+
+    def _mark_down(self, why: str) -> None:
+        if not self._down:
+            log.warning("database connection lost (%s); answering 503 until it is back", why)
+        self._down = True
+        # Callers already waiting for a connection stop waiting soon too, instead of sitting out
+        # the pool's full timeout for a database that is not there.
+        self._reschedule_waits(asyncio.get_running_loop().time() + OUTAGE_WAIT)
+
+    def _reschedule_waits(self, soon: float | None) -> None:
+        """Moves each waiting caller's deadline to ``soon`` if that is earlier, or back to its
+        own deadline (``None``)."""
+        for limit, deadline in self._waits.items():
+            if not limit.expired():  # an expiring timer cannot be moved, nor needs to be
+                limit.reschedule(deadline if soon is None else min(deadline, soon))
+
+    async def _lend(self, timeout: float | None) -> Conn:
+        wait = self.timeout if timeout is None else timeout
+        if self._down:
+            wait = min(wait, OUTAGE_WAIT)
+        try:
+            async with asyncio.timeout(wait) as limit:
+                self._waits[limit] = asyncio.get_running_loop().time() + wait
+                try:
+                    return await self.getconn(wait)
+                finally:
+                    del self._waits[limit]
+        except PoolClosed as exc:
+            raise Unavailable(
+                "the database pool is closed (the server is stopping); retry shortly"
+            ) from exc
+        except (PoolTimeout, TimeoutError) as exc:
+            if self._down:
+                raise Unavailable(
+                    "the database is unavailable; retry shortly", RETRY_AFTER
+                ) from exc
+            # Every connection stayed busy for the whole wait: not the request's fault either.
+            raise Unavailable(
+                f"no database connection became free within {wait:g} s; retry shortly",
+                RETRY_AFTER,
+            ) from exc
+
+    @asynccontextmanager
+    async def connection(self, timeout: float | None = None) -> AsyncIterator[Conn]:
+        conn = await self._lend(timeout)
+        try:
+            async with conn:  # a pooled connection is not closed here, only its transaction ended
+                yield conn
+        except psycopg.Error as exc:
+            if not connection_lost(exc, conn):
+                raise
+            self._mark_down(_first_line(exc))
+            # The driver's text names the database host: it goes to the log, not to the client.
+            raise Unavailable(
+                "the database connection was lost; retry shortly", RETRY_AFTER
+            ) from exc
+        finally:
+            await self.putconn(conn)
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
