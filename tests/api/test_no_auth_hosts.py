@@ -53,7 +53,7 @@ async def test_any_other_host_is_refused_and_nothing_changes(
     error = r.json()["error"]
     assert error["code"] == "misdirected_request"
     assert "--insecure-no-auth" in error["message"]
-    assert await store.definition_list() == []
+    assert await store.definition_list("default") == []
     for path in ("/v1/executions", "/", "/metrics"):
         assert (await no_auth.get(path, headers={"Host": host})).status_code == 421
 
