@@ -63,7 +63,7 @@ outputs:
   status: integer
 execution:
   type: http
-  url: http://127.0.0.1:9/hook
+  url: https://hooks.example.com/hook
   method: POST
   headers:
     X-Source: tickwheel
@@ -87,7 +87,7 @@ NOTIFY_JSON = json.dumps(
         "timeout": 30.0,
         "execution": {
             "headers": {"Accept": "application/json", "X-Source": "tickwheel"},
-            "url": "http://127.0.0.1:9/hook",
+            "url": "https://hooks.example.com/hook",
             "type": "http",
         },
         "outputs": {"status": "integer"},
@@ -116,7 +116,7 @@ NOTIFY_XML = """\
     <input name="extra" type="object" default='{"a": [1, 2]}'/>
   </inputs>
   <outputs><output name="status" type="integer"/></outputs>
-  <execution type="http" url="http://127.0.0.1:9/hook" method="POST">
+  <execution type="http" url="https://hooks.example.com/hook" method="POST">
     <header name="X-Source">tickwheel</header>
     <header name="Accept">application/json</header>
   </execution>
@@ -139,7 +139,7 @@ NOTIFY = Definition(
     },
     outputs={"status": FieldSpec(FieldType.INTEGER)},
     execution=HttpExecution(
-        "http://127.0.0.1:9/hook",
+        "https://hooks.example.com/hook",
         "POST",
         (("Accept", "application/json"), ("X-Source", "tickwheel")),
     ),
@@ -899,7 +899,7 @@ def test_canonical_document_is_long_form_and_sorted() -> None:
         },
         "execution": {
             "type": "http",
-            "url": "http://127.0.0.1:9/hook",
+            "url": "https://hooks.example.com/hook",
             "method": "POST",
             "headers": {"Accept": "application/json", "X-Source": "tickwheel"},
         },
@@ -1057,7 +1057,7 @@ EXECUTIONS = st.one_of(
     ),
     st.builds(
         HttpExecution,
-        st.sampled_from(["http://127.0.0.1:9/hook", "https://example.com/x?y=1"]),
+        st.sampled_from(["https://hooks.example.com/hook", "https://example.com/x?y=1"]),
         st.sampled_from(["GET", "POST", "PUT", "PATCH", "DELETE"]),
         st.dictionaries(
             st.from_regex(r"[A-Za-z-]{1,10}", fullmatch=True),

@@ -7,6 +7,13 @@ thread pool. It returns its outputs as a dict (None means no outputs). ``Permane
 the execution for good; any other exception is retryable ("error"). An entrypoint that cannot be
 imported, or whose signature does not take the inputs, is permanent.
 
+What may be imported is the worker's ``RunPolicy`` (docs/worker_policy.md): never the standard
+library or tickwheel's internals; the operator's module prefixes, or by default only a module
+whose top-level package lives under the worker's code paths (``--path``, else the working
+directory) and not in site-packages. Where a module lives is looked up (``find_spec`` of the
+top-level name, which imports nothing) BEFORE anything is imported: importing runs code. An
+entrypoint refused by the policy is a permanent failure.
+
 Timeouts: an async function is cancelled. A sync function cannot be: Python cannot kill a thread.
 The attempt still ends as "timeout" when the limit passes, but the thread runs on to its end and
 whatever it returns or raises then is ignored. Such a thread is *stuck*: it holds one thread of
@@ -20,13 +27,22 @@ import asyncio
 import contextvars
 import functools
 import importlib
+import importlib.util
 import inspect
+import types
 from collections.abc import Callable
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 from tickwheel.domain.definitions import Definition, PythonExecution
 from tickwheel.domain.errors import PermanentError
+from tickwheel.domain.run_policy import (
+    RunPolicy,
+    python_module_problem,
+    run_problems,
+    uses_default_python_rule,
+)
 from tickwheel.engine.runners.base import (
     JobContext,
     RunOutcome,
@@ -43,11 +59,14 @@ class EntrypointError(Exception):
     """The entrypoint cannot be imported or called as declared: retrying will not help."""
 
 
-def load_entrypoint(entrypoint: str) -> Callable[..., Any]:
-    """The callable named by ``module:attr.attr``. Raises EntrypointError naming the entrypoint."""
+def load_entrypoint(entrypoint: str, policy: RunPolicy | None = None) -> Callable[..., Any]:
+    """The callable named by ``module:attr.attr``, if ``policy`` (by default the default one)
+    allows it. Raises EntrypointError naming the entrypoint and why."""
     module_name, _, attr_path = entrypoint.partition(":")
     if not module_name or not attr_path:
         raise EntrypointError(f"entrypoint {entrypoint!r} must look like 'package.module:function'")
+    policy = policy or RunPolicy()
+    _check_allowed(entrypoint, policy)  # before the import: importing a module runs it
     try:
         target: Any = importlib.import_module(module_name)
     except Exception as exc:  # ImportError, or whatever the module raises while it loads
@@ -60,9 +79,83 @@ def load_entrypoint(entrypoint: str) -> Callable[..., Any]:
             target = getattr(target, name)
         except AttributeError as exc:
             raise EntrypointError(f"entrypoint {entrypoint!r}: no attribute {name!r}") from exc
+        if isinstance(target, types.ModuleType):  # ``allowed_module:os.system``
+            raise EntrypointError(
+                f"entrypoint {entrypoint!r} reaches into module {target.__name__!r}: name that"
+                " module's function itself, if the worker allows it"
+            )
     if not callable(target):
         raise EntrypointError(f"entrypoint {entrypoint!r} is not callable")
+    _check_defined_in_allowed(entrypoint, target, policy)
     return target  # type: ignore[no-any-return]
+
+
+@functools.lru_cache(maxsize=1024)
+def _check_allowed(entrypoint: str, policy: RunPolicy) -> None:
+    """Raises EntrypointError when ``policy`` refuses ``entrypoint`` (a refusal is not cached:
+    lru_cache keeps only returns, so a module put in place later is seen)."""
+    problems = run_problems(PythonExecution(entrypoint), policy)
+    if problems:
+        raise EntrypointError(f"entrypoint {entrypoint!r} is refused: {'; '.join(problems)}")
+    module = entrypoint.partition(":")[0]
+    problem = _origin_problem(module, policy) if uses_default_python_rule(module, policy) else None
+    if problem:
+        raise EntrypointError(f"entrypoint {entrypoint!r} is refused: {problem}")
+
+
+def _code_roots(policy: RunPolicy) -> list[Path]:
+    return [Path(p).resolve() for p in policy.python_paths or (".",)]
+
+
+def _origin_problem(module: str, policy: RunPolicy) -> str | None:
+    """Why the default rule refuses ``module``: its top-level package is not under the worker's
+    code paths, or is installed (site-packages). Looks up the top-level name only: ``find_spec``
+    of a dotted name imports its parents, and importing runs code."""
+    top = module.partition(".")[0]
+    try:
+        spec = importlib.util.find_spec(top)
+    except (ImportError, ValueError) as exc:
+        return f"cannot look up module {top!r}: {type(exc).__name__}: {exc}"
+    if spec is None:
+        return f"no module named {top!r} on this worker (is its folder given with --path?)"
+    places = [spec.origin] if spec.has_location and spec.origin else []
+    places += list(spec.submodule_search_locations or [])
+    if not places:
+        return f"module {top!r} has no file of its own (built in or frozen)"
+    roots = _code_roots(policy)
+    for place in places:
+        path = Path(place).resolve()
+        if {"site-packages", "dist-packages"} & set(path.parts):
+            return (
+                f"module {top!r} is an installed package ({path.parent}): by default a worker runs"
+                " only code under its own code paths; list the package in"
+                " TICKWHEEL_PYTHON_MODULES to allow it"
+            )
+        if not any(path.is_relative_to(root) for root in roots):
+            where = ", ".join(str(r) for r in roots)
+            return (
+                f"module {top!r} ({path}) is not under this worker's code paths ({where}):"
+                " give its folder with --path, or list it in TICKWHEEL_PYTHON_MODULES"
+            )
+    return None
+
+
+def _check_defined_in_allowed(entrypoint: str, target: Any, policy: RunPolicy) -> None:
+    """The callable must come from allowed code too: ``from os import system`` in an allowed
+    module would otherwise make ``allowed:system`` a way to it."""
+    func = target
+    while isinstance(func, functools.partial):
+        func = func.func
+    home = getattr(func, "__module__", None)
+    if not isinstance(home, str) or home == entrypoint.partition(":")[0]:
+        return
+    problem = python_module_problem(home, policy)
+    if problem is None and uses_default_python_rule(home, policy):
+        problem = _origin_problem(home, policy)
+    if problem:
+        raise EntrypointError(
+            f"entrypoint {entrypoint!r} is refused: it is defined in {home!r}, and {problem}"
+        )
 
 
 class _CallPlan:
@@ -133,7 +226,14 @@ class PythonRunner:
     a pool of its own with ``max_threads`` threads (never the loop's default executor, which
     ``asyncio.run`` waits for at exit: a hung job would keep the process alive forever)."""
 
-    def __init__(self, executor: Executor | None = None, *, max_threads: int = 32) -> None:
+    def __init__(
+        self,
+        executor: Executor | None = None,
+        *,
+        max_threads: int = 32,
+        policy: RunPolicy | None = None,
+    ) -> None:
+        self.policy = policy or RunPolicy()
         self._own = executor is None
         self._executor: Executor = executor or ThreadPoolExecutor(
             max_threads, thread_name_prefix="tickwheel-job"
@@ -159,7 +259,7 @@ class PythonRunner:
             return failure("permanent", f"the python runner cannot run a {execution.type} job")
         entrypoint = execution.entrypoint
         try:
-            func = load_entrypoint(entrypoint)
+            func = load_entrypoint(entrypoint, self.policy)
             plan = _plan(func)
             kwargs = _arguments(plan, entrypoint, inputs, ctx)
         except EntrypointError as exc:
