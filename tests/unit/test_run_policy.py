@@ -6,7 +6,9 @@ from __future__ import annotations
 import ipaddress
 
 import pytest
+from pydantic import ValidationError
 
+from tickwheel.config import Settings
 from tickwheel.domain.addresses import denied_reason, ip_from_host, parse_networks
 from tickwheel.domain.definition_files import parse_definition
 from tickwheel.domain.definitions import (
@@ -292,3 +294,21 @@ execution:
         "yaml",
         policy=allowed,
     )
+
+
+def test_settings_make_the_policy_from_comma_separated_lists() -> None:
+    settings = Settings(
+        python_modules="myapp.jobs, billing",
+        commands="python3,",
+        container_images="docker.io/library/*",
+        http_allow_networks="127.0.0.0/8,::1",
+        http_allow_hosts="billing.internal",
+        _env_file=None,  # type: ignore[call-arg]
+    )
+    policy = settings.run_policy()
+    assert policy.python_modules == ("myapp.jobs", "billing")
+    assert policy.commands == ("python3",)
+    assert policy.http_allow_networks == parse_networks(["127.0.0.0/8", "::1/128"])
+    assert Settings(_env_file=None).run_policy() == RunPolicy()  # type: ignore[call-arg]
+    with pytest.raises(ValidationError, match="not a network"):
+        Settings(http_allow_networks="10.0.0.0/8,bogus")

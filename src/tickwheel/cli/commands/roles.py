@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from pydantic import ValidationError
 
 from tickwheel.cli.context import fail
 from tickwheel.config import Settings
@@ -66,8 +67,21 @@ def policy_settings(
     return given
 
 
+def load_settings(**given: Any) -> Settings:
+    """Settings from the environment with ``given`` (flags; None: not given) on top; a bad value
+    is a one-line error naming the setting, not a traceback."""
+    try:
+        return Settings(**{k: v for k, v in given.items() if v is not None})
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc'])}: {e['msg'].removeprefix('Value error, ')}"
+            for e in exc.errors()
+        )
+        raise fail(f"invalid setting: {problems}") from None
+
+
 def _settings(**given: Any) -> Settings:
-    settings = Settings(**{k: v for k, v in given.items() if v is not None})
+    settings = load_settings(**given)
     configure_logging(settings.log_level)
     return settings
 

@@ -15,6 +15,7 @@ from tickwheel.cli.commands.roles import (
     HttpAllowNetworks,
     PythonModules,
     SecretsFile,
+    load_settings,
     policy_settings,
 )
 from tickwheel.cli.context import console, err_console, fail
@@ -86,7 +87,7 @@ def server(
         overrides["insecure_no_auth"] = True
     if not engine:
         overrides["engine"] = False
-    settings = Settings(**overrides)
+    settings = load_settings(**overrides)
     configure_logging(settings.log_level)
     # Imported here: the web stack is for this command only, not every CLI start.
     from tickwheel.server import StartupError, exit_past_stuck_jobs, serve
