@@ -239,6 +239,15 @@ class PythonRunner:
             max_threads, thread_name_prefix="tickwheel-job"
         )
         self._abandoned: set[Future[Any]] = set()
+        self._loaded: dict[str, Callable[..., Any]] = {}
+
+    def _load(self, entrypoint: str) -> Callable[..., Any]:
+        """Load and check once: a module does not move, and the import and the policy's checks
+        cost more than a no-op job. Bounded: entrypoints come from definitions, which are few."""
+        func = load_entrypoint(entrypoint, self.policy)
+        if len(self._loaded) < 1024:
+            self._loaded[entrypoint] = func
+        return func
 
     @property
     def stuck_threads(self) -> int:
@@ -259,7 +268,7 @@ class PythonRunner:
             return failure("permanent", f"the python runner cannot run a {execution.type} job")
         entrypoint = execution.entrypoint
         try:
-            func = load_entrypoint(entrypoint, self.policy)
+            func = self._loaded.get(entrypoint) or self._load(entrypoint)
             plan = _plan(func)
             kwargs = _arguments(plan, entrypoint, inputs, ctx)
         except EntrypointError as exc:
