@@ -27,22 +27,15 @@ import asyncio
 import contextvars
 import functools
 import importlib
-import importlib.util
 import inspect
 import types
 from collections.abc import Callable
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
-from pathlib import Path
 from typing import Any
 
 from tickwheel.domain.definitions import Definition, PythonExecution
 from tickwheel.domain.errors import PermanentError
-from tickwheel.domain.run_policy import (
-    RunPolicy,
-    python_module_problem,
-    run_problems,
-    uses_default_python_rule,
-)
+from tickwheel.domain.run_policy import RunPolicy
 from tickwheel.engine.runners.base import (
     JobContext,
     RunOutcome,
@@ -51,6 +44,7 @@ from tickwheel.engine.runners.base import (
     shorten,
     traceback_tail,
 )
+from tickwheel.engine.runners.python_policy import callable_problem, entrypoint_problem
 
 __all__ = ["PythonRunner", "load_entrypoint"]
 
@@ -66,7 +60,9 @@ def load_entrypoint(entrypoint: str, policy: RunPolicy | None = None) -> Callabl
     if not module_name or not attr_path:
         raise EntrypointError(f"entrypoint {entrypoint!r} must look like 'package.module:function'")
     policy = policy or RunPolicy()
-    _check_allowed(entrypoint, policy)  # before the import: importing a module runs it
+    # Before the import: importing a module runs it.
+    if problem := entrypoint_problem(entrypoint, policy):
+        raise EntrypointError(f"entrypoint {entrypoint!r} is refused: {problem}")
     try:
         target: Any = importlib.import_module(module_name)
     except Exception as exc:  # ImportError, or whatever the module raises while it loads
@@ -86,76 +82,9 @@ def load_entrypoint(entrypoint: str, policy: RunPolicy | None = None) -> Callabl
             )
     if not callable(target):
         raise EntrypointError(f"entrypoint {entrypoint!r} is not callable")
-    _check_defined_in_allowed(entrypoint, target, policy)
-    return target  # type: ignore[no-any-return]
-
-
-@functools.lru_cache(maxsize=1024)
-def _check_allowed(entrypoint: str, policy: RunPolicy) -> None:
-    """Raises EntrypointError when ``policy`` refuses ``entrypoint`` (a refusal is not cached:
-    lru_cache keeps only returns, so a module put in place later is seen)."""
-    problems = run_problems(PythonExecution(entrypoint), policy)
-    if problems:
-        raise EntrypointError(f"entrypoint {entrypoint!r} is refused: {'; '.join(problems)}")
-    module = entrypoint.partition(":")[0]
-    problem = _origin_problem(module, policy) if uses_default_python_rule(module, policy) else None
-    if problem:
+    if problem := callable_problem(entrypoint, target, policy):
         raise EntrypointError(f"entrypoint {entrypoint!r} is refused: {problem}")
-
-
-def _code_roots(policy: RunPolicy) -> list[Path]:
-    return [Path(p).resolve() for p in policy.python_paths or (".",)]
-
-
-def _origin_problem(module: str, policy: RunPolicy) -> str | None:
-    """Why the default rule refuses ``module``: its top-level package is not under the worker's
-    code paths, or is installed (site-packages). Looks up the top-level name only: ``find_spec``
-    of a dotted name imports its parents, and importing runs code."""
-    top = module.partition(".")[0]
-    try:
-        spec = importlib.util.find_spec(top)
-    except (ImportError, ValueError) as exc:
-        return f"cannot look up module {top!r}: {type(exc).__name__}: {exc}"
-    if spec is None:
-        return f"no module named {top!r} on this worker (is its folder given with --path?)"
-    places = [spec.origin] if spec.has_location and spec.origin else []
-    places += list(spec.submodule_search_locations or [])
-    if not places:
-        return f"module {top!r} has no file of its own (built in or frozen)"
-    roots = _code_roots(policy)
-    for place in places:
-        path = Path(place).resolve()
-        if {"site-packages", "dist-packages"} & set(path.parts):
-            return (
-                f"module {top!r} is an installed package ({path.parent}): by default a worker runs"
-                " only code under its own code paths; list the package in"
-                " TICKWHEEL_PYTHON_MODULES to allow it"
-            )
-        if not any(path.is_relative_to(root) for root in roots):
-            where = ", ".join(str(r) for r in roots)
-            return (
-                f"module {top!r} ({path}) is not under this worker's code paths ({where}):"
-                " give its folder with --path, or list it in TICKWHEEL_PYTHON_MODULES"
-            )
-    return None
-
-
-def _check_defined_in_allowed(entrypoint: str, target: Any, policy: RunPolicy) -> None:
-    """The callable must come from allowed code too: ``from os import system`` in an allowed
-    module would otherwise make ``allowed:system`` a way to it."""
-    func = target
-    while isinstance(func, functools.partial):
-        func = func.func
-    home = getattr(func, "__module__", None)
-    if not isinstance(home, str) or home == entrypoint.partition(":")[0]:
-        return
-    problem = python_module_problem(home, policy)
-    if problem is None and uses_default_python_rule(home, policy):
-        problem = _origin_problem(home, policy)
-    if problem:
-        raise EntrypointError(
-            f"entrypoint {entrypoint!r} is refused: it is defined in {home!r}, and {problem}"
-        )
+    return target  # type: ignore[no-any-return]
 
 
 class _CallPlan:
