@@ -16,8 +16,11 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
+# The tour's examples need a command (python3) and a container image (alpine) besides python:
+# a worker runs neither unless told to (docs/worker_policy.md), so the tour says so explicitly.
 run: $(STAMP)
-	$(BIN)/tickwheel server --definitions examples/definitions
+	$(BIN)/tickwheel server --definitions examples/definitions \
+		--command python3 --container-image 'docker.io/library/alpine:*'
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q --durations=25

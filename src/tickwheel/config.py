@@ -4,10 +4,17 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from pydantic import Field
+from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from tickwheel.domain.addresses import parse_networks
+from tickwheel.domain.run_policy import RunPolicy
 from tickwheel.domain.submission import SubmitLimits
+
+
+def _items(text: str) -> tuple[str, ...]:
+    """A comma-separated setting as its items (blanks dropped)."""
+    return tuple(item.strip() for item in text.split(",") if item.strip())
 
 
 class Settings(BaseSettings):
@@ -80,6 +87,40 @@ class Settings(BaseSettings):
     dashboard_secret: str | None = Field(
         None, description="signs dashboard session cookies (default: random per process)"
     )
+
+    # What a worker runs (docs/worker_policy.md): comma-separated lists; empty means the default.
+    python_modules: str = Field(
+        "", description="module prefixes python entrypoints may come from (default: code paths)"
+    )
+    python_paths: str = Field(
+        "", description="a worker's code paths (--path), comma-separated; default: working dir"
+    )
+    commands: str = Field("", description="executables command executions may run; '*': any")
+    container_images: str = Field("", description="image patterns containers may use; '*': any")
+    http_allow_networks: str = Field(
+        "", description="networks http executions may reach inside the denied ranges"
+    )
+    http_allow_hosts: str = Field(
+        "", description="host names http executions may reach whatever they resolve to"
+    )
+    secrets_file: str | None = Field(None, description="NAME=value lines, mode 0600")
+
+    @field_validator("http_allow_networks")
+    @classmethod
+    def _networks(cls, value: str) -> str:
+        parse_networks(_items(value))  # raises ValueError naming the bad one
+        return value
+
+    def run_policy(self) -> RunPolicy:
+        """The worker's run policy (and registration's, for what it can judge)."""
+        return RunPolicy(
+            python_modules=_items(self.python_modules),
+            python_paths=_items(self.python_paths),
+            commands=_items(self.commands),
+            container_images=_items(self.container_images),
+            http_allow_networks=parse_networks(_items(self.http_allow_networks)),
+            http_allow_hosts=_items(self.http_allow_hosts),
+        )
 
     def submit_limits(self) -> SubmitLimits:
         return SubmitLimits(

@@ -29,9 +29,12 @@ from tickwheel.cron.service import ClientFor, CronService
 from tickwheel.domain.clock import SystemClock
 from tickwheel.domain.definition_files import format_from_filename, parse_definition
 from tickwheel.domain.models import Scope
+from tickwheel.domain.run_policy import RunPolicy
 from tickwheel.engine.pruner import Pruner
 from tickwheel.engine.queue_gauges import QueueGauges
 from tickwheel.engine.reaper import Reaper
+from tickwheel.engine.runners import default_runners
+from tickwheel.engine.runners.secrets import Secrets, SecretsFileError
 from tickwheel.engine.scheduler import Scheduler
 from tickwheel.engine.service import Service
 from tickwheel.engine.worker import Worker
@@ -85,11 +88,13 @@ async def ensure_admin_key(store: Store, settings: Settings) -> FirstKey | None:
     return FirstKey(secret, path)
 
 
-async def load_definitions(store: Store, directory: Path, tenant: str) -> list[str]:
+async def load_definitions(
+    store: Store, directory: Path, tenant: str, policy: RunPolicy | None = None
+) -> list[str]:
     """Publishes every definition file of ``directory`` to the shared registry (the operator's
     act: whoever starts the server runs the cluster) and returns their URIs; a conflict stops
     the start, because serving with a definition other than the one on disk would surprise
-    everyone."""
+    everyone. ``policy`` judges them as registration does (docs/worker_policy.md)."""
     if not directory.is_dir():
         raise StartupError(f"--definitions {directory}: not a directory")
     transport = InProcessTransport(store, tenant)
@@ -98,7 +103,8 @@ async def load_definitions(store: Store, directory: Path, tenant: str) -> list[s
         if path.suffix.lower() not in DEFINITION_SUFFIXES:
             continue
         try:
-            definition = parse_definition(path.read_bytes(), format_from_filename(path.name))
+            fmt = format_from_filename(path.name)
+            definition = parse_definition(path.read_bytes(), fmt, policy=policy)
             stored, created = await transport.apply_definition(definition, shared=True)
         except Exception as exc:
             raise StartupError(f"definition file {path}: {exc}") from exc
@@ -121,6 +127,10 @@ async def prepare(settings: Settings, *, serves_api: bool = True) -> Prepared:
         raise StartupError(
             f"--insecure-no-auth is only allowed on a loopback address, not {settings.host}"
         )
+    try:  # a worker with a bad secrets file would fail every attempt that needs a secret
+        worker_secrets(settings).check()
+    except SecretsFileError as exc:
+        raise StartupError(str(exc)) from exc
     store = await open_store(settings.database_url, pool_size=settings.db_pool_size)
     try:
         if store.dialect == "sqlite":
@@ -137,7 +147,7 @@ async def prepare(settings: Settings, *, serves_api: bool = True) -> Prepared:
         uris = None
         if settings.definitions_dir:
             folder = Path(settings.definitions_dir)
-            uris = await load_definitions(store, folder, settings.tenant)
+            uris = await load_definitions(store, folder, settings.tenant, settings.run_policy())
     except BaseException:
         await store.close()
         raise
@@ -293,9 +303,17 @@ class Engine:
                 retention = timedelta(days=settings.retention_days)
                 self.services.append(Pruner(store, retention=retention))
         if worker:
+            # Job threads for every slot plus as many again for sync jobs stuck past their
+            # timeout (as the Worker's own default); every runner applies the run policy.
+            runners = default_runners(
+                max_threads=2 * settings.worker_concurrency,
+                policy=settings.run_policy(),
+                secrets=worker_secrets(settings),
+            )
             self.worker = Worker(
                 store,
                 worker_id=worker_id,
+                runners=runners,
                 concurrency=settings.worker_concurrency,
                 lease=timedelta(seconds=settings.lease_seconds),
                 definition_uris=definition_uris,
@@ -329,6 +347,11 @@ class Engine:
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
+
+
+def worker_secrets(settings: Settings) -> Secrets:
+    """Where this process's workers find secrets: the environment, then the secrets file."""
+    return Secrets(file=settings.secrets_file)
 
 
 def in_process_cron(store: Store, settings: Settings) -> CronService:

@@ -72,7 +72,12 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     code.mkdir()
     (code / "doomed_jobs.py").write_text(DOOMED_JOB)
     env = clean_env(PYTHONPATH=str(code))
-    proc = start_server(root / "run", "--definitions", str(definitions), definitions=False, env=env)
+    # The job module is on PYTHONPATH, outside the server's working directory: allow it (and
+    # the examples) explicitly, as an operator would (docs/worker_policy.md).
+    allow = ["--python-module", "doomed_jobs", "--python-module", "tickwheel.examples"]
+    proc = start_server(
+        root / "run", "--definitions", str(definitions), *allow, definitions=False, env=env
+    )
     try:
         yield proc
     finally:

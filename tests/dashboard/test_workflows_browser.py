@@ -80,7 +80,12 @@ def gated(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ServerProc
     gates = code / "gates"
     gates.mkdir()
     env = clean_env(PYTHONPATH=str(code))
-    proc = start_server(root / "run", "--definitions", str(definitions), definitions=False, env=env)
+    # The job module is on PYTHONPATH, outside the server's working directory: allow it (and
+    # the examples) explicitly, as an operator would (docs/worker_policy.md).
+    allow = ["--python-module", "gated_jobs", "--python-module", "tickwheel.examples"]
+    proc = start_server(
+        root / "run", "--definitions", str(definitions), *allow, definitions=False, env=env
+    )
     try:
         yield proc, gates
     finally:

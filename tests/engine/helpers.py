@@ -14,10 +14,23 @@ from http import HTTPStatus
 from pathlib import Path
 from typing import Any
 
+from tickwheel.domain.addresses import parse_networks
 from tickwheel.domain.definitions import Definition, Execution, FieldSpec, FieldType
-from tickwheel.engine.runners import JobContext
+from tickwheel.domain.run_policy import RunPolicy
+from tickwheel.engine.runners import JobContext, Runner, default_runners
 
 EXECUTION_ID = uuid.UUID("0196a3b2-0000-7000-8000-00000000c0de")
+
+# The runner tests run this suite's job modules, any command, any image (a fake runtime) and
+# call an HTTP server on loopback: a worker runs none of that unless its operator allows it
+# (docs/worker_policy.md), so these tests allow it explicitly.
+TEST_POLICY = RunPolicy(
+    python_modules=("tests",),
+    commands=("*",),
+    container_images=("*",),
+    http_allow_networks=parse_networks(["127.0.0.0/8"]),
+)
+RUNNERS: dict[str, Runner] = dict(default_runners(policy=TEST_POLICY))
 
 
 def definition(execution: Execution, timeout: float = 5.0, **outputs: str) -> Definition:

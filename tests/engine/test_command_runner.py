@@ -9,7 +9,15 @@ from typing import Any
 
 import pytest
 
-from tests.engine.helpers import EXECUTION_ID, context, definition, is_running, python_argv
+from tests.engine.helpers import (
+    EXECUTION_ID,
+    RUNNERS,
+    TEST_POLICY,
+    context,
+    definition,
+    is_running,
+    python_argv,
+)
 from tickwheel.domain.definitions import CommandExecution
 from tickwheel.engine.runners import CommandRunner, RunOutcome, run_attempt
 from tickwheel.engine.runners.command import Tail
@@ -34,7 +42,7 @@ async def test_command_reads_stdin_gets_env_and_its_last_json_line_wins(tmp_path
     marker = tmp_path / "pwned"
     argv = python_argv(ECHO, f"$(touch {marker})", "; rm -rf /", "*")
     d = command(*argv, inputs="object", env="object", args="array")
-    outcome = await run_attempt(d, {"day": "2026-03-01"}, context())
+    outcome = await run_attempt(d, {"day": "2026-03-01"}, context(), runners=RUNNERS)
     assert outcome.ok, outcome
     assert outcome.output == {
         "inputs": {"day": "2026-03-01"},
@@ -49,13 +57,15 @@ async def test_command_reads_stdin_gets_env_and_its_last_json_line_wins(tmp_path
 
 
 async def test_command_with_no_json_output_and_unread_stdin_has_no_outputs() -> None:
-    outcome = await run_attempt(command(*python_argv("print('hi')")), {"x": "y" * 2**20}, context())
+    outcome = await run_attempt(
+        command(*python_argv("print('hi')")), {"x": "y" * 2**20}, context(), runners=RUNNERS
+    )
     assert outcome == RunOutcome(ok=True, output={})
 
 
 async def test_command_non_zero_exit_is_retryable_with_stderr_tail() -> None:
     code = "import sys; sys.stderr.write('x' * 10000 + '\\ndisk full\\n'); sys.exit(3)"
-    outcome = await run_attempt(command(*python_argv(code)), {}, context())
+    outcome = await run_attempt(command(*python_argv(code)), {}, context(), runners=RUNNERS)
     assert outcome.kind == "error" and outcome.message.endswith("exited with code 3: disk full")
     assert outcome.detail is not None and outcome.detail["exit_code"] == 3
     tail = outcome.detail["stderr_tail"]
@@ -64,7 +74,7 @@ async def test_command_non_zero_exit_is_retryable_with_stderr_tail() -> None:
 
 @pytest.mark.parametrize("program", ["/nonexistent/tw-job", "tw-no-such-program-on-path"])
 async def test_command_executable_not_found_is_permanent(program: str) -> None:
-    outcome = await run_attempt(command(program), {}, context())
+    outcome = await run_attempt(command(program), {}, context(), runners=RUNNERS)
     assert (outcome.kind, outcome.message) == ("permanent", f"executable not found: {program!r}")
 
 
@@ -84,7 +94,9 @@ def sleeper(tmp_path: Path, timeout: float = 5.0) -> Any:
 
 async def test_command_timeout_kills_the_process_group(tmp_path: Path) -> None:
     started = time.monotonic()
-    task = asyncio.ensure_future(run_attempt(sleeper(tmp_path, 0.4), {}, context()))
+    task = asyncio.ensure_future(
+        run_attempt(sleeper(tmp_path, 0.4), {}, context(), runners=RUNNERS)
+    )
     parent, child = await _started_group(tmp_path)
     outcome = await task
     assert outcome.kind == "timeout" and time.monotonic() - started < 3
@@ -93,7 +105,7 @@ async def test_command_timeout_kills_the_process_group(tmp_path: Path) -> None:
 
 
 async def test_cancelling_a_command_kills_it_and_propagates(tmp_path: Path) -> None:
-    task = asyncio.ensure_future(run_attempt(sleeper(tmp_path), {}, context()))
+    task = asyncio.ensure_future(run_attempt(sleeper(tmp_path), {}, context(), runners=RUNNERS))
     parent, child = await _started_group(tmp_path)
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
@@ -103,7 +115,7 @@ async def test_cancelling_a_command_kills_it_and_propagates(tmp_path: Path) -> N
 
 async def test_command_stdout_is_capped_and_the_json_line_is_found_in_the_tail() -> None:
     chatty = "import sys\nfor i in range(50000): print('log line', i)\n"
-    runner = {"command": CommandRunner(stdout_limit=64 * 1024)}
+    runner = {"command": CommandRunner(stdout_limit=64 * 1024, policy=TEST_POLICY)}
     d = command(*python_argv(chatty + "print('{\"n\": 1}')"), n="integer")
     assert (await run_attempt(d, {}, context(), runners=runner)).output == {"n": 1}
     outcome = await run_attempt(command(*python_argv(chatty)), {}, context(), runners=runner)

@@ -10,6 +10,8 @@ import pytest
 
 from tests.engine.helpers import (
     EXECUTION_ID,
+    RUNNERS,
+    TEST_POLICY,
     LoopbackServer,
     answer,
     context,
@@ -47,7 +49,7 @@ def http(server: LoopbackServer, path: str, method: str = "POST", timeout: float
 
 
 async def test_http_sends_json_and_attempt_headers(server: LoopbackServer) -> None:
-    outcome = await run_attempt(http(server, "/echo"), {"n": 1}, context())
+    outcome = await run_attempt(http(server, "/echo"), {"n": 1}, context(), runners=RUNNERS)
     assert outcome == RunOutcome(ok=True, output={"got": {"n": 1}})
     seen = server.seen[-1]
     assert (seen.method, seen.headers["content-type"]) == ("POST", "application/json")
@@ -55,12 +57,14 @@ async def test_http_sends_json_and_attempt_headers(server: LoopbackServer) -> No
     assert seen.headers["x-tickwheel-attempt"] == "2"
     assert seen.headers["x-tickwheel-fencing-token"] == "41"
     assert seen.headers["x-source"] == "tests"
-    outcome = await run_attempt(http(server, "/echo", "GET"), {"n": 1}, context())
+    outcome = await run_attempt(http(server, "/echo", "GET"), {"n": 1}, context(), runners=RUNNERS)
     assert outcome.output == {"got": {}} and server.seen[-1].body == b""
 
 
 async def test_http_empty_body_is_no_outputs(server: LoopbackServer) -> None:
-    outcome = await run_attempt(definition(HttpExecution(server.url + "/empty")), {}, context())
+    outcome = await run_attempt(
+        definition(HttpExecution(server.url + "/empty")), {}, context(), runners=RUNNERS
+    )
     assert outcome == RunOutcome(ok=True, output={})
 
 
@@ -78,7 +82,7 @@ async def test_http_empty_body_is_no_outputs(server: LoopbackServer) -> None:
 async def test_http_answers_map_to_kinds(
     server: LoopbackServer, path: str, status: int, kind: str, expected: str
 ) -> None:
-    outcome = await run_attempt(http(server, path), {}, context())
+    outcome = await run_attempt(http(server, path), {}, context(), runners=RUNNERS)
     assert outcome.kind == kind and expected in outcome.message, outcome
     assert outcome.detail is not None and outcome.detail["status"] == status
     if path == "/busy":
@@ -86,22 +90,22 @@ async def test_http_answers_map_to_kinds(
             "kind": "server_error",
             "message": outcome.message,
             "status": 429,
-            "body_tail": '{"error": "slow down"}',
+            "body_excerpt": '{"error": "slow down"}',
             "retry_after": "7",
         }
 
 
 async def test_http_body_over_the_limit_is_invalid_output(server: LoopbackServer) -> None:
-    runners = {"http": HttpRunner(body_limit=1000)}
+    runners = {"http": HttpRunner(body_limit=1000, policy=TEST_POLICY)}
     outcome = await run_attempt(http(server, "/big"), {}, context(), runners=runners)
     assert outcome.kind == "invalid_output" and "over 1000 bytes" in outcome.message
 
 
 async def test_http_timeout_and_refused_connection_are_retryable(server: LoopbackServer) -> None:
     started = time.monotonic()
-    outcome = await run_attempt(http(server, "/slow", timeout=0.3), {}, context())
+    outcome = await run_attempt(http(server, "/slow", timeout=0.3), {}, context(), runners=RUNNERS)
     assert outcome.kind == "timeout" and time.monotonic() - started < 3
     await server.close()  # now nothing listens on its port
-    outcome = await run_attempt(http(server, "/echo"), {}, context())
+    outcome = await run_attempt(http(server, "/echo"), {}, context(), runners=RUNNERS)
     assert outcome.kind == "error" and "ConnectError" in outcome.message
     await server.start()  # for the fixture's teardown

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from tests.engine import jobs_for_tests as jobs
-from tests.engine.helpers import EXECUTION_ID, context, definition
+from tests.engine.helpers import EXECUTION_ID, RUNNERS, context, definition
 from tickwheel.domain.definitions import PythonExecution
 from tickwheel.engine.runners import JobContext, RunOutcome, run_attempt
 from tickwheel.engine.runners.python import _cached_plan
@@ -71,10 +71,10 @@ async def test_python_sync_and_async_functions(name: str) -> None:
 
 async def test_python_context_by_name_or_annotation_and_dotted_attribute() -> None:
     d = definition(python("with_context"), name="string", execution_id="string", attempt="integer")
-    outcome = await run_attempt(d, {"name": "x"}, context(attempt=3))
+    outcome = await run_attempt(d, {"name": "x"}, context(attempt=3), runners=RUNNERS)
     assert outcome.output == {"name": "x", "execution_id": str(EXECUTION_ID), "attempt": 3}
     d = definition(python("annotated"), token="integer", uri="uri")
-    outcome = await run_attempt(d, {}, context())
+    outcome = await run_attempt(d, {}, context(), runners=RUNNERS)
     assert outcome.output == {"token": 41, "uri": "registry://jobs/job"}
     outcome = await run_attempt(
         definition(python("Jobs.double"), sum="integer"), {"x": 4}, context()
@@ -85,27 +85,31 @@ async def test_python_context_by_name_or_annotation_and_dotted_attribute() -> No
 async def test_signatures_are_read_once_per_function_and_still_checked() -> None:
     d = definition(python("add"), sum="integer")
     for a in range(3):
-        assert (await run_attempt(d, {"a": a, "b": 1}, context())).output == {"sum": a + 1}
+        assert (await run_attempt(d, {"a": a, "b": 1}, context(), runners=RUNNERS)).output == {
+            "sum": a + 1
+        }
     hits = _cached_plan.cache_info().hits
-    assert (await run_attempt(d, {"a": 1, "b": 1}, context())).output == {"sum": 2}
+    assert (await run_attempt(d, {"a": 1, "b": 1}, context(), runners=RUNNERS)).output == {"sum": 2}
     assert _cached_plan.cache_info().hits > hits
     # Cached, the check still refuses inputs the function cannot take, for good.
-    refused = await run_attempt(d, {"a": 1, "c": 2}, context())
+    refused = await run_attempt(d, {"a": 1, "c": 2}, context(), runners=RUNNERS)
     assert (refused.ok, refused.kind) == (False, "permanent")
     # A callable object that cannot be hashed is checked without the cache.
     d = definition(python("unhashable"), sum="integer")
-    assert (await run_attempt(d, {"x": 4}, context())).output == {"sum": 5}
+    assert (await run_attempt(d, {"x": 4}, context(), runners=RUNNERS)).output == {"sum": 5}
 
 
 async def test_python_none_is_no_outputs_and_a_list_is_invalid() -> None:
-    assert (await run_attempt(definition(python("nothing")), {}, context())).output == {}
-    outcome = await run_attempt(definition(python("a_list")), {}, context())
+    assert (
+        await run_attempt(definition(python("nothing")), {}, context(), runners=RUNNERS)
+    ).output == {}
+    outcome = await run_attempt(definition(python("a_list")), {}, context(), runners=RUNNERS)
     assert outcome.kind == "invalid_output" and "must return a dict" in outcome.message
 
 
 async def test_outputs_that_do_not_match_the_definition_are_invalid_output() -> None:
     d = definition(python("echo"), total="integer", note="string")
-    outcome = await run_attempt(d, {"total": "7", "extra": 1}, context())
+    outcome = await run_attempt(d, {"total": "7", "extra": 1}, context(), runners=RUNNERS)
     assert outcome.kind == "invalid_output"
     for path in ("outputs.total", "outputs.note", "outputs.extra"):
         assert path in outcome.message
@@ -117,17 +121,21 @@ async def test_outputs_that_do_not_match_the_definition_are_invalid_output() -> 
 
 
 async def test_python_exception_is_retryable_with_type_and_traceback_tail() -> None:
-    outcome = await run_attempt(definition(python("fails")), {"depth": 40}, context())
+    outcome = await run_attempt(
+        definition(python("fails")), {"depth": 40}, context(), runners=RUNNERS
+    )
     assert outcome.kind == "error" and outcome.message == "ValueError: the ledger is locked"
     assert outcome.detail is not None and outcome.detail["exception"] == "ValueError"
     lines = outcome.detail["traceback"].splitlines()
     assert len(lines) == 20 and lines[-1] == "ValueError: the ledger is locked"
-    outcome = await run_attempt(definition(python("exits")), {}, context())
+    outcome = await run_attempt(definition(python("exits")), {}, context(), runners=RUNNERS)
     assert outcome.kind == "error" and "SystemExit" in outcome.message
 
 
 async def test_python_permanent_error_is_permanent() -> None:
-    outcome = await run_attempt(definition(python("fails_for_good")), {}, context())
+    outcome = await run_attempt(
+        definition(python("fails_for_good")), {}, context(), runners=RUNNERS
+    )
     assert (outcome.kind, outcome.message) == ("permanent", "the account is closed")
     assert outcome.detail is not None and outcome.detail["details"] == {"account": 7}
 
@@ -143,14 +151,18 @@ async def test_python_permanent_error_is_permanent() -> None:
 async def test_python_entrypoint_that_cannot_run_is_permanent(
     entrypoint: str, expected: str | None
 ) -> None:
-    outcome = await run_attempt(definition(PythonExecution(entrypoint)), {"a": 1}, context())
+    outcome = await run_attempt(
+        definition(PythonExecution(entrypoint)), {"a": 1}, context(), runners=RUNNERS
+    )
     assert outcome.kind == "permanent" and entrypoint in outcome.message
     assert expected is None or expected in outcome.message
 
 
 async def test_python_sync_timeout_leaves_the_thread_and_ignores_its_result() -> None:
     started = time.monotonic()
-    outcome = await run_attempt(definition(python("sync_sleeper"), 0.2), {}, context())
+    outcome = await run_attempt(
+        definition(python("sync_sleeper"), 0.2), {}, context(), runners=RUNNERS
+    )
     assert outcome.kind == "timeout" and "0.2 s" in outcome.message
     assert time.monotonic() - started < 2
     assert jobs.STARTED.is_set() and not jobs.FINISHED.is_set()  # the thread runs on
@@ -160,5 +172,7 @@ async def test_python_sync_timeout_leaves_the_thread_and_ignores_its_result() ->
 
 async def test_python_async_timeout_cancels_the_coroutine() -> None:
     jobs.CANCELLED.clear()
-    outcome = await run_attempt(definition(python("async_sleeper"), 0.2), {}, context())
+    outcome = await run_attempt(
+        definition(python("async_sleeper"), 0.2), {}, context(), runners=RUNNERS
+    )
     assert outcome.kind == "timeout" and jobs.CANCELLED == ["async_sleeper"]

@@ -51,6 +51,7 @@ from defusedxml import DefusedXmlException
 from tickwheel.domain.definitions import Definition, definition_from_document
 from tickwheel.domain.errors import BadRequest, ErrorList, FieldError, InvalidInput
 from tickwheel.domain.fieldtypes import bool_from_text, number_from_text, value_from_text
+from tickwheel.domain.run_policy import RunPolicy, registration_problems
 
 __all__ = [
     "format_from_content_type",
@@ -64,21 +65,34 @@ _MAX_YAML_NODES = 100_000
 # -- parsing: text -> document -> model ----------------------------------------------------------
 
 
-def parse_definition(data: str | bytes, fmt: str) -> Definition:
-    """Parse a Job Definition File's text in ``fmt`` (yaml, json or xml).
+def parse_definition(data: str | bytes, fmt: str, *, policy: RunPolicy | None = None) -> Definition:
+    """Parse a Job Definition File's text in ``fmt`` (yaml, json or xml) for registration.
 
     Raises BadRequest when the text cannot be read as ``fmt`` and InvalidInput, naming every bad
-    field by its dotted path, when its content is wrong.
+    field by its dotted path, when its content is wrong or it asks for what no worker runs
+    (``run_policy.registration_problems``, judged by ``policy``, by default the default one).
     """
     kind = fmt.lower()
     if kind == "xml":
         errors = ErrorList()
-        return definition_from_document(_xml_document(data, errors), errors=errors)
-    if kind == "json":
-        return definition_from_document(_load_json(_text(data, "JSON")))
-    if kind == "yaml":
-        return definition_from_document(_load_yaml(_text(data, "YAML")))
-    raise BadRequest(f"unsupported definition format {fmt!r}; supported: yaml, json, xml")
+        definition = definition_from_document(_xml_document(data, errors), errors=errors)
+    elif kind == "json":
+        definition = definition_from_document(_load_json(_text(data, "JSON")))
+    elif kind == "yaml":
+        definition = definition_from_document(_load_yaml(_text(data, "YAML")))
+    else:
+        raise BadRequest(f"unsupported definition format {fmt!r}; supported: yaml, json, xml")
+    # Not inside definition_from_document: that also reads stored rows back, which must load
+    # whatever the rules were when they were stored (a worker refuses them at run time instead).
+    problems = registration_problems(definition.execution, policy or RunPolicy())
+    if problems:
+        count = len(problems)
+        raise InvalidInput(
+            f"definition {definition.name!r} asks for what workers do not run:"
+            f" {count} problem{'s' * (count != 1)}",
+            problems,
+        )
+    return definition
 
 
 def _text(data: str | bytes, fmt: str) -> str:

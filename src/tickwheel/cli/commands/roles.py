@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from pydantic import ValidationError
 
 from tickwheel.cli.context import fail
 from tickwheel.config import Settings
@@ -16,9 +17,71 @@ from tickwheel.observability.logs import configure_logging
 DatabaseUrl = Annotated[str | None, typer.Option(envvar="TICKWHEEL_DATABASE_URL")]
 LogLevel = Annotated[str | None, typer.Option(envvar="TICKWHEEL_LOG_LEVEL")]
 
+# The run policy (docs/worker_policy.md): each flag is repeatable and replaces its setting.
+PythonModules = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--python-module", help="allow python entrypoints from this module prefix (repeatable)"
+    ),
+]
+Commands = Annotated[
+    list[str] | None,
+    typer.Option("--command", help="enable command executions of this executable; '*': any"),
+]
+ContainerImages = Annotated[
+    list[str] | None,
+    typer.Option("--container-image", help="enable containers of this image pattern; '*': any"),
+]
+HttpAllowNetworks = Annotated[
+    list[str] | None,
+    typer.Option("--http-allow-network", help="let http executions reach this CIDR (repeatable)"),
+]
+HttpAllowHosts = Annotated[
+    list[str] | None,
+    typer.Option("--http-allow-host", help="let http executions reach this host name"),
+]
+SecretsFile = Annotated[
+    Path | None,
+    typer.Option(help="NAME=value lines (mode 0600) for ${{ secrets.NAME }} references"),
+]
+
+
+def policy_settings(
+    python_modules: list[str] | None = None,
+    commands: list[str] | None = None,
+    container_images: list[str] | None = None,
+    http_allow_networks: list[str] | None = None,
+    http_allow_hosts: list[str] | None = None,
+    secrets_file: Path | None = None,
+) -> dict[str, str | None]:
+    """The run-policy flags as Settings overrides (None: the environment's value stands)."""
+    lists = {
+        "python_modules": python_modules,
+        "commands": commands,
+        "container_images": container_images,
+        "http_allow_networks": http_allow_networks,
+        "http_allow_hosts": http_allow_hosts,
+    }
+    given: dict[str, str | None] = {k: ",".join(v) if v else None for k, v in lists.items()}
+    given["secrets_file"] = str(secrets_file) if secrets_file else None
+    return given
+
+
+def load_settings(**given: Any) -> Settings:
+    """Settings from the environment with ``given`` (flags; None: not given) on top; a bad value
+    is a one-line error naming the setting, not a traceback."""
+    try:
+        return Settings(**{k: v for k, v in given.items() if v is not None})
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc'])}: {e['msg'].removeprefix('Value error, ')}"
+            for e in exc.errors()
+        )
+        raise fail(f"invalid setting: {problems}") from None
+
 
 def _settings(**given: Any) -> Settings:
-    settings = Settings(**{k: v for k, v in given.items() if v is not None})
+    settings = load_settings(**given)
     configure_logging(settings.log_level)
     return settings
 
@@ -54,13 +117,30 @@ def worker(
     path: Annotated[
         list[Path], typer.Option(help="add to sys.path for python entrypoints (repeatable)")
     ] = [Path()],  # noqa: B006 - typer reads, never mutates
+    python_module: PythonModules = None,
+    command: Commands = None,
+    container_image: ContainerImages = None,
+    http_allow_network: HttpAllowNetworks = None,
+    http_allow_host: HttpAllowHosts = None,
+    secrets_file: SecretsFile = None,
     database_url: DatabaseUrl = None,
     log_level: LogLevel = None,
 ) -> None:
-    """Run a worker: claim READY executions and run them."""
+    """Run a worker: claim READY executions and run them (only what its run policy allows:
+    see docs/worker_policy.md)."""
     for entry in reversed(path):
         sys.path.insert(0, str(entry.resolve()))
     settings = _settings(
+        **policy_settings(
+            python_module,
+            command,
+            container_image,
+            http_allow_network,
+            http_allow_host,
+            secrets_file,
+        ),
+        # The default python rule runs modules found under these folders only.
+        python_paths=",".join(str(entry.resolve()) for entry in path),
         worker_concurrency=concurrency,
         definitions_dir=str(definitions) if definitions else None,
         lease_seconds=lease,

@@ -8,6 +8,16 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from tickwheel.cli.commands.roles import (
+    Commands,
+    ContainerImages,
+    HttpAllowHosts,
+    HttpAllowNetworks,
+    PythonModules,
+    SecretsFile,
+    load_settings,
+    policy_settings,
+)
 from tickwheel.cli.context import console, err_console, fail
 from tickwheel.config import Settings
 from tickwheel.observability.logs import configure_logging
@@ -47,12 +57,23 @@ def server(
     insecure_no_auth: Annotated[
         bool, typer.Option("--insecure-no-auth", help="no API keys (loopback only)")
     ] = False,
+    python_module: PythonModules = None,
+    command: Commands = None,
+    container_image: ContainerImages = None,
+    http_allow_network: HttpAllowNetworks = None,
+    http_allow_host: HttpAllowHosts = None,
+    secrets_file: SecretsFile = None,
     log_level: Annotated[str | None, typer.Option(envvar="TICKWHEEL_LOG_LEVEL")] = None,
 ) -> None:
-    """Run the all-in-one server (API on SQLite by default)."""
+    """Run the all-in-one server (API on SQLite by default). Its worker runs only what the run
+    policy allows (docs/worker_policy.md); registration refuses what no worker would run."""
+    policy = policy_settings(
+        python_module, command, container_image, http_allow_network, http_allow_host, secrets_file
+    )
     overrides: dict[str, Any] = {
         k: v
         for k, v in {
+            **policy,
             "host": host,
             "port": port,
             "database_url": database_url,
@@ -66,7 +87,7 @@ def server(
         overrides["insecure_no_auth"] = True
     if not engine:
         overrides["engine"] = False
-    settings = Settings(**overrides)
+    settings = load_settings(**overrides)
     configure_logging(settings.log_level)
     # Imported here: the web stack is for this command only, not every CLI start.
     from tickwheel.server import StartupError, exit_past_stuck_jobs, serve

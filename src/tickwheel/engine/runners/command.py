@@ -1,8 +1,13 @@
 """``command`` executions: run a program (never through a shell) with the inputs as JSON on its
 stdin; its outputs are a JSON object on its stdout.
 
-The program inherits this process's environment plus ``TICKWHEEL_EXECUTION_ID``,
-``TICKWHEEL_ATTEMPT`` and ``TICKWHEEL_FENCING_TOKEN``, so that its side effects can be idempotent.
+A worker runs commands only when its operator enabled them, and only the executables listed
+(``RunPolicy.commands``, ``TICKWHEEL_COMMANDS``; ``argv[0]`` exactly as written); anything else
+is a permanent failure. Allowing an interpreter (``python3``, ``sh``) allows any code it is given.
+
+The program inherits this process's environment (less the worker's ``TICKWHEEL_SECRET_*``
+secrets) plus ``TICKWHEEL_EXECUTION_ID``, ``TICKWHEEL_ATTEMPT`` and ``TICKWHEEL_FENCING_TOKEN``,
+so that its side effects can be idempotent.
 
 Stdout: the LAST non-empty line that parses as a JSON object is the output, so a program may log
 to stdout before it prints its result. Lines that are not JSON objects are ignored; a program
@@ -27,7 +32,9 @@ from collections.abc import Sequence
 from typing import Any, Final
 
 from tickwheel.domain.definitions import CommandExecution, Definition
+from tickwheel.domain.run_policy import RunPolicy, run_problems
 from tickwheel.engine.runners.base import JobContext, RunOutcome, failure, shorten
+from tickwheel.engine.runners.secrets import ENV_PREFIX
 
 __all__ = ["STDERR_LIMIT", "STDOUT_LIMIT", "CommandRunner", "Tail", "command_env", "run_process"]
 
@@ -70,9 +77,9 @@ class Tail:
 
 
 def command_env(ctx: JobContext) -> dict[str, str]:
-    """The inherited environment plus the attempt's identity."""
+    """The inherited environment, without the worker's secrets, plus the attempt's identity."""
     return {
-        **os.environ,
+        **{k: v for k, v in os.environ.items() if not k.startswith(ENV_PREFIX)},
         "TICKWHEEL_EXECUTION_ID": str(ctx.execution_id),
         "TICKWHEEL_ATTEMPT": str(ctx.attempt),
         "TICKWHEEL_FENCING_TOKEN": str(ctx.fencing_token),
@@ -82,9 +89,16 @@ def command_env(ctx: JobContext) -> dict[str, str]:
 class CommandRunner:
     """Runs ``command`` executions as child processes of this one."""
 
-    def __init__(self, *, stdout_limit: int = STDOUT_LIMIT, stderr_limit: int = STDERR_LIMIT):
+    def __init__(
+        self,
+        *,
+        stdout_limit: int = STDOUT_LIMIT,
+        stderr_limit: int = STDERR_LIMIT,
+        policy: RunPolicy | None = None,
+    ):
         self.stdout_limit = stdout_limit
         self.stderr_limit = stderr_limit
+        self.policy = policy or RunPolicy()
 
     async def run(
         self, definition: Definition, inputs: dict[str, Any], ctx: JobContext
@@ -92,6 +106,10 @@ class CommandRunner:
         execution = definition.execution
         if not isinstance(execution, CommandExecution):
             return failure("permanent", f"the command runner cannot run a {execution.type} job")
+        if problems := run_problems(execution, self.policy):
+            return failure(
+                "permanent", f"refused: {'; '.join(problems)}", argv=list(execution.argv)
+            )
         return await run_process(
             execution.argv,
             inputs,

@@ -1,12 +1,18 @@
-"""``container`` executions: ``<runtime> run --rm -i --name tw-<execution_id>-<attempt> ...
+"""``container`` executions: ``<runtime> run --rm -i --name tw-<execution_id>-<attempt> ... --
 <image> <command...>`` with docker, else podman, run exactly like a ``command`` execution (the
 inputs as JSON on stdin, the outputs as a JSON object on stdout; see ``command``).
+
+A worker runs containers only when its operator enabled them, and only images matching its
+patterns (``RunPolicy.container_images``, ``TICKWHEEL_CONTAINER_IMAGES``). The image must be an
+image reference by the docker grammar (so it starts with a letter or digit) and comes after
+``--``: nothing from a definition is ever read as a runtime option.
 
 The attempt's identity reaches the container as the environment variables
 ``TICKWHEEL_EXECUTION_ID``, ``TICKWHEEL_ATTEMPT`` and ``TICKWHEEL_FENCING_TOKEN`` (``-e NAME``
 passes each on from the runtime's own environment). Killing the runtime's client process does
 not stop a container, so a cancelled attempt (its timeout included) also runs
-``<runtime> kill tw-...``, best effort. No runtime on PATH is a permanent "missing_runtime".
+``<runtime> kill tw-...``, best effort. No runtime on PATH, or one that cannot reach its engine
+(a docker CLI without a daemon), is a permanent "missing_runtime".
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ from collections.abc import Callable
 from typing import Any, Final
 
 from tickwheel.domain.definitions import ContainerExecution, Definition
+from tickwheel.domain.run_policy import RunPolicy, run_problems
 from tickwheel.engine.runners.base import JobContext, RunOutcome, failure
 from tickwheel.engine.runners.command import STDERR_LIMIT, STDOUT_LIMIT, run_process
 
@@ -29,6 +36,13 @@ logger = logging.getLogger(__name__)
 RUNTIMES: Final = ("docker", "podman")
 KILL_TIMEOUT: Final = 5.0
 _PASSED_ENV: Final = ("TICKWHEEL_EXECUTION_ID", "TICKWHEEL_ATTEMPT", "TICKWHEEL_FENCING_TOKEN")
+# What docker and podman print when their engine is not there (exit code 125).
+_NO_ENGINE: Final = (
+    "cannot connect to the docker daemon",
+    "is the docker daemon running",
+    "cannot connect to podman",
+    "unable to connect to podman",
+)
 
 
 def container_name(ctx: JobContext) -> str:
@@ -47,7 +61,9 @@ class ContainerRunner:
         stdout_limit: int = STDOUT_LIMIT,
         stderr_limit: int = STDERR_LIMIT,
         kill_timeout: float = KILL_TIMEOUT,
+        policy: RunPolicy | None = None,
     ) -> None:
+        self.policy = policy or RunPolicy()
         self._which = which
         self.stdout_limit = stdout_limit
         self.stderr_limit = stderr_limit
@@ -67,6 +83,8 @@ class ContainerRunner:
         execution = definition.execution
         if not isinstance(execution, ContainerExecution):
             return failure("permanent", f"the container runner cannot run a {execution.type} job")
+        if problems := run_problems(execution, self.policy):
+            return failure("permanent", f"refused: {'; '.join(problems)}", image=execution.image)
         runtime = self.runtime()
         if runtime is None:
             return failure(
@@ -76,10 +94,11 @@ class ContainerRunner:
             )
         name = container_name(ctx)
         env = [arg for var in _PASSED_ENV for arg in ("-e", var)]
-        argv = [runtime, "run", "--rm", "-i", "--name", name, *env, execution.image]
+        # "--": whatever follows is the image and its command, never an option of the runtime.
+        argv = [runtime, "run", "--rm", "-i", "--name", name, *env, "--", execution.image]
         argv.extend(execution.command)
         try:
-            return await run_process(
+            outcome = await run_process(
                 argv,
                 inputs,
                 ctx,
@@ -90,6 +109,7 @@ class ContainerRunner:
             # run_process killed the runtime's client; the container itself lives on until told.
             await self._kill(runtime, name)
             raise
+        return _engine_missing(outcome, runtime, execution.image) or outcome
 
     async def _kill(self, runtime: str, name: str) -> None:
         """``<runtime> kill <name>``, best effort: a failure is logged, never raised."""
@@ -116,3 +136,20 @@ class ContainerRunner:
             return
         if code != 0:  # often: the container was already gone
             logger.info("%s kill %s exited with code %s", runtime, name, code)
+
+
+def _engine_missing(outcome: RunOutcome, runtime: str, image: str) -> RunOutcome | None:
+    """A "missing_runtime" outcome when the runtime's CLI ran but found no engine to talk to:
+    no retry of this attempt on this worker will find one."""
+    detail = outcome.detail or {}
+    if outcome.ok or detail.get("exit_code") != 125:
+        return None
+    stderr = str(detail.get("stderr_tail", ""))
+    if not any(sign in stderr.lower() for sign in _NO_ENGINE):
+        return None
+    return failure(
+        "missing_runtime",
+        f"no container runtime: {runtime} is installed but cannot reach its engine"
+        f" ({outcome.message})",
+        image=image,
+    )

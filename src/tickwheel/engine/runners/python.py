@@ -7,6 +7,13 @@ thread pool. It returns its outputs as a dict (None means no outputs). ``Permane
 the execution for good; any other exception is retryable ("error"). An entrypoint that cannot be
 imported, or whose signature does not take the inputs, is permanent.
 
+What may be imported is the worker's ``RunPolicy`` (docs/worker_policy.md): never the standard
+library or tickwheel's internals; the operator's module prefixes, or by default only a module
+whose top-level package lives under the worker's code paths (``--path``, else the working
+directory) and not in site-packages. Where a module lives is looked up (``find_spec`` of the
+top-level name, which imports nothing) BEFORE anything is imported: importing runs code. An
+entrypoint refused by the policy is a permanent failure.
+
 Timeouts: an async function is cancelled. A sync function cannot be: Python cannot kill a thread.
 The attempt still ends as "timeout" when the limit passes, but the thread runs on to its end and
 whatever it returns or raises then is ignored. Such a thread is *stuck*: it holds one thread of
@@ -21,12 +28,14 @@ import contextvars
 import functools
 import importlib
 import inspect
+import types
 from collections.abc import Callable
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from typing import Any
 
 from tickwheel.domain.definitions import Definition, PythonExecution
 from tickwheel.domain.errors import PermanentError
+from tickwheel.domain.run_policy import RunPolicy
 from tickwheel.engine.runners.base import (
     JobContext,
     RunOutcome,
@@ -36,6 +45,7 @@ from tickwheel.engine.runners.base import (
     traceback_tail,
 )
 from tickwheel.engine.runners.isolated import run_isolated
+from tickwheel.engine.runners.python_policy import callable_problem, entrypoint_problem
 
 __all__ = ["PythonRunner", "load_entrypoint"]
 
@@ -44,11 +54,16 @@ class EntrypointError(Exception):
     """The entrypoint cannot be imported or called as declared: retrying will not help."""
 
 
-def load_entrypoint(entrypoint: str) -> Callable[..., Any]:
-    """The callable named by ``module:attr.attr``. Raises EntrypointError naming the entrypoint."""
+def load_entrypoint(entrypoint: str, policy: RunPolicy | None = None) -> Callable[..., Any]:
+    """The callable named by ``module:attr.attr``, if ``policy`` (by default the default one)
+    allows it. Raises EntrypointError naming the entrypoint and why."""
     module_name, _, attr_path = entrypoint.partition(":")
     if not module_name or not attr_path:
         raise EntrypointError(f"entrypoint {entrypoint!r} must look like 'package.module:function'")
+    policy = policy or RunPolicy()
+    # Before the import: importing a module runs it.
+    if problem := entrypoint_problem(entrypoint, policy):
+        raise EntrypointError(f"entrypoint {entrypoint!r} is refused: {problem}")
     try:
         target: Any = importlib.import_module(module_name)
     except Exception as exc:  # ImportError, or whatever the module raises while it loads
@@ -61,8 +76,15 @@ def load_entrypoint(entrypoint: str) -> Callable[..., Any]:
             target = getattr(target, name)
         except AttributeError as exc:
             raise EntrypointError(f"entrypoint {entrypoint!r}: no attribute {name!r}") from exc
+        if isinstance(target, types.ModuleType):  # ``allowed_module:os.system``
+            raise EntrypointError(
+                f"entrypoint {entrypoint!r} reaches into module {target.__name__!r}: name that"
+                " module's function itself, if the worker allows it"
+            )
     if not callable(target):
         raise EntrypointError(f"entrypoint {entrypoint!r} is not callable")
+    if problem := callable_problem(entrypoint, target, policy):
+        raise EntrypointError(f"entrypoint {entrypoint!r} is refused: {problem}")
     return target  # type: ignore[no-any-return]
 
 
@@ -134,12 +156,28 @@ class PythonRunner:
     a pool of its own with ``max_threads`` threads (never the loop's default executor, which
     ``asyncio.run`` waits for at exit: a hung job would keep the process alive forever)."""
 
-    def __init__(self, executor: Executor | None = None, *, max_threads: int = 32) -> None:
+    def __init__(
+        self,
+        executor: Executor | None = None,
+        *,
+        max_threads: int = 32,
+        policy: RunPolicy | None = None,
+    ) -> None:
+        self.policy = policy or RunPolicy()
         self._own = executor is None
         self._executor: Executor = executor or ThreadPoolExecutor(
             max_threads, thread_name_prefix="tickwheel-job"
         )
         self._abandoned: set[Future[Any]] = set()
+        self._loaded: dict[str, Callable[..., Any]] = {}
+
+    def _load(self, entrypoint: str) -> Callable[..., Any]:
+        """Load and check once: a module does not move, and the import and the policy's checks
+        cost more than a no-op job. Bounded: entrypoints come from definitions, which are few."""
+        func = load_entrypoint(entrypoint, self.policy)
+        if len(self._loaded) < 1024:
+            self._loaded[entrypoint] = func
+        return func
 
     @property
     def stuck_threads(self) -> int:
@@ -160,7 +198,7 @@ class PythonRunner:
             return failure("permanent", f"the python runner cannot run a {execution.type} job")
         entrypoint = execution.entrypoint
         try:
-            func = load_entrypoint(entrypoint)
+            func = self._loaded.get(entrypoint) or self._load(entrypoint)
             plan = _plan(func)
             kwargs = _arguments(plan, entrypoint, inputs, ctx)
         except EntrypointError as exc:
