@@ -13,7 +13,9 @@ import pytest
 
 from tests.engine.helpers import context, definition, is_running
 from tickwheel.domain.definitions import PythonExecution
+from tickwheel.domain.run_policy import RunPolicy
 from tickwheel.engine.runners import PythonRunner, RunOutcome, run_attempt
+from tickwheel.engine.runners.isolated import run_isolated
 
 JOBS = "tests.engine.isolated_jobs"
 
@@ -109,3 +111,13 @@ async def test_neighbours_finish_while_one_isolated_job_crashes() -> None:
     ]
     assert (await crash).kind == "error"
     assert all(o.ok for o in await asyncio.gather(*healthy))
+
+
+async def test_the_child_checks_the_entrypoint_against_the_workers_policy_again() -> None:
+    """The child resolves the name on its own ``sys.path``: what it imports is judged by the same
+    policy, so a worker whose rules do not allow the module runs nothing of it in a child."""
+    refused = await run_isolated(f"{JOBS}:where", {}, RunPolicy(python_modules=("billing",)))
+    assert (refused.ok, refused.kind) == (False, "permanent")
+    assert "refused by the worker's run policy" in refused.message
+    stdlib = await run_isolated("os:getpid", {}, RunPolicy(python_modules=("tests",)))
+    assert (stdlib.ok, stdlib.kind) == (False, "permanent")

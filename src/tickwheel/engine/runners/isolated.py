@@ -40,7 +40,9 @@ from multiprocessing.process import BaseProcess
 from typing import Any
 
 from tickwheel.domain.errors import PermanentError
+from tickwheel.domain.run_policy import RunPolicy
 from tickwheel.engine.runners.base import RunOutcome, failure, jsonable, shorten, traceback_tail
+from tickwheel.engine.runners.python_policy import callable_problem, entrypoint_problem
 
 __all__ = ["run_isolated"]
 
@@ -64,13 +66,17 @@ def _mp_context() -> Context:
     return _context
 
 
-async def run_isolated(entrypoint: str, kwargs: dict[str, Any]) -> RunOutcome:
+async def run_isolated(
+    entrypoint: str, kwargs: dict[str, Any], policy: RunPolicy | None = None
+) -> RunOutcome:
     """Calls ``entrypoint`` with ``kwargs`` in a child process and returns how it ended. Only
-    cancellation propagates, after the child was killed."""
+    cancellation propagates, after the child was killed. The child checks the entrypoint against
+    ``policy`` again: it resolves the name on its own ``sys.path``, which the worker's check did
+    not see."""
     receive, send = _mp_context().Pipe(duplex=False)
     child = _mp_context().Process(
         target=_child_main,
-        args=(send, entrypoint, kwargs),
+        args=(send, entrypoint, kwargs, policy or RunPolicy()),
         name=f"tickwheel-isolated-{entrypoint}",
     )
     try:
@@ -188,10 +194,12 @@ def _outcome(message: dict[str, Any], entrypoint: str) -> RunOutcome:
 # -- in the child ---------------------------------------------------------------------------------
 
 
-def _child_main(send: Connection, entrypoint: str, kwargs: dict[str, Any]) -> None:
+def _child_main(
+    send: Connection, entrypoint: str, kwargs: dict[str, Any], policy: RunPolicy
+) -> None:
     """The child's whole life: call, send one message, exit at once (threads the job left
     behind must not keep it alive)."""
-    message = _call(entrypoint, kwargs)
+    message = _call(entrypoint, kwargs, policy)
     try:
         send.send(message)
     except Exception as exc:  # the output does not pickle
@@ -209,9 +217,9 @@ def _child_main(send: Connection, entrypoint: str, kwargs: dict[str, Any]) -> No
     os._exit(0)
 
 
-def _call(entrypoint: str, kwargs: dict[str, Any]) -> dict[str, Any]:
+def _call(entrypoint: str, kwargs: dict[str, Any], policy: RunPolicy) -> dict[str, Any]:
     try:
-        func = _resolve(entrypoint)
+        func = _resolve(entrypoint, policy)
     except Exception as exc:
         message = f"cannot load entrypoint {entrypoint!r}: {type(exc).__name__}: {exc}"
         return {"ok": False, "kind": "permanent", "message": message}
@@ -242,13 +250,18 @@ async def _awaited(awaitable: Any) -> Any:
     return await awaitable
 
 
-def _resolve(entrypoint: str) -> Callable[..., Any]:
+def _resolve(entrypoint: str, policy: RunPolicy) -> Callable[..., Any]:
     """The callable named ``module:attr.attr``. The worker checked it already (the python
-    runner's load_entrypoint and allow-list); this only finds it again in the child."""
+    runner's load_entrypoint); the child checks again before and after its own import, because
+    what a name resolves to depends on the process that imports it."""
     module_name, _, attr_path = entrypoint.partition(":")
+    if problem := entrypoint_problem(entrypoint, policy):
+        raise PermissionError(f"refused by the worker's run policy: {problem}")
     target: Any = importlib.import_module(module_name)
     for name in attr_path.split("."):
         target = getattr(target, name)
+    if problem := callable_problem(entrypoint, target, policy):
+        raise PermissionError(f"refused by the worker's run policy: {problem}")
     if not callable(target):
         raise TypeError(f"{entrypoint!r} is not callable")
     return target  # type: ignore[no-any-return]

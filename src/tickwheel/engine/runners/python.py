@@ -204,7 +204,7 @@ class PythonRunner:
         except EntrypointError as exc:
             return failure("permanent", str(exc), entrypoint=entrypoint)
         if execution.isolation == "process":  # a crash there fails this attempt alone
-            return await run_isolated(entrypoint, kwargs)
+            return await run_isolated(entrypoint, kwargs, self.policy)
         try:
             if plan.is_async:
                 result = await func(**kwargs)
