@@ -8,14 +8,22 @@ import json
 from collections.abc import AsyncIterator
 from typing import Any
 
+import httpx
 import pytest
 
 from tests.api.conftest import Api
 from tests.engine.helpers import LoopbackServer, Seen
+from tests.factories import T0
+from tickwheel.api.app import create_app
+from tickwheel.api.auth import create_key
+from tickwheel.config import Settings
 from tickwheel.domain.addresses import IPAddress
+from tickwheel.domain.clock import FakeClock
+from tickwheel.domain.models import Scope
 from tickwheel.domain.run_policy import RunPolicy
 from tickwheel.engine.runners import HttpRunner, Secrets
 from tickwheel.engine.worker import Worker
+from tickwheel.store.protocol import Store
 
 SECRET = "s3cr3t-t0ken-value"
 
@@ -139,3 +147,21 @@ async def test_secrets_are_resolved_on_the_worker_and_never_returned(
         r = await api.http.get(path)
         assert r.status_code == 200 and SECRET not in r.text, path
     assert "Bearer ***" in json.dumps(got["error"])
+
+
+async def test_registration_follows_the_servers_own_http_allowances(store: Store) -> None:
+    """An operator who lets workers call a loopback service (``TICKWHEEL_HTTP_ALLOW_NETWORKS``)
+    can register definitions that call it: the API judges registration by the same settings."""
+    allowing = Settings(http_allow_networks="127.0.0.0/8", _env_file=None)  # type: ignore[call-arg]
+    _, admin = await create_key(store, "acme", Scope.ADMIN, "admin", T0)
+    execution = {"type": "http", "url": "http://127.0.0.1:8000/hook"}
+    for settings, status in ((allowing, 201), (Settings(_env_file=None), 422)):  # type: ignore[call-arg]
+        app = create_app(store, settings, FakeClock(T0))
+        async with httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=app),
+            base_url="http://testserver",
+            headers={"Authorization": f"Bearer {admin}"},
+        ) as http:
+            name = f"hook{status}"
+            r = await http.put("/v1/definitions", json=doc(execution, name))
+            assert r.status_code == status, r.text

@@ -37,6 +37,7 @@ def create_app(store: Store, settings: Settings, clock: Clock | None = None) -> 
         store=store,
         clock=clock or SystemClock(),
         limits=settings.submit_limits(),
+        run_policy=settings.run_policy(),
         auth_disabled=settings.insecure_no_auth,
         default_tenant=settings.tenant,
         cron=cron_store_for(store),

@@ -10,6 +10,7 @@ from tickwheel.api.auth import Principal, authenticate
 from tickwheel.client.transports.inprocess import InProcessTransport
 from tickwheel.domain.clock import Clock
 from tickwheel.domain.models import Scope
+from tickwheel.domain.run_policy import RunPolicy
 from tickwheel.domain.submission import SubmitLimits
 from tickwheel.store.cron_protocol import CronStore
 from tickwheel.store.protocol import Store
@@ -21,6 +22,7 @@ class AppState:
     store: Store
     clock: Clock
     limits: SubmitLimits
+    run_policy: RunPolicy
     auth_disabled: bool
     default_tenant: str
     cron: CronStore
@@ -42,4 +44,4 @@ async def principal(request: Request) -> Principal:
 
 def transport_for(request: Request, who: Principal) -> InProcessTransport:
     state = app_state(request)
-    return InProcessTransport(state.store, who.tenant, state.clock, state.limits)
+    return InProcessTransport(state.store, who.tenant, state.clock, state.limits, state.run_policy)

@@ -94,7 +94,9 @@ async def checked_form(request: Request, session: Session) -> dict[str, list[str
 def transport(request: Request, session: Session) -> InProcessTransport:
     """The API's own rules (validation, guards, tenant scoping) for this session's tenant."""
     state = app_state(request)
-    return InProcessTransport(state.store, session.principal.tenant, state.clock, state.limits)
+    return InProcessTransport(
+        state.store, session.principal.tenant, state.clock, state.limits, state.run_policy
+    )
 
 
 def back(to: str, notice: str) -> RedirectResponse:

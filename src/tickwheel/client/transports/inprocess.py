@@ -33,6 +33,7 @@ from tickwheel.domain.errors import (
     TickwheelError,
 )
 from tickwheel.domain.models import Execution, ExecutionFilter
+from tickwheel.domain.run_policy import RunPolicy
 from tickwheel.domain.states import cancel_refusal, replay_refusal
 from tickwheel.domain.submission import (
     NewExecution,
@@ -55,11 +56,14 @@ class InProcessTransport:
         tenant: str,
         clock: Clock | None = None,
         limits: SubmitLimits | None = None,
+        run_policy: RunPolicy | None = None,
     ) -> None:
         self.store = store
         self.tenant = tenant
         self.clock = clock or SystemClock()
         self.limits = limits or SubmitLimits()
+        # Registration refuses what no worker under this policy would run (docs/worker_policy.md).
+        self.run_policy = run_policy
 
     async def close(self) -> None:
         """The store belongs to whoever opened it; nothing to release here."""
@@ -71,7 +75,9 @@ class InProcessTransport:
     ) -> tuple[Wire, bool]:
         """Registers into this tenant's definitions, or with ``shared`` into the shared registry
         (the caller checked the operator scope: this transport trusts whoever built it)."""
-        stored, created = await self.apply_definition(parse_definition(body, fmt), shared)
+        stored, created = await self.apply_definition(
+            parse_definition(body, fmt, policy=self.run_policy), shared
+        )
         return definition_to_wire(stored), created
 
     async def apply_definition(
