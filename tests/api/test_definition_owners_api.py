@@ -24,7 +24,10 @@ def secret_doc(name: str = "secret", version: int = 1) -> dict[str, Any]:
         execution={
             "type": "http",
             "url": "https://example.com/hook",
-            "headers": {"Authorization": "Bearer default-only"},
+            "headers": {
+                "Authorization": "Bearer ${{ secrets.DEFAULT_ONLY }}",
+                "X-Team": "default-only",
+            },
         },
     )
 
