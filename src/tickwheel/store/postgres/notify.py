@@ -149,6 +149,9 @@ class Signals:
         self._deaf_since_listening = False
         self._closed = False
         self._due = DueFanout()
+        self._ready_only = json.dumps(
+            [{"channel": CHANNELS[Topic.READY], "payload": self._origin, "status": "READY"}]
+        )
 
     def subscribe_due(self) -> DueHints:
         """A scheduler's inbox of due hints, from this process and, once listening, others.
@@ -188,8 +191,11 @@ class Signals:
         (a JSON list of {channel, payload, status}), sent only if a row of that status is
         inserted. ``due``: the (shard, executeAt) pairs of the batch's SCHEDULED items (an item
         that turns out to repeat an earlier submission adds a hint that finds nothing: harmless)."""
+        statuses = set(statuses)
+        if statuses == {ExecutionStatus.READY}:
+            return self._ready_only  # the common case, the same every time
         signals = []
-        for status in sorted(set(statuses)):
+        for status in sorted(statuses):
             topic = _STATUS_TOPICS.get(status)
             if topic is None:
                 continue

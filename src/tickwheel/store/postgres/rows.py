@@ -78,9 +78,14 @@ def insert_items(items: Sequence[NewExecution]) -> str:
     )  # fmt: skip
 
 
+def _as_utc(value: datetime) -> datetime:
+    return value if value.tzinfo is UTC else value.astimezone(UTC)
+
+
 def execution_from_new(item: NewExecution) -> Execution:
     """The row ``execution_insert`` wrote for ``item``: its values as given, instants in UTC as
     the database returns them, and the columns' starting values."""
+    utc = _as_utc
     created = utc(item.created_at)
     return Execution(
         execution_id=item.execution_id,

@@ -204,11 +204,11 @@ class PostgresStore(PostgresClaims, PostgresPromotion, PostgresWorkerRegistry, P
             return []
         # One statement, autocommit: the INSERT and its NOTIFYs (execution_insert). What is due
         # where rides on the DUE notification, for the shards' schedulers.
+        statuses = {i.status for i in items}
+        due = hint_pairs(items) if ExecutionStatus.SCHEDULED in statuses else []
         params: dict[str, Any] = {
             "items": insert_items(items),
-            "notify": self._signals.insert_notifications(
-                {i.status for i in items}, hint_pairs(items)
-            ),
+            "notify": self._signals.insert_notifications(statuses, due),
         }
         async with self._pool.connection() as conn:
             cursor = await conn.execute(Q["execution_insert"], params)
