@@ -227,7 +227,7 @@ def best_table(summary: Sequence[dict[str, Any]], systems: Sequence[str]) -> str
 def _num(value: float | None) -> str:
     if value is None:
         return "-"
-    return f"{value:,.0f}" if value >= 100 else f"{value:.3f}"
+    return f"{value:,.0f}" if value >= 10 else f"{value:.3f}"
 
 
 def main(which: str, argv: Sequence[str] | None = None) -> int:
