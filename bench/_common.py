@@ -108,6 +108,10 @@ class Processes:
         self.children.append(child)
         return child
 
+    def leaders(self, *, without: Sequence[str] = ()) -> list[int]:
+        """Process ids of the children (each leads its own group), but those named ``without``."""
+        return [c.popen.pid for c in self.children if c.name not in without]
+
     def check_alive(self) -> None:
         for child in self.children:
             code = child.popen.poll()
@@ -286,6 +290,14 @@ class PostgresDatabase:
         assert row is not None
         return str(row[0])
 
+    def backend_pids(self) -> list[int]:
+        """The server processes serving this database's other sessions (the workers')."""
+        rows = self._connection().execute(
+            "SELECT pid FROM pg_stat_activity"
+            " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        )
+        return [int(pid) for (pid,) in rows]
+
 
 @contextlib.contextmanager
 def sqlite_database(directory: Path) -> Iterator[SqliteDatabase]:
@@ -387,6 +399,44 @@ def process_cpu_seconds(pid: int) -> float | None:
         return None
     fields = text.rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS  # utime, stime
+
+
+def group_cpu_seconds(leaders: Sequence[int]) -> dict[int, float]:
+    """CPU seconds used so far by every live process in the process groups led by ``leaders``
+    (each child the benchmarks start leads its own session, so a group is everything it forked).
+    A leader's count includes its reaped children's (``cutime``/``cstime``)."""
+    groups = set(leaders)
+    out: dict[int, float] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        pid, pgrp = int(entry.name), int(fields[2])
+        if pgrp in groups:
+            used = int(fields[11]) + int(fields[12])
+            if pid in groups:
+                used += int(fields[13]) + int(fields[14])
+            out[pid] = used / CLOCK_TICKS
+    return out
+
+
+def pids_cpu_seconds(pids: Sequence[int]) -> dict[int, float]:
+    """CPU seconds used so far by each of ``pids`` still alive."""
+    out: dict[int, float] = {}
+    for pid in pids:
+        used = process_cpu_seconds(pid)
+        if used is not None:
+            out[pid] = used
+    return out
+
+
+def cpu_used(before: Mapping[int, float], after: Mapping[int, float]) -> float:
+    """CPU seconds used between two snapshots by the processes alive at the second (one that
+    appeared meanwhile counts from zero; one that exited meanwhile is lost)."""
+    return sum(seconds - before.get(pid, 0.0) for pid, seconds in after.items())
 
 
 def wait_until_quiet(max_wait: float, threshold: float = 0.25, sample: float = 2.0) -> float:

@@ -71,7 +71,7 @@ async def http_single(base_url: str, api_key: str, n: int, concurrency: int) -> 
         return time.perf_counter() - started
 
 
-async def sdk(database_url: str, n: int, *, batch: bool) -> float:
+async def sdk(database_url: str, n: int, *, batch: bool, size: int = BATCH) -> float:
     """The SDK in this process, straight on the store: no HTTP, no server."""
     from tickwheel import AsyncClient, SubmitRequest
     from tickwheel.client.transports.inprocess import InProcessTransport
@@ -81,14 +81,15 @@ async def sdk(database_url: str, n: int, *, batch: bool) -> float:
     try:
         async with AsyncClient(transport=InProcessTransport(store, BENCH_TENANT)) as client:
             await client.apply_definition(definition_yaml(), "yaml")
+            way = "batch" if batch else "single"
             requests = [
-                SubmitRequest(definition_uri="noop", idempotency_key=f"b1-sdk-{i}")
+                SubmitRequest(definition_uri="noop", idempotency_key=f"b1-sdk-{way}-{i}")
                 for i in range(n)
             ]
             started = time.perf_counter()
             if batch:
-                for start in range(0, n, BATCH):
-                    results = await client.submit_many(requests[start : start + BATCH])
+                for start in range(0, n, size):
+                    results = await client.submit_many(requests[start : start + size])
                     if any(r.status != 201 for r in results):
                         raise RuntimeError(f"submit_many: statuses {[r.status for r in results]}")
             else:

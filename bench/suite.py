@@ -1,6 +1,6 @@
 """B2 drain, B3 herd and B5 peers: the workloads of bench/workloads.py on tickwheel alone, or on
-tickwheel, Procrastinate and Celery in one session (each run of each system in turn, so that
-all three see the same machine)."""
+tickwheel, PgQueuer, Procrastinate and Celery in one session (each run of each system in turn,
+so that all of them see the same machine)."""
 
 from __future__ import annotations
 
@@ -12,9 +12,17 @@ from typing import Any
 
 from bench import report
 from bench._common import require_loopback
-from bench.workloads import DRAIN_FIGURES, HERD_FIGURES, Config, drain, herd
+from bench.workloads import (
+    DRAIN_FIGURES,
+    HERD_FIGURES,
+    SUBMIT_FIGURES,
+    Config,
+    drain,
+    herd,
+    submit,
+)
 
-SYSTEMS = ("tickwheel", "procrastinate", "celery")
+SYSTEMS = ("tickwheel", "pgqueuer", "procrastinate", "celery")
 KEY = ["workload", "system", "workers"]
 
 
@@ -46,38 +54,56 @@ def cases(
     herd_workers: Sequence[int],
     n: int,
     cfg: Config,
+    herd_n: int | None = None,
+    submits: tuple[int, int] | None = None,
     **tag: Any,
 ) -> list[report.Case]:
+    """``submits``: (executions submitted one at a time, batch size) for the submit workload
+    (B5), which then stores ``n`` in batches too."""
     out: list[report.Case] = []
     for system in systems:
+        if submits is not None:
+            key = {**tag, "workload": "submit", "system": system, "workers": 0}
+            single, batch = submits
+            out.append(report.Case(key, functools.partial(submit, system, single, n, batch, cfg)))
         for w in drain_workers:
             key = {**tag, "workload": "drain", "system": system, "workers": w}
             out.append(report.Case(key, functools.partial(drain, system, w, n, cfg)))
         for w in herd_workers:
             key = {**tag, "workload": "herd", "system": system, "workers": w}
-            out.append(report.Case(key, functools.partial(herd, system, w, n, cfg)))
+            out.append(report.Case(key, functools.partial(herd, system, w, herd_n or n, cfg)))
     return out
 
 
 def medians(runs: Sequence[dict[str, Any]], key: Sequence[str]) -> list[dict[str, Any]]:
-    drains = report.medians([r for r in runs if r["workload"] == "drain"], key, DRAIN_FIGURES)
-    herds = report.medians([r for r in runs if r["workload"] == "herd"], key, HERD_FIGURES)
-    return drains + herds
+    def of(workload: str, figures: Sequence[str]) -> list[dict[str, Any]]:
+        return report.medians([r for r in runs if r["workload"] == workload], key, figures)
+
+    return of("submit", SUBMIT_FIGURES) + of("drain", DRAIN_FIGURES) + of("herd", HERD_FIGURES)
 
 
 def table(rows: Sequence[dict[str, Any]], key: Sequence[str]) -> str:
     lines = []
     for r in rows:
         name = " ".join(f"{r[k]}" for k in key)
-        if r["workload"] == "drain":
+        if r["workload"] == "submit":
+            batch = r["submit_batch_eps"]
+            lines.append(
+                f"{name:<34} single {r['submit_single_eps'] or 0:>8,.0f}/s  batch "
+                f"{'-' if batch is None else f'{batch:,.0f}/s':>10}  ({r['runs']} runs)"
+            )
+        elif r["workload"] == "drain":
+            cpu = r.get("cpu_ms_per_execution_total")
             lines.append(
                 f"{name:<34} drain {r['drain_eps'] or 0:>8,.0f}/s  steady"
-                f" {r['steady_eps'] or 0:>8,.0f}/s  ({r['runs']} runs)"
+                f" {r['steady_eps'] or 0:>8,.0f}/s  CPU {'-' if cpu is None else f'{cpu:.3f}'}"
+                f" ms/execution  ({r['runs']} runs)"
             )
         else:
             ready = "-" if r["all_ready_s"] is None else f"{r['all_ready_s']:.2f} s"
             lines.append(
-                f"{name:<34} all READY {ready:>8}  all started {r['all_started_s']:.2f} s  "
+                f"{name:<34} all READY {ready:>8}  first {r['first_started_s']:.3f} s  "
+                f"all started {r['all_started_s']:.2f} s  "
                 f"lateness p50 {r['lateness_p50_s']:.2f} p99 {r['lateness_p99_s']:.2f} max "
                 f"{r['lateness_max_s']:.2f} s  ({r['runs']} runs)"
             )
@@ -127,9 +153,21 @@ def _first(rows: Sequence[dict[str, Any]], key: str, value: Any, fig: str) -> An
     return next((r[fig] for r in rows if r[key] == value), None)
 
 
+# What each workload's ratios compare, and whether more is better (throughput) or less (times,
+# CPU).
+RATIO_FIGURES: dict[str, dict[str, bool]] = {
+    "submit": {"submit_single_eps": True, "submit_batch_eps": True},
+    "drain": {"drain_eps": True, "steady_eps": True, "cpu_ms_per_execution_total": False},
+    "herd": {
+        "first_started_s": False, "all_started_s": False,
+        "lateness_p50_s": False, "lateness_p99_s": False,
+    },
+}  # fmt: skip
+
+
 def peer_ratios(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """tickwheel ÷ peer, oriented so that above 1 means tickwheel did better: drain throughput
-    as is, herd times inverted (peer's seconds ÷ tickwheel's)."""
+    """tickwheel ÷ peer, oriented so that above 1 means tickwheel did better: throughput as is,
+    times and CPU inverted (peer's ÷ tickwheel's)."""
     out = []
     for peer in SYSTEMS[1:]:
         for r in rows:
@@ -140,19 +178,62 @@ def peer_ratios(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
             )
             if ours is None:
                 continue
-            if r["workload"] == "drain":
-                figs = {f: report.ratio(ours[f], r[f]) for f in ("drain_eps", "steady_eps")}
-            else:
-                figs = {f: report.ratio(r[f], ours[f])
-                        for f in ("all_started_s", "lateness_p50_s", "lateness_p99_s")}  # fmt: skip
+            figs = {
+                f: report.ratio(ours[f], r[f]) if more else report.ratio(r[f], ours[f])
+                for f, more in RATIO_FIGURES[r["workload"]].items()
+            }
             out.append({"peer": peer, "workload": r["workload"], "workers": r["workers"], **figs})
     return out
+
+
+def against_best_peer(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per figure: every system's median, the best peer and tickwheel ÷ that peer (the plain
+    quotient: above 1 is better for throughput, below 1 for times and CPU)."""
+    out = []
+    cases = dict.fromkeys((r["workload"], r["workers"]) for r in rows)
+    for workload, workers in cases:
+        for figure, more in RATIO_FIGURES[workload].items():
+            values = {
+                r["system"]: r.get(figure)
+                for r in rows
+                if r["workload"] == workload and r["workers"] == workers
+            }
+            peers = {s: v for s, v in values.items() if s != "tickwheel" and v is not None}
+            best = (max if more else min)(peers, key=lambda s: peers[s]) if peers else None
+            ours = values.get("tickwheel")
+            out.append({
+                "workload": workload, "workers": workers, "figure": figure,
+                "higher_is_better": more, "values": values, "best_peer": best,
+                "tickwheel_over_best": None if best is None else report.ratio(ours, peers[best]),
+            })  # fmt: skip
+    return out
+
+
+def best_table(summary: Sequence[dict[str, Any]], systems: Sequence[str]) -> str:
+    head = f"{'figure':<44}" + "".join(f"{s:>14}" for s in systems) + "  tickwheel/best"
+    lines = [head]
+    for row in summary:
+        label = f"{row['workload']} W={row['workers']} {row['figure']}"
+        if row["workload"] == "submit":
+            label = row["figure"]
+        cells = "".join(f"{_num(row['values'].get(s)):>14}" for s in systems)
+        ratio = row["tickwheel_over_best"]
+        shown = "-" if ratio is None else f"{ratio:.2f} ({row['best_peer']})"
+        arrow = "higher" if row["higher_is_better"] else "lower"
+        lines.append(f"{label:<44}{cells}  {shown}  [{arrow} is better]")
+    return "\n".join(lines)
+
+
+def _num(value: float | None) -> str:
+    if value is None:
+        return "-"
+    return f"{value:,.0f}" if value >= 10 else f"{value:.3f}"
 
 
 def main(which: str, argv: Sequence[str] | None = None) -> int:
     """``which``: b2 (drain), b3 (herd) or b5 (both, on all three systems)."""
     parser = argparse.ArgumentParser(prog=f"python -m bench {which}", description=__doc__)
-    report.add_common(parser, n=100_000)
+    report.add_common(parser, n=20_000 if which == "b5" else 100_000)
     add_engine_options(parser)
     if which in ("b2", "b5"):
         parser.add_argument("--workers", type=int, nargs="+", default=[1, 2],
@@ -164,6 +245,12 @@ def main(which: str, argv: Sequence[str] | None = None) -> int:
         parser.add_argument("--systems", nargs="+", choices=SYSTEMS, default=list(SYSTEMS))
         parser.add_argument("--redis-url", default="redis://127.0.0.1:6379/0")
         parser.add_argument("--celery-pool", choices=("threads", "prefork"), default="threads")
+        parser.add_argument("--herd-n", type=int, default=2000, help="executions in the herd")
+        parser.add_argument(
+            "--submit-single-n", type=int, default=2000,
+            help="submit: executions stored one call each (then --n in batches)",
+        )  # fmt: skip
+        parser.add_argument("--submit-batch", type=int, default=1000, help="submit: batch size")
     args = parser.parse_args(argv)
     report.check_common(parser, args)
     if which == "b5":
@@ -171,25 +258,36 @@ def main(which: str, argv: Sequence[str] | None = None) -> int:
     started = time.monotonic()
     systems = args.systems if which == "b5" else ["tickwheel"]
     cfg = config(args)
+    b5 = which == "b5"
     todo = cases(
-        systems, getattr(args, "workers", []), getattr(args, "herd_workers", []), args.n, cfg
-    )
+        systems, getattr(args, "workers", []), getattr(args, "herd_workers", []), args.n, cfg,
+        herd_n=args.herd_n if b5 else None,
+        submits=(args.submit_single_n, args.submit_batch) if b5 else None,
+    )  # fmt: skip
     runs, interrupted = report.repeat(todo, args.runs, args.quiet_wait)
     rows = medians(runs, KEY)
-    extra = {"ratios_tickwheel_over_peer": peer_ratios(rows)} if which == "b5" else {}
+    summary = against_best_peer(rows) if b5 else []
+    extra = (
+        {"ratios_tickwheel_over_peer": peer_ratios(rows), "tickwheel_over_best_peer": summary}
+        if b5
+        else {}
+    )
     name = {"b2": "b2-drain", "b3": "b3-herd", "b5": "b5-peers"}[which]
     settings = {
         "systems": systems, "worker_concurrency": args.concurrency,
         "drain_workers": getattr(args, "workers", []),
         "herd_workers": getattr(args, "herd_workers", []), "lead": args.lead,
         "celery_pool": getattr(args, "celery_pool", None),
+        "herd_n": getattr(args, "herd_n", args.n),
+        "submit_single_n": getattr(args, "submit_single_n", None),
+        "submit_batch": getattr(args, "submit_batch", None),
     }  # fmt: skip
     path = report.write(name, args, settings, runs, rows, interrupted, started, extra)
     charts(path.with_suffix(""), f"{name.upper()} ({args.n:,} executions)", rows, runs, "system")
     print()
     print(table(rows, ["system", "workload", "workers"]))
-    for r in extra.get("ratios_tickwheel_over_peer", []):
-        shown = ", ".join(f"{k} {v:.2f}" for k, v in r.items() if isinstance(v, float))
-        print(f"tickwheel/{r['peer']} {r['workload']} W={r['workers']}: {shown}")
+    if summary:
+        print()
+        print(best_table(summary, systems))
     print(path)
     return 130 if interrupted else 1 if any("error" in r for r in runs) else 0

@@ -25,6 +25,8 @@ from bench._common import (
     Processes,
     child_env,
     free_port,
+    group_cpu_seconds,
+    pids_cpu_seconds,
     postgres_database,
     sqlite_database,
     tickwheel_executable,
@@ -38,6 +40,10 @@ SUBMIT_CONCURRENCY = 2
 
 class SetupFailed(RuntimeError):
     pass
+
+
+# Per process, CPU seconds so far: {"workers": {pid: s}, "backend": {pid: s}}.
+CpuSnapshot = dict[str, dict[int, float]]
 
 
 class System(Protocol):
@@ -57,6 +63,19 @@ class System(Protocol):
 
     def figures(self, instant: float | None) -> dict[str, Any]:
         """System-specific figures read after the run, e.g. when every execution was READY."""
+        ...
+
+    def submit_single(self, n: int) -> float:
+        """Submits ``n`` due now one at a time from one client in this process; returns seconds."""
+        ...
+
+    def submit_batch(self, n: int, batch: int) -> float | None:
+        """Submits ``n`` due now, ``batch`` per call; seconds, or None without a batch call."""
+        ...
+
+    def cpu_snapshot(self) -> CpuSnapshot:
+        """CPU seconds so far, per process, of the system's worker processes (``workers``: all
+        it started to run work) and of its store's server processes (``backend``)."""
         ...
 
 
@@ -161,6 +180,24 @@ class TickwheelSystem:
             pg_url="",
             drain_timeout=self.drain_timeout,
         )
+
+    def submit_single(self, n: int) -> float:
+        """The SDK in this process on the in-process transport (no HTTP), one at a time."""
+        from bench.b1_submit import sdk
+
+        return asyncio.run(sdk(self.db.url, n, batch=False))
+
+    def submit_batch(self, n: int, batch: int) -> float | None:
+        from bench.b1_submit import sdk
+
+        return asyncio.run(sdk(self.db.url, n, batch=True, size=batch))
+
+    def cpu_snapshot(self) -> CpuSnapshot:
+        backend = self.db.backend_pids() if isinstance(self.db, PostgresDatabase) else []
+        return {
+            "workers": group_cpu_seconds(self.procs.leaders(without=["server"])),
+            "backend": pids_cpu_seconds(backend),
+        }
 
     def start_workers(self, workers: int) -> None:
         self.procs.start(

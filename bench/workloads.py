@@ -1,11 +1,18 @@
-"""The two workloads that B2, B3, B4 and B5 measure, written once for every system:
+"""The workloads that B2, B3, B4 and B5 measure, written once for every system:
 
 - **drain**: N no-op executions due now are stored first; then W worker processes are started
   and the clock runs until all N are finished (executions/s end to end);
 - **herd**: the workers are started first and idle; N executions are then stored, all due at the
   same instant a little in the future (``lead`` seconds, so that every one is stored before it);
   measured: when all were READY (tickwheel), when all had started, and each one's start
-  lateness, its handler's ``time.time()`` at start (the journal) minus the instant.
+  lateness, its handler's ``time.time()`` at start (the journal) minus the instant;
+- **submit** (B5): N executions due now stored by one client in this process, one call per
+  execution (``submit_single_eps``), then N more in batches (``submit_batch_eps``).
+
+The drain also measures CPU per execution (``cpu_ms_per_execution_*``): the /proc CPU time of
+the system's worker processes (``workers``) and of its database's server processes serving
+them (``backend``: PostgreSQL backends; Redis's own count for Celery), from the first start to
+the end, divided by the executions started meanwhile.
 
 Every run happens in a temporary directory inside an ExitStack: the processes it started are
 stopped (SIGTERM, then SIGKILL) and its database and broker keys removed whatever happens."""
@@ -23,14 +30,16 @@ from pathlib import Path
 from typing import Any
 
 from bench import journal
-from bench._common import busy_fraction, cpu_jiffies, percentile
-from bench.systems import System, TickwheelSystem
+from bench._common import busy_fraction, cpu_jiffies, cpu_used, percentile
+from bench.systems import CpuSnapshot, System, TickwheelSystem
 
 POLL_SECONDS = 0.1
 CHECK_SECONDS = 2.0
 # How fast each system stores executions through the path used here (per second, on the
 # 2-core machine), to choose a herd's instant when --lead is not given: generous on purpose.
-SUBMIT_RATE_GUESS = {"tickwheel": 1500.0, "procrastinate": 3000.0, "celery": 500.0}
+SUBMIT_RATE_GUESS = {
+    "tickwheel": 1500.0, "procrastinate": 3000.0, "celery": 500.0, "pgqueuer": 5000.0,
+}  # fmt: skip
 # The lowest rate each system actually stored at in this session: a better guess.
 observed_submit_eps: dict[str, float] = {}
 
@@ -71,8 +80,12 @@ def make_system(
             stack, tmp, journal_path, pg_url=cfg.pg_url, backend=cfg.backend,
             database_url=cfg.database_url, concurrency=cfg.concurrency, drain_timeout=cfg.timeout,
         )  # fmt: skip
-    from bench.peers import CelerySystem, ProcrastinateSystem
+    from bench.peers import CelerySystem, PgQueuerSystem, ProcrastinateSystem
 
+    if name == "pgqueuer":
+        return PgQueuerSystem(
+            stack, tmp, journal_path, pg_url=cfg.pg_url, concurrency=cfg.concurrency
+        )
     if name == "procrastinate":
         return ProcrastinateSystem(
             stack, tmp, journal_path, pg_url=cfg.pg_url, concurrency=cfg.concurrency
@@ -96,18 +109,27 @@ def in_sandbox(
 
 
 def wait_finished(
-    system: System, journal_path: Path, n: int, timeout: float, since: float
+    system: System,
+    journal_path: Path,
+    n: int,
+    timeout: float,
+    since: float,
+    on_first_start: Callable[[int], None] | None = None,
 ) -> tuple[float, list[list[float]]]:
     """Polls until all ``n`` are finished; returns the wall-clock time it saw that and the
     progress curve (seconds since ``since``, started). The journal says how many started; the
     system is asked whether they finished once all have started, and every few seconds
-    before that (a failure that never reaches the handler shows there)."""
+    before that (a failure that never reaches the handler shows there). ``on_first_start``
+    is called with the count the first time any has started."""
     progress: list[list[float]] = []
     started = journal.Counter(journal_path)
     last_asked = 0.0
     while True:
         now = time.time()
         count = started()
+        if count and on_first_start is not None:
+            on_first_start(count)
+            on_first_start = None
         progress.append([round(now - since, 2), count])
         if count >= n or now - last_asked > CHECK_SECONDS:
             last_asked = now
@@ -142,7 +164,12 @@ def drain(system_name: str, workers: int, n: int, cfg: Config) -> dict[str, Any]
         jiffies = cpu_jiffies()
         launched = time.time()
         system.start_workers(workers)
-        done, progress = wait_finished(system, journal_path, n, cfg.timeout, launched)
+        first: list[tuple[int, CpuSnapshot]] = []
+        done, progress = wait_finished(
+            system, journal_path, n, cfg.timeout, launched,
+            lambda count: first.append((count, system.cpu_snapshot())),
+        )  # fmt: skip
+        cpu = cpu_per_execution(first[0], system.cpu_snapshot(), n)
         busy = busy_fraction(jiffies, cpu_jiffies())
         firsts, repeats = first_starts(journal_path, n)
         active = max(firsts) - min(firsts)
@@ -155,8 +182,44 @@ def drain(system_name: str, workers: int, n: int, cfg: Config) -> dict[str, Any]
             "startup_s": min(firsts) - launched,
             "repeated_starts": repeats,
             "machine_busy_during": round(busy, 3),
+            **cpu,
             **system.figures(None),
             "progress": thin(progress),
+        }
+
+    return in_sandbox(system_name, cfg, body)
+
+
+def cpu_per_execution(
+    first: tuple[int, CpuSnapshot], last: CpuSnapshot, n: int
+) -> dict[str, float | None]:
+    """Milliseconds of CPU per execution between the first start and the end: the start-up of
+    the processes is left out, and so are the executions already started at the first look."""
+    started_before, before = first
+    executions = n - started_before
+    if executions <= 0:
+        return {f"cpu_ms_per_execution_{k}": None for k in ("workers", "backend", "total")}
+    figures = {
+        f"cpu_ms_per_execution_{part}": 1000 * cpu_used(before[part], last[part]) / executions
+        for part in ("workers", "backend")
+    }
+    figures["cpu_ms_per_execution_total"] = sum(figures.values())
+    return figures
+
+
+def submit(
+    system_name: str, n_single: int, n_batch: int, batch: int, cfg: Config
+) -> dict[str, Any]:
+    """Submission alone, nothing else running: one client, one call per execution, then
+    batches, on one fresh system."""
+
+    def body(system: System, journal_path: Path) -> dict[str, Any]:
+        single = system.submit_single(n_single)
+        batched = system.submit_batch(n_batch, batch)
+        return {
+            "submit_single_eps": n_single / single,
+            "submit_batch_eps": None if batched is None else n_batch / batched,
+            "batch_size": batch,
         }
 
     return in_sandbox(system_name, cfg, body)
@@ -203,7 +266,17 @@ def herd(system_name: str, workers: int, n: int, cfg: Config) -> dict[str, Any]:
     return in_sandbox(system_name, cfg, body)
 
 
-DRAIN_FIGURES = ("drain_eps", "steady_eps", "startup_s", "submit_eps", "drain_seconds")
+DRAIN_FIGURES = (
+    "drain_eps",
+    "steady_eps",
+    "startup_s",
+    "submit_eps",
+    "drain_seconds",
+    "cpu_ms_per_execution_workers",
+    "cpu_ms_per_execution_backend",
+    "cpu_ms_per_execution_total",
+)
+SUBMIT_FIGURES = ("submit_single_eps", "submit_batch_eps")
 HERD_FIGURES = (
     "all_ready_s",
     "first_started_s",

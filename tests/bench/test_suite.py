@@ -15,7 +15,7 @@ import pytest
 from bench.b1_submit import submit_through
 from bench.backlog import rows_text, uuid7
 from bench.systems import TickwheelSystem
-from bench.workloads import Config, drain
+from bench.workloads import Config, drain, submit
 
 from bench import journal
 from tickwheel.domain.sharding import shard_id
@@ -84,3 +84,23 @@ def test_peer_apps_register_the_noop_task() -> None:
 
     assert "noop" in jobs_celery.app.tasks
     assert "noop" in jobs_procrastinate.app.tasks
+
+
+@pytest.mark.postgres
+@pytest.mark.skipif(
+    importlib.util.find_spec("pgqueuer") is None,
+    reason="PgQueuer comes with the bench extra: pip install -e '.[bench]'",
+)
+def test_pgqueuer_peer_submits_drains_and_measures_cpu(pg_url: str) -> None:
+    """The whole adapter on a fresh database of the test server: schema, both submit calls, a
+    real worker process, the journal and the CPU figures."""
+    server = pg_url.rsplit("/", 1)[0] + "/"
+    cfg = Config(pg_url=server, timeout=60)
+    stored = submit("pgqueuer", N, N, 20, cfg)
+    assert stored["submit_single_eps"] > 0 and stored["submit_batch_eps"] > 0
+    figures = drain("pgqueuer", 1, N, cfg)
+    assert figures["repeated_starts"] == 0
+    assert figures["progress"][-1][1] == N
+    assert figures["cpu_ms_per_execution_workers"] is None or (
+        figures["cpu_ms_per_execution_workers"] >= 0
+    )

@@ -17,6 +17,7 @@ from datetime import datetime, timedelta
 
 from tickwheel.domain.models import Execution
 from tickwheel.domain.states import ExecutionStatus
+from tickwheel.domain.submission import NewExecution
 
 # Hints are sent for executions due within this much of their submission only: a window is at
 # most this long (the setting is capped to it), and a bulk load of far-future work then costs the
@@ -64,9 +65,10 @@ class DueEntry:
     execute_at: datetime
 
 
-def hint_pairs(executions: Iterable[Execution]) -> list[tuple[int, datetime]]:
-    """The (shard, executeAt) pairs to announce for freshly inserted executions: SCHEDULED ones
-    due within ``HINT_HORIZON`` of their submission, without duplicates."""
+def hint_pairs(executions: Iterable[Execution | NewExecution]) -> list[tuple[int, datetime]]:
+    """The (shard, executeAt) pairs to announce for freshly inserted executions (or for those
+    about to be): SCHEDULED ones due within ``HINT_HORIZON`` of their submission, without
+    duplicates."""
     pairs = {
         (e.shard_id, e.execute_at)
         for e in executions

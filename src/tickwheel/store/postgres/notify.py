@@ -20,6 +20,7 @@ their window from the database."""
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import time
 import uuid
@@ -148,6 +149,9 @@ class Signals:
         self._deaf_since_listening = False
         self._closed = False
         self._due = DueFanout()
+        self._ready_only = json.dumps(
+            [{"channel": CHANNELS[Topic.READY], "payload": self._origin, "status": "READY"}]
+        )
 
     def subscribe_due(self) -> DueHints:
         """A scheduler's inbox of due hints, from this process and, once listening, others.
@@ -178,6 +182,26 @@ class Signals:
             await conn.execute(_NOTIFY, {"payload": payload, "channels": [CHANNELS[Topic.DUE]]})
         if channels:
             await conn.execute(_NOTIFY, {"payload": self._origin, "channels": channels})
+
+    def insert_notifications(
+        self, statuses: Iterable[ExecutionStatus], due: Sequence[tuple[int, datetime]]
+    ) -> str:
+        """The ``notify`` parameter of ``execution_insert``, which NOTIFYs inside the insert
+        itself: for each status the batch may create, the channel it concerns and the payload
+        (a JSON list of {channel, payload, status}), sent only if a row of that status is
+        inserted. ``due``: the (shard, executeAt) pairs of the batch's SCHEDULED items (an item
+        that turns out to repeat an earlier submission adds a hint that finds nothing: harmless)."""
+        statuses = set(statuses)
+        if statuses == {ExecutionStatus.READY}:
+            return self._ready_only  # the common case, the same every time
+        signals = []
+        for status in sorted(statuses):
+            topic = _STATUS_TOPICS.get(status)
+            if topic is None:
+                continue
+            payload = due_payload(self._origin, due) if topic is Topic.DUE else self._origin
+            signals.append({"channel": CHANNELS[topic], "payload": payload, "status": status.value})
+        return json.dumps(signals)
 
     def signal(self, topics: Iterable[Topic], due: Sequence[tuple[int, datetime]] = ()) -> None:
         """In this process, after the commit: waiters here wake without a round trip, even

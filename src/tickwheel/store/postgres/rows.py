@@ -5,6 +5,7 @@ instants normalised to UTC whatever the session's TimeZone, and batches as paral
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -58,28 +59,53 @@ def opt_aware(value: datetime | None) -> datetime | None:
     return require_aware(value) if value is not None else None
 
 
-def insert_arrays(items: Sequence[NewExecution]) -> dict[str, list[Any]]:
-    """The parameters of ``execution_insert``: one array per column, one element per item."""
-    return {
-        "execution_ids": [i.execution_id for i in items],
-        "tenants": [i.tenant for i in items],
-        "definition_uris": [i.definition_uri for i in items],
-        "definition_versions": [i.definition_version for i in items],
-        "input_snapshots": [Jsonb(i.inputs) for i in items],
-        "execute_ats": [require_aware(i.execute_at) for i in items],
-        "bucket_starts": [require_aware(i.bucket_start) for i in items],
-        "shard_ids": [i.shard_id for i in items],
-        "idempotency_keys": [i.idempotency_key for i in items],
-        "request_fingerprints": [i.request_fingerprint for i in items],
-        "statuses": [str(i.status) for i in items],
-        "priorities": [i.priority for i in items],
-        "max_attempts": [i.max_attempts for i in items],
-        "ready_ats": [
-            require_aware(i.created_at) if i.status is ExecutionStatus.READY else None
+def insert_items(items: Sequence[NewExecution]) -> str:
+    """The ``items`` parameter of ``execution_insert``: one JSON array per item, positional
+    (execution_id, tenant, definition_uri, definition_version, inputs, execute_at,
+    bucket_start, shard_id, idempotency_key, request_fingerprint, status, priority,
+    max_attempts, created_at), instants with their offset."""
+    return json.dumps(
+        [
+            [
+                str(i.execution_id), i.tenant, i.definition_uri, i.definition_version, i.inputs,
+                require_aware(i.execute_at).isoformat(), require_aware(i.bucket_start).isoformat(),
+                i.shard_id, i.idempotency_key, i.request_fingerprint, i.status.value, i.priority,
+                i.max_attempts, require_aware(i.created_at).isoformat(),
+            ]
             for i in items
         ],
-        "created_ats": [require_aware(i.created_at) for i in items],
-    }
+        separators=(",", ":"),
+    )  # fmt: skip
+
+
+def _as_utc(value: datetime) -> datetime:
+    return value if value.tzinfo is UTC else value.astimezone(UTC)
+
+
+def execution_from_new(item: NewExecution) -> Execution:
+    """The row ``execution_insert`` wrote for ``item``: its values as given, instants in UTC as
+    the database returns them, and the columns' starting values."""
+    utc = _as_utc
+    created = utc(item.created_at)
+    return Execution(
+        execution_id=item.execution_id,
+        tenant=item.tenant,
+        definition_uri=item.definition_uri,
+        definition_version=item.definition_version,
+        inputs=item.inputs,
+        execute_at=utc(item.execute_at),
+        status=item.status,
+        priority=item.priority,
+        attempt_count=0,
+        max_attempts=item.max_attempts,
+        shard_id=item.shard_id,
+        bucket_start=utc(item.bucket_start),
+        created_at=created,
+        updated_at=created,
+        idempotency_key=item.idempotency_key,
+        request_fingerprint=item.request_fingerprint,
+        ready_at=created if item.status is ExecutionStatus.READY else None,
+    )
 
 
 def insert_outcomes(

@@ -39,8 +39,9 @@ from tickwheel.store.postgres.rows import (
     attempt_from_row,
     definition_from_row,
     event_from_row,
+    execution_from_new,
     execution_from_row,
-    insert_arrays,
+    insert_items,
     insert_outcomes,
     jsonb,
     like_prefix,
@@ -191,26 +192,29 @@ class PostgresStore(PostgresClaims, PostgresPromotion, PostgresWorkerRegistry, P
     async def execution_insert_many(self, items: Sequence[NewExecution]) -> list[InsertOutcome]:
         if not items:
             return []
-        # One INSERT for the batch. The follow-up read is a new statement, so under READ
-        # COMMITTED it sees the rows of competing submissions that made ours skip.
-        async with self._tx() as conn:
-            cursor = await conn.execute(Q["execution_insert"], insert_arrays(items))
-            inserted = [execution_from_row(r) for r in await cursor.fetchall()]
-            topics = topics_for(e.status for e in inserted)
-            # What is due where rides on the DUE notification, for the shards' schedulers.
-            due = hint_pairs(inserted)
-            await self._signals.notify(conn, topics, due)
-        self._signals.signal(topics, due)
-        created = {e.execution_id for e in inserted}
+        # One statement, autocommit: the INSERT and its NOTIFYs (execution_insert). What is due
+        # where rides on the DUE notification, for the shards' schedulers.
+        statuses = {i.status for i in items}
+        due = hint_pairs(items) if ExecutionStatus.SCHEDULED in statuses else []
+        params: dict[str, Any] = {
+            "items": insert_items(items),
+            "notify": self._signals.insert_notifications(statuses, due),
+        }
+        async with self._pool.connection() as conn:
+            cursor = await conn.execute(Q["execution_insert"], params)
+            created = {r["execution_id"] for r in await cursor.fetchall()}
+        inserted = [execution_from_new(i) for i in items if i.execution_id in created]
+        self._signals.signal(topics_for(e.status for e in inserted), hint_pairs(inserted))
+        if len(inserted) == len(items):
+            return [InsertOutcome(e, created=True) for e in inserted]
+        # Only on a conflict: the follow-up read is a new statement, so under READ COMMITTED it
+        # sees the rows of competing submissions that made ours skip.
         missing = [i for i in items if i.execution_id not in created]
-        existing: list[Execution] = []
-        if missing:
-            params = {
-                "tenants": [i.tenant for i in missing],
-                "idempotency_keys": [i.idempotency_key for i in missing],
-            }
-            rows = await self._all("execution_get_by_key", params)
-            existing = [execution_from_row(r) for r in rows]
+        params = {
+            "tenants": [i.tenant for i in missing],
+            "idempotency_keys": [i.idempotency_key for i in missing],
+        }
+        existing = [execution_from_row(r) for r in await self._all("execution_get_by_key", params)]
         return insert_outcomes(items, inserted, existing)
 
     async def execution_get(self, tenant: str, execution_id: uuid.UUID) -> Execution | None:

@@ -1,35 +1,42 @@
 -- name: execution_insert
--- The whole batch in one statement; parameters are parallel arrays, one element per item.
+-- The whole batch in one statement, one round trip and one commit (the pool's connections are
+-- autocommit). The items come as one JSON array of positional arrays (rows.insert_items gives
+-- the order): one parameter whatever the batch size, encoded by the C JSON encoder, where 14
+-- typed arrays cost the client more than the insert costs the server.
 -- ON CONFLICT DO NOTHING waits for a competing, uncommitted insert of the same key and then
 -- skips, so concurrent identical submissions create one row. Rows go in ordered by key: two
 -- batches that share keys then wait on each other in the same order and cannot deadlock, and
 -- among duplicates inside the batch the earliest item is the one inserted. No conflict target:
 -- on a partitioned table (docs/scaling.md) the key's uniqueness is execution_keys', claimed by a
 -- trigger that skips the row the same way, and no unique index on executions could name it.
-INSERT INTO executions (
-    execution_id, tenant, definition_uri, definition_version, input_snapshot, execute_at,
-    bucket_start, shard_id, idempotency_key, request_fingerprint, status, priority,
-    attempt_count, max_attempts, ready_at, created_at, updated_at
+-- Only the ids come back: the store knows the rest of each row it inserted.
+-- The wake-ups ride in the same statement: one pg_notify per (channel, payload) whose status
+-- some inserted row has (delivered at the commit, never for a row not inserted). The scalar
+-- subquery runs once, when the first row is returned: with no row inserted nothing is sent.
+WITH inserted AS (
+    INSERT INTO executions (
+        execution_id, tenant, definition_uri, definition_version, input_snapshot, execute_at,
+        bucket_start, shard_id, idempotency_key, request_fingerprint, status, priority,
+        attempt_count, max_attempts, ready_at, created_at, updated_at
+    )
+    SELECT
+        (item ->> 0)::uuid, item ->> 1, item ->> 2, (item ->> 3)::integer, item -> 4,
+        (item ->> 5)::timestamptz, (item ->> 6)::timestamptz, (item ->> 7)::smallint,
+        item ->> 8, item ->> 9, item ->> 10, (item ->> 11)::integer,
+        0, (item ->> 12)::integer,
+        CASE WHEN item ->> 10 = 'READY' THEN (item ->> 13)::timestamptz END,
+        (item ->> 13)::timestamptz, (item ->> 13)::timestamptz
+    FROM jsonb_array_elements(%(items)s::jsonb) WITH ORDINALITY AS batch (item, position)
+    ORDER BY item ->> 1, item ->> 8, position
+    ON CONFLICT DO NOTHING
+    RETURNING execution_id, status
+),
+notified AS (
+    SELECT pg_notify(signal.channel, signal.payload)
+    FROM jsonb_to_recordset(%(notify)s::jsonb) AS signal (channel text, payload text, status text)
+    WHERE EXISTS (SELECT 1 FROM inserted WHERE inserted.status = signal.status)
 )
-SELECT
-    execution_id, tenant, definition_uri, definition_version, input_snapshot, execute_at,
-    bucket_start, shard_id, idempotency_key, request_fingerprint, status, priority,
-    0, max_attempts, ready_at, created_at, created_at
-FROM unnest(
-    %(execution_ids)s::uuid[], %(tenants)s::text[], %(definition_uris)s::text[],
-    %(definition_versions)s::integer[], %(input_snapshots)s::jsonb[],
-    %(execute_ats)s::timestamptz[], %(bucket_starts)s::timestamptz[], %(shard_ids)s::smallint[],
-    %(idempotency_keys)s::text[], %(request_fingerprints)s::text[], %(statuses)s::text[],
-    %(priorities)s::integer[], %(max_attempts)s::integer[], %(ready_ats)s::timestamptz[],
-    %(created_ats)s::timestamptz[]
-) WITH ORDINALITY AS item (
-    execution_id, tenant, definition_uri, definition_version, input_snapshot, execute_at,
-    bucket_start, shard_id, idempotency_key, request_fingerprint, status, priority,
-    max_attempts, ready_at, created_at, position
-)
-ORDER BY tenant, idempotency_key, position
-ON CONFLICT DO NOTHING
-RETURNING *;
+SELECT inserted.execution_id, (SELECT count(*) FROM notified) AS notifications FROM inserted;
 
 -- name: execution_get_by_key
 -- The executions holding any of the given (tenant, key) pairs: parallel arrays.
