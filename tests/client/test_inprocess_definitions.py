@@ -42,7 +42,7 @@ async def test_a_version_registered_elsewhere_is_used_once_the_entry_expired(
     await transport.apply_definition(definition(version=1))
     assert await _version(transport) == 1
     # Written by another process: this one does not hear of it.
-    assert await store.definition_insert(stored(definition(version=2)))
+    assert await store.definition_insert(stored(definition(version=2), owner="acme"))
     assert await _version(transport) == 1
     now[0] += TTL
     assert await _version(transport) == 2
