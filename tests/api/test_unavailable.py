@@ -4,10 +4,15 @@ server, is ``tests/acceptance/test_database_outage.py``.)"""
 
 from __future__ import annotations
 
+import json
 import sqlite3
+
+import pytest
 
 from tests.api.conftest import Api
 from tests.factories import definition_doc
+from tickwheel.client.transports.http import HttpTransport
+from tickwheel.domain.errors import Unavailable
 from tickwheel.store.postgres.store import PostgresStore
 from tickwheel.store.sqlite.store import SqliteStore
 
@@ -43,3 +48,24 @@ async def test_an_unreachable_database_is_a_503_with_retry_after(api: Api) -> No
     finally:
         if other is not None:
             other.close()
+
+
+async def test_the_sdk_waits_as_long_as_retry_after_says_then_raises_unavailable(api: Api) -> None:
+    """The SDK's HTTP transport retries a 503 no sooner than the server's ``Retry-After`` and, if
+    the database stays away, raises ``Unavailable`` (a ConnectionError), not a generic error."""
+    waits: list[float] = []
+
+    async def sleep(seconds: float) -> None:
+        waits.append(seconds)
+
+    transport = HttpTransport("http://testserver", api.admin_key, http=api.http, sleep=sleep)
+    other = await make_unreachable(api)
+    try:
+        with pytest.raises(Unavailable, match="retry"):
+            await transport.definition_apply(
+                json.dumps(definition_doc(name="later")).encode(), "json"
+            )
+    finally:
+        if other is not None:
+            other.close()
+    assert len(waits) == 3 and all(w >= 1 for w in waits), waits

@@ -8,6 +8,7 @@ import asyncio
 import builtins
 import json
 import uuid
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import httpx
@@ -25,12 +26,14 @@ from tickwheel.domain.errors import (
     PayloadTooLarge,
     TickwheelError,
     Unauthorized,
+    Unavailable,
 )
 from tickwheel.domain.models import ExecutionFilter
 from tickwheel.domain.submission import SubmitRequest
 
 _CONTENT_TYPES = {"yaml": "application/yaml", "json": "application/json", "xml": "application/xml"}
 _RETRY_STATUSES = {502, 503, 504}
+MAX_RETRY_AFTER = 10.0
 NO_KEY = (
     "the server needs an API key and none was given: set TICKWHEEL_API_KEY "
     "(or pass api_key=... to the SDK, --api-key to the CLI)"
@@ -62,12 +65,14 @@ class HttpTransport(HttpCronMethods, HttpWorkflowMethods):
         retries: int = 3,
         backoff: float = 0.2,
         http: httpx.AsyncClient | None = None,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
         # Sent with each request rather than set on the client, which may be the caller's.
         self._auth = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._http = http or httpx.AsyncClient(base_url=base_url, timeout=timeout)
         self._retries = retries
         self._backoff = backoff
+        self._sleep = sleep  # injected: tests see the waits without waiting
 
     async def close(self) -> None:
         await self._http.aclose()
@@ -76,6 +81,7 @@ class HttpTransport(HttpCronMethods, HttpWorkflowMethods):
         """(status, decoded body, whether it took more than one try)."""
         kwargs["headers"] = {**self._auth, **kwargs.get("headers", {})}
         for attempt in range(self._retries + 1):
+            delay = self._backoff * 2**attempt
             try:
                 response = await self._http.request(method, path, **kwargs)
             except httpx.TransportError:
@@ -84,7 +90,10 @@ class HttpTransport(HttpCronMethods, HttpWorkflowMethods):
             else:
                 if response.status_code not in _RETRY_STATUSES or attempt == self._retries:
                     return response.status_code, _decode(response), attempt > 0
-            await asyncio.sleep(self._backoff * 2**attempt)
+                # The server knows when it expects to be back (a database restarting): wait that
+                # long rather than spend the retries before it could answer.
+                delay = max(delay, _retry_after(response.headers.get("retry-after")))
+            await self._sleep(delay)
         raise AssertionError("unreachable")  # pragma: no cover
 
     async def _ok(self, method: str, path: str, **kwargs: Any) -> tuple[int, Any]:
@@ -195,6 +204,15 @@ def _decode(response: httpx.Response) -> Any:
         return {"error": {"code": "server_error", "message": response.text[:500]}}
 
 
+def _retry_after(value: str | None) -> float:
+    """Seconds from a ``Retry-After`` header of seconds, capped so that a wrong header cannot
+    stall a client for long; 0 when absent or not a number (an HTTP date is not used here)."""
+    try:
+        return min(max(float(value or 0), 0.0), MAX_RETRY_AFTER)
+    except ValueError:
+        return 0.0
+
+
 _BY_STATUS: dict[int, type[TickwheelError]] = {
     400: BadRequest,
     401: Unauthorized,
@@ -217,6 +235,8 @@ def error_from_response(status: int, body: Any) -> TickwheelError:
             if isinstance(d, dict)
         ]
         return InvalidInput(message, fields)
+    if status == 503 and error.get("code") == "unavailable":
+        return Unavailable(message)
     cls = _BY_STATUS.get(status, ServerError)
     exc = cls(message, details)
     return exc
