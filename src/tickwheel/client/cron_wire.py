@@ -7,13 +7,14 @@ field gets the same 422, with the same path, whichever way it came in."""
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Mapping
 from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
-from tickwheel.client.wire import iso
+from tickwheel.client.wire import BAD_CURSOR, cursor_bytes, cursor_from_bytes, iso
 from tickwheel.domain.cron import DstPolicy, FirePreview
 from tickwheel.domain.cron_jobs import (
     AuditEntry,
@@ -25,8 +26,10 @@ from tickwheel.domain.cron_jobs import (
     OverlapPolicy,
     validate_spec,
 )
-from tickwheel.domain.errors import ErrorList, FieldError, InvalidInput
+from tickwheel.domain.errors import BadRequest, ErrorList, FieldError, InvalidInput
+from tickwheel.domain.jsonvalues import int64_problem, text_problem
 from tickwheel.domain.submission import DEFINITION_URI_PREFIX
+from tickwheel.store.cron_protocol import HistoryCursor
 
 Wire = dict[str, Any]
 
@@ -326,3 +329,37 @@ def parse_ref(ref: str) -> uuid.UUID | str:
         return uuid.UUID(ref)
     except ValueError:
         return ref
+
+
+# -- cursors: opaque to clients, strictly read back -------------------------------------------
+
+
+def history_cursor(row: OccurrenceRecord) -> str:
+    return cursor_from_bytes(json.dumps([iso(row.occurrence), row.record_id]).encode())
+
+
+def read_history_cursor(cursor: str) -> HistoryCursor:
+    try:
+        occurrence, record_id = json.loads(cursor_bytes(cursor))
+        at = datetime.fromisoformat(occurrence)
+        if at.tzinfo is None or type(record_id) is not int or int64_problem(record_id):
+            raise ValueError("not a cursor of ours")
+        return HistoryCursor(at, record_id)
+    except (ValueError, TypeError) as exc:
+        raise BadRequest(BAD_CURSOR, {"cursor": cursor[:100]}) from exc
+
+
+def name_cursor(name: str) -> str:
+    """A page of jobs ends at a name; the cursor wraps it, so a name typed in its place (or any
+    other garbage) is a 400, not a silently different page."""
+    return cursor_from_bytes(json.dumps(["after", name]).encode())
+
+
+def read_name_cursor(cursor: str) -> str:
+    try:
+        tag, name = json.loads(cursor_bytes(cursor))
+    except (ValueError, TypeError) as exc:
+        raise BadRequest(BAD_CURSOR, {"cursor": cursor[:100]}) from exc
+    if tag != "after" or not isinstance(name, str) or text_problem(name):
+        raise BadRequest(BAD_CURSOR, {"cursor": cursor[:100]})
+    return name

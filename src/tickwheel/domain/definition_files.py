@@ -51,6 +51,7 @@ from defusedxml import DefusedXmlException
 from tickwheel.domain.definitions import Definition, definition_from_document
 from tickwheel.domain.errors import BadRequest, ErrorList, FieldError, InvalidInput
 from tickwheel.domain.fieldtypes import bool_from_text, number_from_text, value_from_text
+from tickwheel.domain.jsonvalues import problems
 
 __all__ = [
     "format_from_content_type",
@@ -73,7 +74,7 @@ def parse_definition(data: str | bytes, fmt: str) -> Definition:
     kind = fmt.lower()
     if kind == "xml":
         errors = ErrorList()
-        return definition_from_document(_xml_document(data, errors), errors=errors)
+        return definition_from_document(storable(_xml_document(data, errors)), errors=errors)
     if kind == "json":
         return definition_from_document(_load_json(_text(data, "JSON")))
     if kind == "yaml":
@@ -92,7 +93,7 @@ def _text(data: str | bytes, fmt: str) -> str:
 
 def _load_json(text: str) -> Any:
     try:
-        return json.loads(text)
+        return storable(json.loads(text))
     except json.JSONDecodeError as exc:
         where = f"line {exc.lineno}, column {exc.colno}"
         raise BadRequest(f"definition is not valid JSON ({where}): {exc.msg}") from exc
@@ -131,6 +132,18 @@ def _load_yaml(text: str) -> Any:
             stack.extend(node.values())
         elif isinstance(node, list):
             stack.extend(node)
+    return storable(doc)
+
+
+def storable(doc: Any) -> Any:
+    """``doc`` when every value in it can be stored and read back (no NUL, no lone surrogate, no
+    integer beyond 64 bits, not nested too deep); else InvalidInput naming each place."""
+    found = problems(doc, "")
+    if found:
+        raise InvalidInput(
+            "the document holds values that cannot be stored",
+            [FieldError(where.lstrip(".") or "document", message) for where, message in found],
+        )
     return doc
 
 
