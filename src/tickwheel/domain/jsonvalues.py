@@ -11,6 +11,7 @@ stored before these checks (or written around them) can never break a read.
 
 from __future__ import annotations
 
+import json
 import math
 from typing import Any
 
@@ -102,6 +103,21 @@ def first_problem(value: Any) -> str | None:
 
 REPLACEMENT = "\ufffd"
 TOO_DEEP = f"[nested more than {MAX_DEPTH} levels: not shown]"
+UNREADABLE = "[stored value is not readable JSON: not shown]"
+
+
+def load_readable(text: str | bytes) -> Any:
+    """A stored JSON text as a value every reader can handle (see ``readable``); text that does
+    not parse at all (or only past the recursion limit) becomes the UNREADABLE marker."""
+    try:
+        return readable(json.loads(text))
+    except (ValueError, RecursionError):
+        return UNREADABLE
+
+
+def readable_object(value: Any) -> dict[str, Any]:
+    """A stored value that must be an object (an execution's inputs), as one."""
+    return value if isinstance(value, dict) else {"unreadable": UNREADABLE}
 
 
 def readable(value: Any) -> Any:
