@@ -5,6 +5,7 @@ connection without a word. Checked over a real server socket, on both backends."
 from __future__ import annotations
 
 import asyncio
+import socket
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -33,16 +34,13 @@ def app_with_a_bug(store: Store) -> FastAPI:
 
 @pytest.fixture
 async def server(store: Store) -> AsyncIterator[str]:
-    config = uvicorn.Config(
-        app_with_a_bug(store), host="127.0.0.1", port=0, log_level="critical", lifespan="off"
-    )
+    # Bound and listening before the server starts: connections wait in the backlog.
+    sock = socket.create_server(("127.0.0.1", 0))
+    config = uvicorn.Config(app_with_a_bug(store), log_level="critical", lifespan="off")
     served = uvicorn.Server(config)
-    task = asyncio.create_task(served.serve())
-    while not served.started:
-        await asyncio.sleep(0.01)
-    port = served.servers[0].sockets[0].getsockname()[1]
+    task = asyncio.create_task(served.serve(sockets=[sock]))
     try:
-        yield f"http://127.0.0.1:{port}"
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
     finally:
         served.should_exit = True
         await task
