@@ -127,9 +127,26 @@ async def test_numbers_are_not_times(api: Api) -> None:
         ("GET", f"/v1/workflows/w?version={BIG}", None),
         ("DELETE", f"/v1/cron-jobs/n?version={BIG}", None),
         ("GET", f"/v1/executions?limit={BIG}", None),
+        # Versions and attempt budgets are 32-bit columns in PostgreSQL.
+        ("GET", f"/v1/definitions/greet/versions/{2**31}", None),
+        ("PUT", "/v1/definitions", definition_doc("huge", version=2**40)),
+        ("PUT", "/v1/definitions", definition_doc("huge", retry={"maxAttempts": 2**40})),
+        ("POST", "/v1/executions", BODY | {"definitionVersion": 2**40}),
+        ("POST", "/v1/workflow-runs", {"workflow": "w", "version": 2**40}),
+        ("GET", f"/v1/workflows/w?version={2**40}", None),
+        (
+            "POST",
+            "/v1/cron-jobs/apply",
+            {
+                "cronJobs": [
+                    {"name": "n", "definitionUri": "greet", "expression": "0 2 * * *"}
+                    | {"definitionVersion": 2**40, "inputs": {"name": "Ada"}}
+                ]
+            },
+        ),
     ],
 )
-async def test_integers_beyond_64_bits_are_422(
+async def test_integers_beyond_what_is_stored_are_422(
     api: Api, method: str, path: str, body: dict[str, Any] | None
 ) -> None:
     content = None if body is None else as_json(body).encode()

@@ -11,15 +11,21 @@ from typing import Annotated, Any
 from pydantic import AfterValidator, AwareDatetime, BeforeValidator, Field, StrictInt, StrictStr
 
 from tickwheel.domain.fieldtypes import FieldType, value_problem
-from tickwheel.domain.jsonvalues import INT64_MAX, INT64_MIN, problems, text_problem
+from tickwheel.domain.jsonvalues import (
+    INT64_MAX,
+    INT64_MIN,
+    VERSION_MAX,
+    problems,
+    text_problem,
+)
 
 Int64 = Annotated[StrictInt, Field(ge=INT64_MIN, le=INT64_MAX)]
 """Any integer a signed 64-bit column holds (a JSON number with no fraction, not a string)."""
 
-Version = Annotated[int, Field(ge=1, le=INT64_MAX)]
+Version = Annotated[int, Field(ge=1, le=VERSION_MAX)]
 """A definition, workflow or cron job version in a path or a query string."""
 
-StrictVersion = Annotated[StrictInt, Field(ge=1, le=INT64_MAX)]
+StrictVersion = Annotated[StrictInt, Field(ge=1, le=VERSION_MAX)]
 """A version in a JSON body: a whole number, not ``"1"`` and not ``1.0``."""
 
 

@@ -27,7 +27,7 @@ from tickwheel.domain.cron_jobs import (
     validate_spec,
 )
 from tickwheel.domain.errors import BadRequest, ErrorList, FieldError, InvalidInput
-from tickwheel.domain.jsonvalues import int64_problem, text_problem
+from tickwheel.domain.jsonvalues import VERSION_MAX, int64_problem, text_problem
 from tickwheel.domain.submission import DEFINITION_URI_PREFIX
 from tickwheel.store.cron_protocol import HistoryCursor
 
@@ -175,9 +175,11 @@ class _Reader:
         value = self._get(key)
         if value is None or value == "latest":
             return None
-        if value is _ABSENT or (isinstance(value, int) and not isinstance(value, bool)):
+        if value is _ABSENT or _is_version(value):
             return value
-        return self._bad(key, "must be a positive integer, or null (or 'latest') for the latest")
+        return self._bad(
+            key, f"must be an integer from 1 to {VERSION_MAX}, or null (or 'latest') for the latest"
+        )
 
     def workflow(self, key: str) -> Any:
         """``{"name": ..., "version"?: ...}`` (or the bare name) as ``(name, version)``."""
@@ -196,8 +198,11 @@ class _Reader:
             return self._bad(f"{key}.name", "is required: the workflow's name")
         if version == "latest":
             version = None
-        if version is not None and (not isinstance(version, int) or isinstance(version, bool)):
-            return self._bad(f"{key}.version", "must be a positive integer, or null for the latest")
+        if version is not None and not _is_version(version):
+            return self._bad(
+                f"{key}.version",
+                f"must be an integer from 1 to {VERSION_MAX}, or null for the latest",
+            )
         return (name.strip(), version)
 
     def object(self, key: str) -> Any:
@@ -210,9 +215,9 @@ class _Reader:
 
     def integer(self, key: str) -> Any:
         value = self._get(key)
-        if value is _ABSENT or (isinstance(value, int) and not isinstance(value, bool)):
+        if value is _ABSENT or (type(value) is int and int64_problem(value) is None):
             return value
-        return self._bad(key, "must be an integer")
+        return self._bad(key, "must be an integer (64-bit)")
 
     def choice(self, key: str, kind: type[MisfirePolicy] | type[OverlapPolicy]) -> Any:
         value = self._get(key)
@@ -329,6 +334,10 @@ def parse_ref(ref: str) -> uuid.UUID | str:
         return uuid.UUID(ref)
     except ValueError:
         return ref
+
+
+def _is_version(value: Any) -> bool:
+    return type(value) is int and 1 <= value <= VERSION_MAX
 
 
 # -- cursors: opaque to clients, strictly read back -------------------------------------------

@@ -20,7 +20,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from tickwheel.domain.errors import ErrorList
-from tickwheel.domain.jsonvalues import first_problem, int64_problem
+from tickwheel.domain.jsonvalues import VERSION_MAX, first_problem
 
 
 class FieldType(StrEnum):
@@ -343,8 +343,8 @@ def read_positive_int(value: Any, path: str, errors: ErrorList, default: int | N
         errors.add(path, f"must be an integer, got {describe(value)}")
     elif value < 1:
         errors.add(path, f"must be at least 1, got {value}")
-    elif (too_big := int64_problem(value)) is not None:
-        errors.add(path, too_big)
+    elif value > VERSION_MAX:
+        errors.add(path, f"must be at most {VERSION_MAX}, got {value}")
     else:
         return value
     return None

@@ -17,6 +17,8 @@ from typing import Any
 
 INT64_MIN = -(2**63)
 INT64_MAX = 2**63 - 1
+VERSION_MAX = 2**31 - 1
+"""The largest version (and attempt budget) there is: both are 32-bit columns in PostgreSQL."""
 MAX_DEPTH = 64
 """Arrays and objects inside one another, counting the outermost as 1."""
 MAX_PROBLEMS = 20

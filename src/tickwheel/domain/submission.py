@@ -17,7 +17,7 @@ from typing import Any
 from tickwheel.domain.definitions import Definition, validate_values
 from tickwheel.domain.errors import ErrorList
 from tickwheel.domain.ids import uuid7
-from tickwheel.domain.jsonvalues import INT64_MAX, problems
+from tickwheel.domain.jsonvalues import VERSION_MAX, problems
 from tickwheel.domain.sharding import bucket_start, shard_id
 from tickwheel.domain.states import ExecutionStatus
 
@@ -77,8 +77,8 @@ def check_request_shape(request: SubmitRequest, now: datetime, limits: SubmitLim
     if definition_name(request.definition_uri) is None:
         errors.add("definitionUri", "must look like registry://jobs/<name>")
     version = request.definition_version
-    if version is not None and not 1 <= version <= INT64_MAX:
-        errors.add("definitionVersion", f"must be a positive integer up to {INT64_MAX}")
+    if version is not None and not 1 <= version <= VERSION_MAX:
+        errors.add("definitionVersion", f"must be a positive integer up to {VERSION_MAX}")
     if not PRIORITY_MIN <= request.priority <= PRIORITY_MAX:
         errors.add("priority", f"must be between {PRIORITY_MIN} and {PRIORITY_MAX}")
     key = request.idempotency_key
