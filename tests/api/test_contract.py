@@ -6,6 +6,7 @@ backend. No request may get a 5xx, and each answer must match the schema its sta
 from __future__ import annotations
 
 import asyncio
+import os
 import shutil
 import socket
 import threading
@@ -38,7 +39,7 @@ from tickwheel.domain.clock import SystemClock
 from tickwheel.domain.models import Scope
 from tickwheel.store.factory import open_store
 
-EXAMPLES = 12
+EXAMPLES = int(os.environ.get("TICKWHEEL_CONTRACT_EXAMPLES", "15"))
 CHECKS = [not_a_server_error, response_schema_conformance, content_type_conformance]
 WORKFLOW = """
 name: contract
