@@ -9,10 +9,10 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from tickwheel.api.error_schema import document_errors
 from tickwheel.domain.errors import (
     BadRequest,
     Conflict,
@@ -61,49 +61,8 @@ def _path(loc: tuple[Any, ...]) -> str:
     return ".".join(parts) or "body"
 
 
-class ErrorDetail(BaseModel):
-    code: str = Field(description="stable and machine-readable, e.g. invalid_input")
-    message: str = Field(description="what is wrong, for a person")
-    details: Any = Field(None, description="for invalid_input: [{path, message}] per bad field")
-
-
-class ErrorBody(BaseModel):
-    """Every error answer of the API, whatever its status."""
-
-    error: ErrorDetail
-
-
-def document_errors(schema: dict[str, Any]) -> dict[str, Any]:
-    """``schema`` (the OpenAPI document) with FastAPI's 422 shape, which we never send, replaced
-    by our error body for every 4xx of every operation."""
-    components = schema.setdefault("components", {}).setdefault("schemas", {})
-    for model in (ErrorDetail, ErrorBody):
-        components[model.__name__] = model.model_json_schema(
-            ref_template="#/components/schemas/{model}"
-        )
-    components.pop("HTTPValidationError", None)
-    components.pop("ValidationError", None)
-    body = {
-        "description": "the request was refused: the error body says why",
-        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}},
-    }
-    for operations in schema.get("paths", {}).values():
-        for operation in operations.values():
-            responses = operation.setdefault("responses", {})
-            responses.pop("422", None)
-            responses["4XX"] = body
-    return schema
-
-
 def install(app: FastAPI) -> None:
-    generate = app.openapi
-
-    def openapi() -> dict[str, Any]:
-        if app.openapi_schema is None:
-            app.openapi_schema = document_errors(generate())
-        return app.openapi_schema
-
-    app.openapi = openapi  # type: ignore[method-assign]
+    document_errors(app)
 
     @app.exception_handler(TickwheelError)
     async def domain_error(_: Request, exc: TickwheelError) -> JSONResponse:
