@@ -156,24 +156,34 @@ async def test_integers_beyond_what_is_stored_are_422(
     assert (await api.http.get("/v1/cron-jobs")).json()["items"] == []
 
 
+XML = (
+    "<definition><name>huge</name><version>{version}</version>"
+    '<execution type="python" entrypoint="tickwheel.examples.jobs:greet"/>'
+    '<retry maxAttempts="{attempts}"/></definition>'
+)
+YAML = (
+    "name: huge\nversion: {version}\nretry: {{maxAttempts: {attempts}}}\n"
+    "execution: {{type: python, entrypoint: 'tickwheel.examples.jobs:greet'}}\n"
+)
+
+
 @pytest.mark.parametrize("fmt", ["yaml", "xml"])
-async def test_integers_beyond_64_bits_in_yaml_and_xml_definitions_are_422(
-    api: Api, fmt: str
+@pytest.mark.parametrize(
+    ("version", "attempts"), [("99999999999999999999", 3), (1, 2**40), (2**31, 3)]
+)
+async def test_integers_too_large_in_yaml_and_xml_definitions_are_422(
+    api: Api, fmt: str, version: object, attempts: int
 ) -> None:
-    if fmt == "yaml":
-        text = "name: huge\nversion: 99999999999999999999\nexecution:\n  type: python\n"
-        text += "  entrypoint: tickwheel.examples.jobs:greet\n"
-    else:
-        text = (
-            "<definition><name>huge</name><version>99999999999999999999</version>"
-            "<execution><type>python</type><entrypoint>tickwheel.examples.jobs:greet"
-            "</entrypoint></execution></definition>"
-        )
-    r = await api.http.put(
-        "/v1/definitions", content=text, headers={"Content-Type": f"application/{fmt}"}
-    )
-    assert_error(r, 422)
-    assert (await api.http.get("/v1/definitions/huge")).status_code == 404
+    template = YAML if fmt == "yaml" else XML
+    headers = {"Content-Type": f"application/{fmt}"}
+    ok = template.format(version=1, attempts=3)
+    r = await api.http.put("/v1/definitions", content=ok, headers=headers)
+    assert r.status_code == 201, r.text  # the same document, with small numbers, is fine
+    text = template.format(version=version, attempts=attempts)
+    r = await api.http.put("/v1/definitions", content=text, headers=headers)
+    error = assert_error(r, 422)
+    assert error["details"][0]["path"] in ("version", "retry.maxAttempts"), error
+    assert len((await api.http.get("/v1/definitions/huge")).json()["items"]) == 1
 
 
 @pytest.mark.parametrize(
