@@ -125,6 +125,8 @@ async def test_numbers_are_not_times(api: Api) -> None:
         ("POST", "/v1/workflow-runs", {"workflow": "w", "version": 1e20}),
         ("POST", "/v1/workflow-runs", {"workflow": "w", "version": BIG}),
         ("GET", f"/v1/workflows/w?version={BIG}", None),
+        ("GET", "/v1/workflows/w?version=1e20", None),
+        ("PUT", "/v1/workflows", {"name": "w", "version": 1e20, "tasks": []}),
         ("DELETE", f"/v1/cron-jobs/n?version={BIG}", None),
         ("GET", f"/v1/executions?limit={BIG}", None),
         # Versions and attempt budgets are 32-bit columns in PostgreSQL.
