@@ -101,3 +101,15 @@ class Unhashable:
 
 
 unhashable = Unhashable()
+
+
+UNSTORABLE = {"nul": "a\x00b", "surrogate": "a\ud800b"}
+
+
+def unstorable_output(kind: str) -> dict[str, Any]:
+    """Text that PostgreSQL refuses (NUL) or that no response can encode (a lone surrogate)."""
+    return {"text": UNSTORABLE[kind]}
+
+
+def fails_unstorably(kind: str) -> None:
+    raise ValueError(f"cannot read {UNSTORABLE[kind]}")

@@ -1005,29 +1005,32 @@ def test_diff_when_execution_type_changes() -> None:
 
 # -- round trip (property) ------------------------------------------------------------------------
 
+INT64 = st.integers(min_value=-(2**63), max_value=2**63 - 1)
+TEXT = st.characters(blacklist_characters="\x00")
+"""Storable text: tickwheel refuses NUL in every stored value (domain.jsonvalues)."""
 JSON_SCALARS = st.one_of(
     st.none(),
     st.booleans(),
-    st.integers(),
+    INT64,
     st.floats(allow_nan=False, allow_infinity=False),
-    st.text(max_size=10),
+    st.text(TEXT, max_size=10),
 )
 JSON_VALUES = st.recursive(
     JSON_SCALARS,
     lambda inner: (
-        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3)
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(TEXT, max_size=5), inner, max_size=3)
     ),
     max_leaves=8,
 )
 DEFAULTS: dict[str, st.SearchStrategy[Any]] = {
-    "string": st.text(max_size=20),
-    "integer": st.integers(),
-    "number": st.integers() | st.floats(allow_nan=False, allow_infinity=False),
+    "string": st.text(TEXT, max_size=20),
+    "integer": INT64,
+    "number": INT64 | st.floats(allow_nan=False, allow_infinity=False),
     "boolean": st.booleans(),
     "date": st.dates().map(lambda d: d.isoformat()),
     "datetime": st.datetimes(timezones=st.just(UTC)).map(lambda d: d.isoformat()),
     "uri": st.sampled_from(["https://example.com/a", "s3://b/k", "mailto:a@b.c"]),
-    "object": st.dictionaries(st.text(max_size=5), JSON_VALUES, max_size=3),
+    "object": st.dictionaries(st.text(TEXT, max_size=5), JSON_VALUES, max_size=3),
     "array": st.lists(JSON_VALUES, max_size=3),
 }
 
@@ -1038,7 +1041,7 @@ def field_decls(draw: st.DrawFn) -> Any:
     form = draw(st.sampled_from(["short", "long", "default", "optional"]))
     if form == "short":
         return type_name
-    decl: dict[str, Any] = {"type": type_name, "description": draw(st.text(max_size=10))}
+    decl: dict[str, Any] = {"type": type_name, "description": draw(st.text(TEXT, max_size=10))}
     if form == "default":
         decl["default"] = draw(DEFAULTS[type_name])
     elif form == "optional":
@@ -1047,8 +1050,10 @@ def field_decls(draw: st.DrawFn) -> Any:
 
 
 FIELD_NAMES = st.from_regex(r"[A-Za-z_][A-Za-z0-9_]{0,10}", fullmatch=True)
-ARGV = st.tuples(st.text(min_size=1, max_size=10)).flatmap(
-    lambda program: st.lists(st.text(max_size=10), max_size=3).map(lambda a: program + tuple(a))
+ARGV = st.tuples(st.text(TEXT, min_size=1, max_size=10)).flatmap(
+    lambda program: st.lists(st.text(TEXT, max_size=10), max_size=3).map(
+        lambda a: program + tuple(a)
+    )
 )
 EXECUTIONS = st.one_of(
     st.builds(PythonExecution, st.sampled_from(["a:b", "pkg.mod:func", "x.y.z:Cls.method"])),
@@ -1062,7 +1067,7 @@ EXECUTIONS = st.one_of(
         st.sampled_from(["GET", "POST", "PUT", "PATCH", "DELETE"]),
         st.dictionaries(
             st.from_regex(r"[A-Za-z-]{1,10}", fullmatch=True),
-            st.text(alphabet=st.characters(blacklist_characters="\r\n"), max_size=10),
+            st.text(alphabet=st.characters(blacklist_characters="\r\n\x00"), max_size=10),
             max_size=3,
         ).map(lambda h: tuple(sorted(h.items()))),
     ),
@@ -1081,7 +1086,7 @@ def definitions(draw: st.DrawFn) -> Definition:
     document = {
         "name": draw(st.from_regex(r"[a-z0-9][a-z0-9_.-]{0,20}", fullmatch=True)),
         "version": draw(st.integers(min_value=1, max_value=10**9)),
-        "description": draw(st.text(max_size=30)),
+        "description": draw(st.text(TEXT, max_size=30)),
         "inputs": draw(st.dictionaries(FIELD_NAMES, field_decls(), max_size=4)),
         "outputs": draw(st.dictionaries(FIELD_NAMES, field_decls(), max_size=3)),
         "timeout": draw(SECONDS),

@@ -37,7 +37,8 @@ GOOD = [
     (T.STRING, "hello"),
     (T.INTEGER, 0),
     (T.INTEGER, -7),
-    (T.INTEGER, 10**30),
+    (T.INTEGER, 2**63 - 1),
+    (T.INTEGER, -(2**63)),
     (T.NUMBER, 1),
     (T.NUMBER, 1.5),
     (T.NUMBER, -0.0),
@@ -67,6 +68,13 @@ def test_values_that_fit_their_type(ftype: FieldType, value: Any) -> None:
     assert value_problem(ftype, value) is None
 
 
+def nested(depth: int) -> list[Any]:
+    value: list[Any] = []
+    for _ in range(depth - 1):
+        value = [value]
+    return value
+
+
 BAD = [
     (T.STRING, 1, "expected string, got integer"),
     (T.STRING, None, "expected string, got null"),
@@ -74,6 +82,13 @@ BAD = [
     (T.INTEGER, False, "expected integer, got boolean"),
     (T.INTEGER, 1.0, "expected integer, got number"),
     (T.INTEGER, "1", "expected integer, got string"),
+    (T.INTEGER, 2**63, "outside the signed 64-bit range"),
+    (T.NUMBER, -(2**63) - 1, "outside the signed 64-bit range"),
+    (T.STRING, "a\x00b", "NUL"),
+    (T.STRING, "\ud800", "lone surrogate"),
+    (T.URI, "https://example.com/\x00", "NUL"),
+    (T.ARRAY, nested(70), "nested too deep"),
+    (T.OBJECT, {"a": {"b\ud800": 1}}, "lone surrogate"),
     (T.NUMBER, True, "expected number, got boolean"),
     (T.NUMBER, "1.5", "expected number, got string"),
     (T.NUMBER, math.nan, "expected a finite number, got nan"),
@@ -123,7 +138,8 @@ def test_deeply_nested_object_is_checked_without_recursion() -> None:
     value: Any = "leaf"
     for _ in range(5000):
         value = {"a": [value]}
-    assert value_problem(T.OBJECT, value) is None
+    problem = value_problem(T.OBJECT, value)
+    assert problem is not None and "nested too deep" in problem
 
 
 # -- validate_values ------------------------------------------------------------------------------

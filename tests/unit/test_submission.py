@@ -93,10 +93,10 @@ def test_a_trailing_newline_is_not_a_valid_uri() -> None:
     assert definition_name("registry://jobs/greet\n") is None
 
 
-@pytest.mark.parametrize("version", [0, -1])
+@pytest.mark.parametrize("version", [0, -1, 2**31, 2**63])
 def test_bad_definition_version(version: int) -> None:
     assert shape_errors(request(definition_version=version)) == [
-        ("definitionVersion", "must be a positive integer")
+        ("definitionVersion", f"must be a positive integer up to {2**31 - 1}")
     ]
 
 

@@ -10,7 +10,9 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from tickwheel.api.error_schema import document_errors
 from tickwheel.domain.errors import (
     BadRequest,
     Conflict,
@@ -23,6 +25,7 @@ from tickwheel.domain.errors import (
     Unauthorized,
     Unavailable,
 )
+from tickwheel.domain.jsonvalues import clean_text, readable
 
 log = logging.getLogger("tickwheel.api")
 
@@ -52,8 +55,10 @@ def error_response(
     headers = {"WWW-Authenticate": "Bearer"} if status == 401 else {}
     if retry_after is not None:
         headers["Retry-After"] = str(retry_after)
+    # A message or detail may quote what the client sent (a name, a path): made encodable here,
+    # so that refusing a lone surrogate cannot itself fail on it.
     return JSONResponse(
-        {"error": {"code": code, "message": message, "details": details}},
+        {"error": {"code": code, "message": clean_text(message), "details": readable(details)}},
         status_code=status,
         headers=headers,
     )
@@ -65,6 +70,8 @@ def _path(loc: tuple[Any, ...]) -> str:
 
 
 def install(app: FastAPI) -> None:
+    document_errors(app)
+
     @app.exception_handler(TickwheelError)
     async def domain_error(_: Request, exc: TickwheelError) -> JSONResponse:
         # Both say when to come back: a client that honours Retry-After needs no backoff of its own.
@@ -94,7 +101,39 @@ def install(app: FastAPI) -> None:
             message = "no such route"
         return error_response(exc.status_code, codes.get(exc.status_code, "error"), message)
 
-    @app.exception_handler(Exception)
-    async def unexpected(request: Request, exc: Exception) -> JSONResponse:
-        log.exception("unhandled error on %s %s", request.method, request.url.path)
-        return error_response(500, "internal", "internal error; the server log has the details")
+    # Starlette's last-resort handler sends this and then re-raises, and the server then drops
+    # the kept-alive connection; ServerErrors answers inside the app, so nothing is re-raised.
+    app.add_exception_handler(Exception, unexpected)
+    app.add_middleware(ServerErrors)
+
+
+async def unexpected(request: Request, exc: Exception) -> JSONResponse:
+    log.exception("unhandled error on %s %s", request.method, request.url.path)
+    return error_response(500, "internal", "internal error; the server log has the details")
+
+
+class ServerErrors:
+    """Answers an exception that escaped every handler with the JSON 500, as a normal response:
+    the connection stays usable. Installed innermost, so request metrics still count the 500."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = False
+
+        async def tracked(message: Message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, receive, tracked)
+        except Exception as exc:
+            if started:
+                raise  # half a response is out: only closing the connection can end it
+            response = await unexpected(Request(scope), exc)
+            await response(scope, receive, send)

@@ -1,5 +1,9 @@
 """A pure ASGI middleware that refuses request bodies over a limit with 413 — checked on the
-declared length and again while streaming, so a lying or chunked client cannot get past it."""
+declared length and again while streaming, so a lying or chunked client cannot get past it.
+
+It also refuses, with a 422, a URL whose path or query holds a NUL character: no name, key or
+value of tickwheel may hold one (PostgreSQL cannot store it), and refusing it here means no
+route has to remember to."""
 
 from __future__ import annotations
 
@@ -20,44 +24,64 @@ class BodyLimit:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        if "\x00" in scope["path"] or b"%00" in scope.get("query_string", b""):
+            where = "path" if "\x00" in scope["path"] else "query"
+            message = f"the URL's {where} holds a NUL character (%00), which no value may hold"
+            await _answer(
+                send, 422, "invalid_input", message, [{"path": where, "message": message}]
+            )
+            return
         declared = dict(scope.get("headers") or []).get(b"content-length")
         if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
             await self._refuse(send)
             return
         received = 0
+        refused = False
 
         async def limited_receive() -> Message:
-            # Raised inside the app, so the app's own error handling renders the 413.
-            nonlocal received
+            # The 413 goes out from here, the moment the limit is passed: whatever route reads
+            # the body (and whatever it makes of the error raised next: FastAPI's body parsing
+            # turns any error into a 400) answers the same. Later sends are dropped.
+            nonlocal received, refused
             message = await receive()
             if message["type"] == "http.request":
                 received += len(message.get("body", b""))
-                if received > self.max_bytes:
+                if received > self.max_bytes and not refused:
+                    refused = True
+                    await self._refuse(send)
+                if refused:
                     raise PayloadTooLarge(_message(self.max_bytes), {"limit": self.max_bytes})
             return message
 
-        await self.app(scope, limited_receive, send)
+        async def guarded_send(message: Message) -> None:
+            if not refused:
+                await send(message)
+
+        try:
+            await self.app(scope, limited_receive, guarded_send)
+        except Exception:
+            if not refused:
+                raise
 
     async def _refuse(self, send: Send) -> None:
-        body: dict[str, Any] = {
-            "error": {
-                "code": "payload_too_large",
-                "message": _message(self.max_bytes),
-                "details": {"limit": self.max_bytes},
-            }
+        limit = {"limit": self.max_bytes}
+        await _answer(send, 413, "payload_too_large", _message(self.max_bytes), limit)
+
+
+async def _answer(send: Send, status: int, code: str, message: str, details: Any) -> None:
+    body: dict[str, Any] = {"error": {"code": code, "message": message, "details": details}}
+    raw = json.dumps(body).encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(raw)).encode()),
+            ],
         }
-        raw = json.dumps(body).encode()
-        await send(
-            {
-                "type": "http.response.start",
-                "status": 413,
-                "headers": [
-                    (b"content-type", b"application/json"),
-                    (b"content-length", str(len(raw)).encode()),
-                ],
-            }
-        )
-        await send({"type": "http.response.body", "body": raw})
+    )
+    await send({"type": "http.response.body", "body": raw})
 
 
 def _message(limit: int) -> str:

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, StrictInt
+from pydantic import BaseModel, ConfigDict, Field, StrictInt
 
+from tickwheel.api.params import Rfc3339
 from tickwheel.domain.submission import SubmitRequest
 
 MAX_BATCH = 1000
@@ -17,7 +18,7 @@ class SubmitBody(BaseModel):
     definitionUri: str = Field(min_length=1, max_length=300)
     definitionVersion: StrictInt | None = None
     inputs: dict[str, Any] = Field(default_factory=dict)
-    executeAt: AwareDatetime | None = None
+    executeAt: Rfc3339 | None = None
     priority: StrictInt = 0
 
     def to_request(self, idempotency_key: str | None) -> SubmitRequest:

@@ -7,13 +7,14 @@ field gets the same 422, with the same path, whichever way it came in."""
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Mapping
 from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
-from tickwheel.client.wire import iso
+from tickwheel.client.wire import BAD_CURSOR, cursor_bytes, cursor_from_bytes, iso
 from tickwheel.domain.cron import DstPolicy, FirePreview
 from tickwheel.domain.cron_jobs import (
     AuditEntry,
@@ -25,8 +26,10 @@ from tickwheel.domain.cron_jobs import (
     OverlapPolicy,
     validate_spec,
 )
-from tickwheel.domain.errors import ErrorList, FieldError, InvalidInput
+from tickwheel.domain.errors import BadRequest, ErrorList, FieldError, InvalidInput
+from tickwheel.domain.jsonvalues import VERSION_MAX, int64_problem, text_problem
 from tickwheel.domain.submission import DEFINITION_URI_PREFIX
+from tickwheel.store.cron_protocol import HistoryCursor
 
 Wire = dict[str, Any]
 
@@ -172,9 +175,11 @@ class _Reader:
         value = self._get(key)
         if value is None or value == "latest":
             return None
-        if value is _ABSENT or (isinstance(value, int) and not isinstance(value, bool)):
+        if value is _ABSENT or _is_version(value):
             return value
-        return self._bad(key, "must be a positive integer, or null (or 'latest') for the latest")
+        return self._bad(
+            key, f"must be an integer from 1 to {VERSION_MAX}, or null (or 'latest') for the latest"
+        )
 
     def workflow(self, key: str) -> Any:
         """``{"name": ..., "version"?: ...}`` (or the bare name) as ``(name, version)``."""
@@ -193,8 +198,11 @@ class _Reader:
             return self._bad(f"{key}.name", "is required: the workflow's name")
         if version == "latest":
             version = None
-        if version is not None and (not isinstance(version, int) or isinstance(version, bool)):
-            return self._bad(f"{key}.version", "must be a positive integer, or null for the latest")
+        if version is not None and not _is_version(version):
+            return self._bad(
+                f"{key}.version",
+                f"must be an integer from 1 to {VERSION_MAX}, or null for the latest",
+            )
         return (name.strip(), version)
 
     def object(self, key: str) -> Any:
@@ -207,9 +215,9 @@ class _Reader:
 
     def integer(self, key: str) -> Any:
         value = self._get(key)
-        if value is _ABSENT or (isinstance(value, int) and not isinstance(value, bool)):
+        if value is _ABSENT or (type(value) is int and int64_problem(value) is None):
             return value
-        return self._bad(key, "must be an integer")
+        return self._bad(key, "must be an integer (64-bit)")
 
     def choice(self, key: str, kind: type[MisfirePolicy] | type[OverlapPolicy]) -> Any:
         value = self._get(key)
@@ -326,3 +334,41 @@ def parse_ref(ref: str) -> uuid.UUID | str:
         return uuid.UUID(ref)
     except ValueError:
         return ref
+
+
+def _is_version(value: Any) -> bool:
+    return type(value) is int and 1 <= value <= VERSION_MAX
+
+
+# -- cursors: opaque to clients, strictly read back -------------------------------------------
+
+
+def history_cursor(row: OccurrenceRecord) -> str:
+    return cursor_from_bytes(json.dumps([iso(row.occurrence), row.record_id]).encode())
+
+
+def read_history_cursor(cursor: str) -> HistoryCursor:
+    try:
+        occurrence, record_id = json.loads(cursor_bytes(cursor))
+        at = datetime.fromisoformat(occurrence)
+        if at.tzinfo is None or type(record_id) is not int or int64_problem(record_id):
+            raise ValueError("not a cursor of ours")
+        return HistoryCursor(at, record_id)
+    except (ValueError, TypeError) as exc:
+        raise BadRequest(BAD_CURSOR, {"cursor": cursor[:100]}) from exc
+
+
+def name_cursor(name: str) -> str:
+    """A page of jobs ends at a name; the cursor wraps it, so a name typed in its place (or any
+    other garbage) is a 400, not a silently different page."""
+    return cursor_from_bytes(json.dumps(["after", name]).encode())
+
+
+def read_name_cursor(cursor: str) -> str:
+    try:
+        tag, name = json.loads(cursor_bytes(cursor))
+    except (ValueError, TypeError) as exc:
+        raise BadRequest(BAD_CURSOR, {"cursor": cursor[:100]}) from exc
+    if tag != "after" or not isinstance(name, str) or text_problem(name):
+        raise BadRequest(BAD_CURSOR, {"cursor": cursor[:100]})
+    return name

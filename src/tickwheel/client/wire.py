@@ -70,13 +70,32 @@ def definition_to_wire(stored: StoredDefinition) -> dict[str, Any]:
     }
 
 
+BAD_CURSOR = "the cursor is not one this API returned; start again without it"
+
+
 def encode_cursor(execution_id: uuid.UUID) -> str:
-    return base64.urlsafe_b64encode(execution_id.bytes).decode().rstrip("=")
+    return cursor_from_bytes(execution_id.bytes)
 
 
 def decode_cursor(cursor: str) -> uuid.UUID:
+    raw = cursor_bytes(cursor)
+    if len(raw) != 16:
+        raise BadRequest(BAD_CURSOR, {"cursor": cursor[:100]})
+    return uuid.UUID(bytes=raw)
+
+
+def cursor_from_bytes(raw: bytes) -> str:
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def cursor_bytes(cursor: str) -> bytes:
+    """The bytes of a cursor this API made; BadRequest (400) for anything else, so that a
+    mangled cursor is said to be wrong rather than quietly read as the first page."""
     try:
-        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
-        return uuid.UUID(bytes=raw)
-    except ValueError as exc:
-        raise BadRequest("the cursor is not one this API returned; start again without it") from exc
+        raw = base64.b64decode(cursor + "=" * (-len(cursor) % 4), altchars=b"-_", validate=True)
+    except (ValueError, UnicodeEncodeError):
+        raw = None
+    # Only the one spelling this API writes: stray bits or padding mean it was not ours.
+    if not raw or cursor_from_bytes(raw) != cursor:
+        raise BadRequest(BAD_CURSOR, {"cursor": cursor[:100]})
+    return raw

@@ -19,8 +19,6 @@ Rules worth knowing:
 
 from __future__ import annotations
 
-import base64
-import json
 import uuid
 from dataclasses import replace
 from datetime import datetime
@@ -29,9 +27,13 @@ from typing import Any
 from tickwheel.client.cron_wire import (
     Wire,
     audit_to_wire,
+    history_cursor,
     job_to_wire,
+    name_cursor,
     parse_ref,
     preview_to_wire,
+    read_history_cursor,
+    read_name_cursor,
     record_to_wire,
     spec_from_wire,
     spec_to_wire,
@@ -52,9 +54,9 @@ from tickwheel.domain.cron_jobs import (
     OccurrenceRecord,
     Outcome,
 )
-from tickwheel.domain.errors import BadRequest, Conflict, FieldError, InvalidInput, NotFound
+from tickwheel.domain.errors import Conflict, FieldError, InvalidInput, NotFound
 from tickwheel.domain.ids import uuid7
-from tickwheel.store.cron_protocol import CronStore, HistoryCursor
+from tickwheel.store.cron_protocol import CronStore
 from tickwheel.store.protocol import Store
 from tickwheel.store.workflow_protocol import WorkflowStore
 
@@ -119,12 +121,13 @@ class CronJobs:
 
     async def cron_list(self, cursor: str | None, limit: int) -> Wire:
         limit = max(1, min(limit, MAX_PAGE))
-        jobs = await self.cron.cron_job_list(self.tenant, cursor, limit + 1)
+        after = read_name_cursor(cursor) if cursor is not None else None
+        jobs = await self.cron.cron_job_list(self.tenant, after, limit + 1)
         page = jobs[:limit]
         more = len(jobs) > limit
         return {
             "items": [self.render(j, next_fires=False) for j in page],
-            "nextCursor": page[-1].name if more and page else None,
+            "nextCursor": name_cursor(page[-1].name) if more and page else None,
         }
 
     async def cron_history(self, ref: str, cursor: str | None, limit: int) -> Wire:
@@ -132,7 +135,7 @@ class CronJobs:
         the ones that did not become one, with the reason."""
         job = await self.find(ref)
         limit = max(1, min(limit, MAX_PAGE))
-        before = _decode_cursor(cursor) if cursor else None
+        before = read_history_cursor(cursor) if cursor else None
         rows = await self.cron.cron_occurrence_list(self.tenant, job.cron_job_id, before, limit + 1)
         page = rows[:limit]
         items = []
@@ -149,7 +152,7 @@ class CronJobs:
         return {
             "cronJobId": str(job.cron_job_id),
             "items": items,
-            "nextCursor": _encode_cursor(page[-1]) if more else None,
+            "nextCursor": history_cursor(page[-1]) if more else None,
         }
 
     async def cron_audit(self, ref: str, limit: int = MAX_PAGE) -> Wire:
@@ -391,17 +394,3 @@ def _snapshot(job: CronJob | None) -> dict[str, Any] | None:
     if job is None:
         return None
     return {**spec_to_wire(job.spec), "status": str(job.status), "version": job.version}
-
-
-def _encode_cursor(row: OccurrenceRecord) -> str:
-    text = json.dumps([iso(row.occurrence), row.record_id])
-    return base64.urlsafe_b64encode(text.encode()).decode().rstrip("=")
-
-
-def _decode_cursor(cursor: str) -> HistoryCursor:
-    try:
-        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
-        occurrence, record_id = json.loads(raw)
-        return HistoryCursor(datetime.fromisoformat(occurrence), int(record_id))
-    except (ValueError, TypeError) as exc:
-        raise BadRequest("the cursor is not one this API returned; start again without it") from exc

@@ -51,6 +51,7 @@ from defusedxml import DefusedXmlException
 from tickwheel.domain.definitions import Definition, definition_from_document
 from tickwheel.domain.errors import BadRequest, ErrorList, FieldError, InvalidInput
 from tickwheel.domain.fieldtypes import bool_from_text, number_from_text, value_from_text
+from tickwheel.domain.jsonvalues import problems
 from tickwheel.domain.run_policy import RunPolicy, registration_problems
 
 __all__ = [
@@ -75,7 +76,7 @@ def parse_definition(data: str | bytes, fmt: str, *, policy: RunPolicy | None = 
     kind = fmt.lower()
     if kind == "xml":
         errors = ErrorList()
-        definition = definition_from_document(_xml_document(data, errors), errors=errors)
+        definition = definition_from_document(storable(_xml_document(data, errors)), errors=errors)
     elif kind == "json":
         definition = definition_from_document(_load_json(_text(data, "JSON")))
     elif kind == "yaml":
@@ -84,13 +85,13 @@ def parse_definition(data: str | bytes, fmt: str, *, policy: RunPolicy | None = 
         raise BadRequest(f"unsupported definition format {fmt!r}; supported: yaml, json, xml")
     # Not inside definition_from_document: that also reads stored rows back, which must load
     # whatever the rules were when they were stored (a worker refuses them at run time instead).
-    problems = registration_problems(definition.execution, policy or RunPolicy())
-    if problems:
-        count = len(problems)
+    refused = registration_problems(definition.execution, policy or RunPolicy())
+    if refused:
+        count = len(refused)
         raise InvalidInput(
             f"definition {definition.name!r} asks for what workers do not run:"
             f" {count} problem{'s' * (count != 1)}",
-            problems,
+            refused,
         )
     return definition
 
@@ -106,7 +107,7 @@ def _text(data: str | bytes, fmt: str) -> str:
 
 def _load_json(text: str) -> Any:
     try:
-        return json.loads(text)
+        return storable(json.loads(text))
     except json.JSONDecodeError as exc:
         where = f"line {exc.lineno}, column {exc.colno}"
         raise BadRequest(f"definition is not valid JSON ({where}): {exc.msg}") from exc
@@ -145,6 +146,18 @@ def _load_yaml(text: str) -> Any:
             stack.extend(node.values())
         elif isinstance(node, list):
             stack.extend(node)
+    return storable(doc)
+
+
+def storable(doc: Any) -> Any:
+    """``doc`` when every value in it can be stored and read back (no NUL, no lone surrogate, no
+    integer beyond 64 bits, not nested too deep); else InvalidInput naming each place."""
+    found = problems(doc, "")
+    if found:
+        raise InvalidInput(
+            "the document holds values that cannot be stored",
+            [FieldError(where.lstrip(".") or "document", message) for where, message in found],
+        )
     return doc
 
 

@@ -20,6 +20,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from tickwheel.domain.errors import ErrorList
+from tickwheel.domain.jsonvalues import VERSION_MAX, first_problem
 
 
 class FieldType(StrEnum):
@@ -97,21 +98,23 @@ def value_problem(ftype: FieldType, value: Any) -> str | None:
             return f"expected number, got {got}"
         if isinstance(value, float) and not math.isfinite(value):
             return f"expected a finite number, got {value}"
-        return None
+        return first_problem(value)
     if ftype in _TEXT_CHECKS:
         if not isinstance(value, str):
             return f"expected {ftype}, got {got}"
         check, hint = _TEXT_CHECKS[ftype]
         if check(value):
-            return None
+            return first_problem(value)
         if ftype is FieldType.DATETIME and _NAIVE_DATETIME.fullmatch(value):
             return f"expected datetime with a UTC offset or Z, got naive {describe(value)}"
         return f"expected {ftype} ({hint}), got {describe(value)}"
     if got != ftype.value:
         return f"expected {ftype}, got {got}"
-    if ftype in (FieldType.OBJECT, FieldType.ARRAY) and not _is_json(value):
-        return f"expected {ftype} of JSON values (string keys, finite numbers)"
-    return None
+    # Strings, integers, objects and arrays: what every stored JSON value must be.
+    problem = first_problem(value)
+    if problem is not None and ftype in (FieldType.OBJECT, FieldType.ARRAY):
+        return f"expected {ftype} of JSON values: {problem}"
+    return problem
 
 
 def _is_date(text: str) -> bool:
@@ -149,25 +152,6 @@ _TEXT_CHECKS: dict[FieldType, tuple[Callable[[str], bool], str]] = {
     FieldType.DATETIME: (_is_datetime, "RFC 3339 with an offset or Z, e.g. 2026-03-01T09:30:00Z"),
     FieldType.URI: (_is_uri, "a URI with a scheme, e.g. https://example.com/x"),
 }
-
-
-def _is_json(value: Any) -> bool:
-    """Whether ``value`` holds only JSON values; iterative, so deep nesting cannot overflow."""
-    stack = [value]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, float):
-            if not math.isfinite(item):
-                return False
-        elif isinstance(item, list):
-            stack.extend(item)
-        elif isinstance(item, dict):
-            if not all(isinstance(key, str) for key in item):
-                return False
-            stack.extend(item.values())
-        elif item is not None and not isinstance(item, str | int):
-            return False
-    return True
 
 
 def validate_values(
@@ -359,6 +343,8 @@ def read_positive_int(value: Any, path: str, errors: ErrorList, default: int | N
         errors.add(path, f"must be an integer, got {describe(value)}")
     elif value < 1:
         errors.add(path, f"must be at least 1, got {value}")
+    elif value > VERSION_MAX:
+        errors.add(path, f"must be at most {VERSION_MAX}, got {value}")
     else:
         return value
     return None

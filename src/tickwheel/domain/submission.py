@@ -17,6 +17,7 @@ from typing import Any
 from tickwheel.domain.definitions import Definition, validate_values
 from tickwheel.domain.errors import ErrorList
 from tickwheel.domain.ids import uuid7
+from tickwheel.domain.jsonvalues import VERSION_MAX, problems
 from tickwheel.domain.sharding import bucket_start, shard_id
 from tickwheel.domain.states import ExecutionStatus
 
@@ -75,8 +76,9 @@ def check_request_shape(request: SubmitRequest, now: datetime, limits: SubmitLim
     errors = ErrorList()
     if definition_name(request.definition_uri) is None:
         errors.add("definitionUri", "must look like registry://jobs/<name>")
-    if request.definition_version is not None and request.definition_version < 1:
-        errors.add("definitionVersion", "must be a positive integer")
+    version = request.definition_version
+    if version is not None and not 1 <= version <= VERSION_MAX:
+        errors.add("definitionVersion", f"must be a positive integer up to {VERSION_MAX}")
     if not PRIORITY_MIN <= request.priority <= PRIORITY_MAX:
         errors.add("priority", f"must be between {PRIORITY_MIN} and {PRIORITY_MAX}")
     key = request.idempotency_key
@@ -90,6 +92,13 @@ def check_request_shape(request: SubmitRequest, now: datetime, limits: SubmitLim
             errors.add("executeAt", f"is more than {describe(limits.max_past)} in the past")
         elif at > now + limits.max_future:
             errors.add("executeAt", f"is more than {describe(limits.max_future)} in the future")
+    # Checked here, before the definition: a batch refuses such an item alone, and the inputs
+    # the definition does not declare must not reach a message or a row either.
+    if not isinstance(request.inputs, dict):
+        errors.add("inputs", "must be an object")
+    else:
+        for where, message in problems(request.inputs, "inputs"):
+            errors.add(where, message)
     errors.raise_if_any("the execution request is invalid")
 
 

@@ -17,10 +17,11 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Body, Depends, Query, Request, Response
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr
+from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
 from tickwheel.api.auth import Principal
 from tickwheel.api.deps import app_state, principal
+from tickwheel.api.params import Int64, JsonObject, Rfc3339, StrictVersion, Text, Version
 from tickwheel.cron.jobs import CronJobs
 from tickwheel.domain.models import Scope
 
@@ -38,8 +39,8 @@ class DstPolicyBody(BaseModel):
 class WorkflowTargetBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    name: StrictStr = Field(max_length=128)
-    version: StrictInt | Literal["latest"] | None = None
+    name: Text = Field(max_length=128)
+    version: StrictVersion | Literal["latest"] | None = None
 
 
 class CronJobChanges(BaseModel):
@@ -47,34 +48,34 @@ class CronJobChanges(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    name: StrictStr | None = Field(None, max_length=128)
-    definitionUri: StrictStr | None = Field(None, max_length=300)
-    definitionVersion: StrictInt | Literal["latest"] | None = None
+    name: Text | None = Field(None, max_length=128)
+    definitionUri: Text | None = Field(None, max_length=300)
+    definitionVersion: StrictVersion | Literal["latest"] | None = None
     workflow: WorkflowTargetBody | None = Field(
         None, description="start a run of this workflow per occurrence (instead of definitionUri)"
     )
-    inputs: dict[str, Any] | None = None
-    expression: StrictStr | None = Field(None, max_length=200)
-    timezone: StrictStr | None = Field(None, max_length=64)
+    inputs: JsonObject | None = None
+    expression: Text | None = Field(None, max_length=200)
+    timezone: Text | None = Field(None, max_length=64)
     dstPolicy: DstPolicyBody | None = None
     misfirePolicy: Literal["skip", "run_once", "catch_up"] | None = None
-    maxCatchUp: StrictInt | None = None
+    maxCatchUp: Int64 | None = None
     overlapPolicy: Literal["allow", "forbid", "replace"] | None = None
-    jitter: StrictInt | None = Field(None, description="seconds (deterministic per occurrence)")
-    startAt: AwareDatetime | None = None
-    endAt: AwareDatetime | None = None
+    jitter: Int64 | None = Field(None, description="seconds (deterministic per occurrence)")
+    startAt: Rfc3339 | None = None
+    endAt: Rfc3339 | None = None
 
     def document(self) -> dict[str, Any]:
         return self.model_dump(mode="json", exclude_unset=True, exclude={"version"})
 
 
 class CronJobBody(CronJobChanges):
-    name: StrictStr = Field(max_length=128)
-    expression: StrictStr = Field(max_length=200)
+    name: Text = Field(max_length=128)
+    expression: Text = Field(max_length=200)
 
 
 class CronJobPatch(CronJobChanges):
-    version: StrictInt | None = Field(
+    version: StrictVersion | None = Field(
         None, description="the version you read: 409 if the job changed since"
     )
 
@@ -92,7 +93,7 @@ class ResumeBody(BaseModel):
 class ApplyBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    cronJobs: list[dict[str, Any]] = Field(max_length=1000)
+    cronJobs: list[JsonObject] = Field(max_length=1000)
     prune: StrictBool = False
     dryRun: StrictBool = False
 
@@ -175,7 +176,7 @@ async def resume_cron_job(
 
 @router.delete("/cron-jobs/{ref}")
 async def delete_cron_job(
-    ref: str, request: Request, who: Who, version: int | None = None
+    ref: str, request: Request, who: Who, version: Version | None = None
 ) -> dict[str, Any]:
     """Deletes the job and its history; the audit trail keeps a record. Executions already
     materialised are left as they are."""
@@ -209,7 +210,7 @@ async def preview(
     who: Who,
     expression: Annotated[str, Query(max_length=200)],
     timezone: Annotated[str, Query(max_length=64)] = "UTC",
-    after: Annotated[AwareDatetime | None, Query(alias="from")] = None,
+    after: Annotated[Rfc3339 | None, Query(alias="from")] = None,
     count: Annotated[int, Query(ge=1, le=100)] = 10,
     nonexistent: str | None = None,
     ambiguous: str | None = None,

@@ -10,6 +10,7 @@ from fastapi import APIRouter, Depends, Request, Response
 
 from tickwheel.api.auth import Principal, require_operator
 from tickwheel.api.deps import principal, transport_for
+from tickwheel.api.params import Version
 from tickwheel.domain.definition_files import format_from_content_type
 from tickwheel.domain.models import Scope
 
@@ -46,5 +47,7 @@ async def definition_versions(name: str, request: Request, who: Who) -> dict[str
 
 
 @router.get("/{name}/versions/{version}")
-async def definition_version(name: str, version: int, request: Request, who: Who) -> dict[str, Any]:
+async def definition_version(
+    name: str, version: Version, request: Request, who: Who
+) -> dict[str, Any]:
     return await transport_for(request, who).definition_get(name, version)

@@ -6,10 +6,10 @@ import uuid
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Header, Query, Request, Response
-from pydantic import AwareDatetime
 
 from tickwheel.api.auth import Principal
 from tickwheel.api.deps import principal, transport_for
+from tickwheel.api.params import Rfc3339
 from tickwheel.api.schemas import BatchBody, SubmitBody
 from tickwheel.client.client import definition_uri
 from tickwheel.domain.errors import InvalidInput
@@ -54,8 +54,8 @@ async def list_executions(
     key_prefix: Annotated[
         str | None, Query(alias="idempotencyKeyPrefix", min_length=1, max_length=300)
     ] = None,
-    execute_from: Annotated[AwareDatetime | None, Query(alias="executeFrom")] = None,
-    execute_to: Annotated[AwareDatetime | None, Query(alias="executeTo")] = None,
+    execute_from: Annotated[Rfc3339 | None, Query(alias="executeFrom")] = None,
+    execute_to: Annotated[Rfc3339 | None, Query(alias="executeTo")] = None,
     cursor: str | None = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
 ) -> dict[str, Any]:

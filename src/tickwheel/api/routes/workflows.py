@@ -14,10 +14,11 @@ import uuid
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Header, Request, Response
-from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr
+from pydantic import BaseModel, ConfigDict, Field
 
 from tickwheel.api.auth import Principal, require_operator
 from tickwheel.api.deps import app_state, principal, transport_for
+from tickwheel.api.params import JsonObject, StrictVersion, Text, Version
 from tickwheel.client.client import AsyncClient
 from tickwheel.domain.definition_files import format_from_content_type
 from tickwheel.domain.models import Scope
@@ -31,9 +32,9 @@ Who = Annotated[Principal, Depends(principal)]
 class RunBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    workflow: StrictStr = Field(max_length=128)
-    version: StrictInt | None = None
-    inputs: dict[str, Any] = Field(default_factory=dict)
+    workflow: Text = Field(max_length=128)
+    version: StrictVersion | None = None
+    inputs: JsonObject = Field(default_factory=dict)
 
 
 def definitions_for(request: Request, tenant: str) -> WorkflowDefinitions:
@@ -74,7 +75,7 @@ async def list_workflows(request: Request, who: Who) -> dict[str, Any]:
 
 @router.get("/workflows/{name}")
 async def get_workflow(
-    name: str, request: Request, who: Who, version: int | None = None
+    name: str, request: Request, who: Who, version: Version | None = None
 ) -> dict[str, Any]:
     """The latest version, or ``?version=``."""
     return await definitions_for(request, who.tenant).get(name, version)

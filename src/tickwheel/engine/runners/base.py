@@ -26,6 +26,7 @@ from tickwheel.domain.definitions import (
 )
 from tickwheel.domain.errors import InvalidInput
 from tickwheel.domain.fieldtypes import json_type_name
+from tickwheel.domain.jsonvalues import readable
 
 __all__ = [
     "JobContext",
@@ -71,11 +72,15 @@ class RunOutcome:
             raise ValueError(f"unknown failure kind {self.kind!r}")
 
     def error(self) -> dict[str, Any] | None:
-        """The JSON-able error to store: ``{"kind", "message", **detail}``; None when ok."""
+        """The JSON-able error to store: ``{"kind", "message", **detail}``; None when ok.
+
+        Made storable: a job's message or stderr may hold NUL or lone surrogates, which
+        PostgreSQL refuses and no response can encode; they become U+FFFD."""
         if self.ok:
             return None
         extra = {k: v for k, v in (self.detail or {}).items() if k not in ("kind", "message")}
-        return {"kind": self.kind, "message": self.message, **extra}
+        error: dict[str, Any] = readable({"kind": self.kind, "message": self.message, **extra})
+        return error
 
 
 class Runner(Protocol):

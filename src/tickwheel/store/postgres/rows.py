@@ -10,9 +10,10 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from psycopg.types.json import Jsonb
+from psycopg.types.json import Jsonb, set_json_loads
 
 from tickwheel.domain.definitions import definition_from_document
+from tickwheel.domain.jsonvalues import load_readable, readable_object
 from tickwheel.domain.models import (
     ApiKey,
     Attempt,
@@ -26,6 +27,10 @@ from tickwheel.domain.submission import NewExecution
 from tickwheel.store.protocol import InsertOutcome, StoredDefinition
 
 Row = dict[str, Any]
+
+# Every json/jsonb column read, by every connection made after this import: a row stored before
+# the API checked values (nested 900 deep, say) must not break each read of it (issue 12).
+set_json_loads(load_readable)
 
 
 def utc(value: datetime) -> datetime:
@@ -141,7 +146,7 @@ def execution_from_row(r: Row) -> Execution:
         tenant=r["tenant"],
         definition_uri=r["definition_uri"],
         definition_version=r["definition_version"],
-        inputs=r["input_snapshot"],
+        inputs=readable_object(r["input_snapshot"]),
         execute_at=utc(r["execute_at"]),
         status=ExecutionStatus(r["status"]),
         priority=r["priority"],

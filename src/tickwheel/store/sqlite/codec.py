@@ -1,10 +1,12 @@
-"""How SQLite holds values it has no type for: instants as integer microseconds (UTC)."""
+"""How SQLite holds values it has no type for: instants as integer microseconds (UTC), JSON as
+text read back defensively."""
 
 from __future__ import annotations
 
-import json
 from datetime import UTC, datetime, timedelta
 from typing import Any
+
+from tickwheel.domain.jsonvalues import load_readable, readable_object
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
@@ -25,4 +27,10 @@ def from_us(value: int) -> datetime:
 
 
 def jload(text: str | None) -> Any:
-    return json.loads(text) if text is not None else None
+    """A JSON column's value, made safe to show: a row stored before the edge checked values (a
+    lone surrogate, a value nested 900 deep, text that is not JSON) must not break each read."""
+    return load_readable(text) if text is not None else None
+
+
+def jload_object(text: str) -> dict[str, Any]:
+    return readable_object(jload(text))

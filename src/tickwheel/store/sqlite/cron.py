@@ -28,7 +28,7 @@ from tickwheel.domain.cron_jobs import (
 )
 from tickwheel.store.cron_protocol import CronAdvance, CronClaim, HistoryCursor
 from tickwheel.store.sqlfile import load_queries
-from tickwheel.store.sqlite.codec import from_us, jload, opt_us, to_us
+from tickwheel.store.sqlite.codec import from_us, jload, jload_object, opt_us, to_us
 from tickwheel.store.sqlite.connection import SqliteConnection
 
 Q = load_queries("tickwheel.store.sqlite.sql")
@@ -239,7 +239,7 @@ def job_row(r: sqlite3.Row) -> CronJob:
         definition_version=r["definition_version"],
         workflow_name=r["workflow_name"],
         workflow_version=r["workflow_version"],
-        inputs=json.loads(r["inputs"]),
+        inputs=jload_object(r["inputs"]),
         dst_policy=DstPolicy.from_document(json.loads(r["dst_policy"])),
         misfire_policy=MisfirePolicy(r["misfire_policy"]),
         max_catch_up=r["max_catch_up"],

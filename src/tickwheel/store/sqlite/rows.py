@@ -13,7 +13,7 @@ from tickwheel.domain.models import ApiKey, Attempt, Execution, Scope
 from tickwheel.domain.states import AttemptStatus, ExecutionStatus
 from tickwheel.domain.submission import NewExecution
 from tickwheel.store.protocol import StoredDefinition
-from tickwheel.store.sqlite.codec import from_us, jload, to_us
+from tickwheel.store.sqlite.codec import from_us, jload, jload_object, to_us
 
 
 def insert_params(item: NewExecution) -> dict[str, Any]:
@@ -51,7 +51,7 @@ def execution_row(r: sqlite3.Row) -> Execution:
         tenant=r["tenant"],
         definition_uri=r["definition_uri"],
         definition_version=r["definition_version"],
-        inputs=json.loads(r["input_snapshot"]),
+        inputs=jload_object(r["input_snapshot"]),
         execute_at=from_us(r["execute_at"]),
         status=ExecutionStatus(r["status"]),
         priority=r["priority"],

@@ -445,7 +445,7 @@ class SqliteStore(SqliteClaims, SqlitePromotion, SqliteWorkerRegistry, SqliteSha
                 execution_id=uuid.UUID(r["execution_id"]),
                 kind=ExecutionEventKind(r["kind"]),
                 at=from_us(r["at"]),
-                detail=json.loads(r["detail"]),
+                detail=jload(r["detail"]),
             )
             for r in rows
         ]

@@ -8,7 +8,7 @@ import uuid
 from collections.abc import Sequence
 
 from tickwheel.domain.workflow_runs import RunStatus, TaskRunStatus
-from tickwheel.store.sqlite.codec import from_us
+from tickwheel.store.sqlite.codec import from_us, jload_object
 from tickwheel.store.sqlite.connection import SqliteConnection
 from tickwheel.store.workflow_protocol import WorkflowRunRecord
 from tickwheel.store.workflow_view_protocol import (
@@ -90,7 +90,7 @@ def _run(r: sqlite3.Row) -> WorkflowRunRecord:
         tenant=r["tenant"],
         workflow_name=r["workflow_name"],
         workflow_version=r["workflow_version"],
-        inputs=json.loads(r["inputs"]),
+        inputs=jload_object(r["inputs"]),
         status=RunStatus(r["status"]),
         idempotency_key=r["idempotency_key"],
         request_hash=r["request_hash"],

@@ -17,7 +17,7 @@ import aiosqlite
 
 from tickwheel.domain.workflow_runs import RunStatus, TaskRunStatus
 from tickwheel.store.sqlfile import load_queries
-from tickwheel.store.sqlite.codec import from_us, jload, to_us
+from tickwheel.store.sqlite.codec import from_us, jload, jload_object, to_us
 from tickwheel.store.sqlite.connection import SqliteConnection
 from tickwheel.store.workflow_protocol import (
     StoredWorkflow,
@@ -234,7 +234,7 @@ def _run(r: sqlite3.Row) -> WorkflowRunRecord:
         tenant=r["tenant"],
         workflow_name=r["workflow_name"],
         workflow_version=r["workflow_version"],
-        inputs=json.loads(r["inputs"]),
+        inputs=jload_object(r["inputs"]),
         status=RunStatus(r["status"]),
         idempotency_key=r["idempotency_key"],
         request_hash=r["request_hash"],
