@@ -80,7 +80,7 @@ async def sdk(database_url: str, n: int, *, batch: bool, size: int = BATCH) -> f
     store = await open_store(database_url, pool_size=2)
     try:
         async with AsyncClient(transport=InProcessTransport(store, BENCH_TENANT)) as client:
-            await client.apply_definition(definition_yaml(), "yaml")
+            await client.apply_definition(definition_yaml(), "yaml", shared=True)
             way = "batch" if batch else "single"
             requests = [
                 SubmitRequest(definition_uri="noop", idempotency_key=f"b1-sdk-{way}-{i}")

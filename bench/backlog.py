@@ -162,7 +162,7 @@ async def register_definition(url: str) -> None:
     store = await open_store(url, pool_size=1)
     try:
         async with AsyncClient(transport=InProcessTransport(store, BACKLOG_TENANT)) as client:
-            await client.apply_definition(DEFINITION, "yaml")
+            await client.apply_definition(DEFINITION, "yaml", shared=True)
     finally:
         await store.close()
 
