@@ -13,12 +13,13 @@ import pytest
 
 from tests.api.conftest import Api
 from tests.engine.helpers import LoopbackServer, Seen
-from tests.factories import T0
+from tests.factories import T0, stored
 from tickwheel.api.app import create_app
 from tickwheel.api.auth import create_key
 from tickwheel.config import Settings
 from tickwheel.domain.addresses import IPAddress
 from tickwheel.domain.clock import FakeClock
+from tickwheel.domain.definitions import definition_from_document
 from tickwheel.domain.models import Scope
 from tickwheel.domain.run_policy import RunPolicy
 from tickwheel.engine.runners import HttpRunner, Secrets
@@ -165,3 +166,37 @@ async def test_registration_follows_the_servers_own_http_allowances(store: Store
             name = f"hook{status}"
             r = await http.put("/v1/definitions", json=doc(execution, name))
             assert r.status_code == status, r.text
+
+
+async def test_credentials_stored_before_references_were_required_are_never_returned(
+    api: Api,
+) -> None:
+    """A definition registered by an older version may still hold a literal credential: the API
+    hides it (the worker refuses to run it), and shows references and harmless values as they
+    are."""
+    legacy = definition_from_document(
+        doc(
+            {
+                "type": "http",
+                "url": "https://ops:hunter2@hooks.example.com/h?api_key=abcdef123456&page=2",
+                "headers": {
+                    "Authorization": "Bearer legacy-token-0123456789abcdef",
+                    "X-Api-Key": "${{ secrets.HOOK_KEY }}",
+                    "X-Team": "billing",
+                },
+            },
+            name="legacy",
+        )
+    )
+    assert await api.store.definition_insert(stored(legacy, owner="acme"))
+    for path in ("/v1/definitions/legacy/versions/1", "/v1/definitions/legacy", "/v1/definitions"):
+        r = await api.http.get(path)
+        assert r.status_code == 200, r.text
+        for leaked in ("hunter2", "abcdef123456", "legacy-token"):
+            assert leaked not in r.text, (path, leaked)
+    shown = (await api.http.get("/v1/definitions/legacy/versions/1")).json()["execution"]
+    assert shown["headers"]["X-Api-Key"] == "${{ secrets.HOOK_KEY }}"
+    assert shown["headers"]["X-Team"] == "billing"
+    assert "hidden" in shown["headers"]["Authorization"]
+    assert shown["url"].startswith("https://ops:***@hooks.example.com/h?")
+    assert "page=2" in shown["url"]

@@ -7,10 +7,12 @@ import base64
 import uuid
 from datetime import datetime
 from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from tickwheel.domain.definitions import definition_to_document
 from tickwheel.domain.errors import BadRequest
 from tickwheel.domain.models import Attempt, Execution, ExecutionEvent
+from tickwheel.domain.secret_refs import has_literal_credential, is_sensitive_name
 from tickwheel.store.protocol import StoredDefinition
 
 
@@ -61,13 +63,49 @@ def definition_to_wire(stored: StoredDefinition) -> dict[str, Any]:
     d = stored.definition
     return {
         "uri": d.uri,
-        **definition_to_document(d),
+        **_without_credentials(definition_to_document(d)),
         "contentHash": stored.content_hash,
         "createdAt": iso(stored.created_at),
         # Whose it is: the caller's own tenant, or the operator's shared registry (owner null).
         "owner": stored.owner or None,
         "shared": stored.owner == "",
     }
+
+
+HIDDEN = "***hidden: a credential stored before references were required***"
+
+
+def _without_credentials(document: dict[str, Any]) -> dict[str, Any]:
+    """A definition as the API shows it: a literal credential that a definition registered before
+    secret references were required still holds (a sensitive header's value, a password in the
+    URL) is never returned. Registration refuses such values now; the worker refuses to run them."""
+    execution = document.get("execution")
+    if not isinstance(execution, dict) or execution.get("type") != "http":
+        return document
+    shown = dict(execution)
+    headers = shown.get("headers") or {}
+    shown["headers"] = {
+        name: HIDDEN if is_sensitive_name(name) and has_literal_credential(value) else value
+        for name, value in headers.items()
+    }
+    shown["url"] = _url_without_credentials(str(shown.get("url", "")))
+    return {**document, "execution": shown}
+
+
+def _url_without_credentials(text: str) -> str:
+    """``text`` with a password and literal values of sensitive query parameters masked."""
+    url = urlsplit(text)
+    pairs = parse_qsl(url.query, keep_blank_values=True)
+    leaks = [is_sensitive_name(k) and has_literal_credential(v) for k, v in pairs]
+    if url.password is None and not any(leaks):
+        return text  # unchanged, byte for byte
+    netloc = url.netloc
+    if url.password is not None:
+        netloc = f"{url.username}:***@" + netloc.rpartition("@")[2]
+    query = urlencode(
+        [(k, "***" if leak else v) for (k, v), leak in zip(pairs, leaks, strict=True)]
+    )
+    return urlunsplit((url.scheme, netloc, url.path, query, url.fragment))
 
 
 BAD_CURSOR = "the cursor is not one this API returned; start again without it"
