@@ -52,7 +52,9 @@ def _reap_attempt(target: S) -> A:
     return A.TIMED_OUT if target is S.FAILED else A.ABANDONED
 
 
-def _result(ex: Execution, target: S, token: int, attempt: A, **kw: object) -> AttemptResult:
+def _result(
+    ex: Execution, target: S, token: int, attempt: A, *, lease_expired_only: bool = False
+) -> AttemptResult:
     return AttemptResult(
         ex.execution_id,
         token,
@@ -60,7 +62,7 @@ def _result(ex: Execution, target: S, token: int, attempt: A, **kw: object) -> A
         target,
         error=None if target is S.SUCCEEDED else {"kind": "error", "message": "boom"},
         next_attempt_at=LATER + LEASE if target is S.RETRY_WAIT else None,
-        **kw,  # type: ignore[arg-type]
+        lease_expired_only=lease_expired_only,
     )
 
 
