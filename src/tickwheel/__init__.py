@@ -12,7 +12,6 @@ from tickwheel.domain.errors import (
     NotFound,
     PayloadTooLarge,
     PermanentError,
-    StaleFencingToken,
     TickwheelError,
     Unauthorized,
 )
@@ -39,7 +38,6 @@ __all__ = [
     "OccurrenceInfo",
     "PayloadTooLarge",
     "PermanentError",
-    "StaleFencingToken",
     "SubmitRequest",
     "TickwheelError",
     "Unauthorized",

@@ -62,13 +62,6 @@ class InvalidTransition(Conflict):
     code = "invalid_transition"
 
 
-class StaleFencingToken(Conflict):
-    """A write carried a fencing token older than the execution's current one: a zombie
-    wrote late."""
-
-    code = "stale_fencing_token"
-
-
 class Unauthorized(TickwheelError, PermissionError):
     code = "unauthorized"
 

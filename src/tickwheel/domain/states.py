@@ -81,6 +81,14 @@ def require_transition(current: ExecutionStatus, target: ExecutionStatus) -> Non
         )
 
 
+def require_attempt_transition(current: AttemptStatus, target: AttemptStatus) -> None:
+    if not can_transition_attempt(current, target):
+        raise InvalidTransition(
+            f"an attempt cannot go from {current} to {target}",
+            {"status": str(current), "target": str(target)},
+        )
+
+
 def cancel_refusal(current: ExecutionStatus) -> str:
     """Why a cancel of an execution in ``current`` is refused, in words a person understands."""
     if current is E.RUNNING:

@@ -22,7 +22,12 @@ from tickwheel.domain.models import (
     ExecutionFilter,
     ShardLease,
 )
-from tickwheel.domain.states import AttemptStatus, ExecutionStatus
+from tickwheel.domain.states import (
+    AttemptStatus,
+    ExecutionStatus,
+    require_attempt_transition,
+    require_transition,
+)
 from tickwheel.domain.submission import NewExecution
 from tickwheel.store.due import DueEntry, DueHints, DueSlice, Promotion
 
@@ -66,6 +71,12 @@ class AttemptResult:
     output_size: int = 0
     """Size of the output as JSON; with ``output_reference`` set, the store keeps the output
     out of the executions row, in its own table."""
+
+    def __post_init__(self) -> None:
+        # Only a RUNNING execution and its RUNNING attempt are finished (or reaped), and the
+        # store's update writes whatever status it is given: the table decides which it may be.
+        require_transition(ExecutionStatus.RUNNING, self.execution_status)
+        require_attempt_transition(AttemptStatus.RUNNING, self.attempt_status)
 
 
 @dataclass(frozen=True)
