@@ -260,6 +260,9 @@ class Crashing:
     async def cron_job_advance(self, owner: str, advance: CronAdvance, now: Any = None) -> bool:
         raise KeyboardInterrupt("killed")
 
+    async def cron_job_advance_many(self, owner: str, advances: Any, now: Any = None) -> Any:
+        raise KeyboardInterrupt("killed")
+
     async def cron_job_release(self, owner: str, ids: Any) -> None:
         raise KeyboardInterrupt("killed")
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from dataclasses import replace
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import pytest
 
@@ -15,6 +15,7 @@ from tests.factories import T0
 from tickwheel.domain.cron import DstPolicy
 from tickwheel.domain.cron_jobs import (
     AuditAction,
+    CronJob,
     CronJobStatus,
     MisfirePolicy,
     Outcome,
@@ -264,3 +265,53 @@ async def test_history_is_newest_first_keyset_paged_and_tenant_scoped(cron: Cron
     second = await cron.cron_occurrence_list("acme", job.cron_job_id, cursor, 3)
     assert [r.occurrence for r in second] == [T0 + 2 * S, T0 + S, T0]
     assert await cron.cron_occurrence_list("globex", job.cron_job_id, None, 10) == []
+
+
+async def test_advance_many_guards_each_job_on_its_own(cron: CronStore) -> None:
+    """One transaction for a tick's jobs: a job another instance advanced, one a user edited
+    and one deleted meanwhile stay as they are; the others move on, each history row once."""
+    jobs = [cron_job(name=f"job-{i}", next_run_at=T0) for i in range(5)]
+    for job in jobs:
+        await cron.cron_job_insert(job, audit(job))
+    claimed = (await cron.cron_job_claim_due("a", 10, LEAD, LEASE, now=T0)).jobs
+    assert len(claimed) == 5
+    edited, deleted, stale = jobs[1], jobs[2], jobs[3]
+    await cron.cron_job_update(replace(edited, version=2), 1, audit(edited, AuditAction.UPDATED))
+    await cron.cron_job_delete("acme", deleted.cron_job_id, 1, audit(deleted, AuditAction.DELETED))
+    execution = uuid.uuid4()
+
+    def advance_for(job: CronJob, expected: datetime = T0) -> CronAdvance:
+        rows = [record(job.cron_job_id, T0, execution_id=execution, execute_at=T0)]
+        return CronAdvance(
+            job.cron_job_id, 1, expected, T0 + timedelta(hours=2), T0, execution, records=rows
+        )
+
+    advances = [advance_for(j, T0 - S if j is stale else T0) for j in jobs]
+    moved = await cron.cron_job_advance_many("a", advances, T0)
+    assert moved == {jobs[0].cron_job_id, jobs[4].cron_job_id}
+    for job in (jobs[0], jobs[4]):
+        got = await cron.cron_job_get("acme", job.cron_job_id)
+        assert got is not None and got.next_run_at == T0 + timedelta(hours=2)
+        assert got.last_execution_id == execution
+    for job in (edited, stale):  # not moved, the claim given back, the row kept
+        got = await cron.cron_job_get("acme", job.cron_job_id)
+        assert got is not None and got.next_run_at == T0
+        assert len(await cron.cron_occurrence_list("acme", job.cron_job_id, None, 10)) == 1
+    again = (await cron.cron_job_claim_due("c", 10, LEAD, LEASE, now=T0)).jobs
+    assert {j.cron_job_id for j in again} == {edited.cron_job_id, stale.cron_job_id}
+    # The same tick retried: nothing moves twice, no history row doubles.
+    assert await cron.cron_job_advance_many("a", advances, T0) == set()
+    assert len(await cron.cron_occurrence_list("acme", jobs[0].cron_job_id, None, 10)) == 1
+    assert await cron.cron_job_advance_many("a", [], T0) == set()
+
+
+async def test_advance_many_without_last_runs_or_rows(cron: CronStore) -> None:
+    """Every optional column empty (a tick that only skipped): the arrays are all NULLs."""
+    jobs = [cron_job(name=f"job-{i}", next_run_at=T0) for i in range(3)]
+    for job in jobs:
+        await cron.cron_job_insert(job, audit(job))
+    await cron.cron_job_claim_due("a", 10, LEAD, LEASE, now=T0)
+    advances = [CronAdvance(j.cron_job_id, 1, T0, None) for j in jobs]
+    assert await cron.cron_job_advance_many("a", advances, T0) == {j.cron_job_id for j in jobs}
+    got = await cron.cron_job_get("acme", jobs[0].cron_job_id)
+    assert got is not None and got.next_run_at is None and got.last_occurrence is None

@@ -158,16 +158,31 @@ class CronService:
         for job in jobs:
             if not _batched(job) and job.cron_job_id in plans:
                 done |= await self._submit_guarded(client, job, plans[job.cron_job_id], now, extra)
-        advanced = 0
-        for job in jobs:
-            plan = plans.get(job.cron_job_id)
-            if plan is None:
-                continue
-            mine = [r for r in extra if r.cron_job_id == job.cron_job_id]
-            if await self._advance(job, plan, done, mine, now):
-                advanced += 1
-            unfinished.discard(job.cron_job_id)
-        return advanced
+        advances = [
+            self._advance_of(
+                job,
+                plans[job.cron_job_id],
+                done,
+                [r for r in extra if r.cron_job_id == job.cron_job_id],
+                now,
+            )
+            for job in jobs
+            if job.cron_job_id in plans
+        ]
+        # One transaction for the whole tick, each job still guarded on its own.
+        moved = await self.store.cron_job_advance_many(self.owner, advances, self.store_now())
+        for advance in advances:
+            unfinished.discard(advance.cron_job_id)
+            self.counts.update(r.outcome for r in advance.records)
+            for r in advance.records:  # tickwheel_cron_occurrences{outcome} on /metrics
+                self.metrics.cron_occurrence(str(r.outcome))
+            if advance.cron_job_id not in moved:
+                self.log.info(
+                    "cron job %s changed or was reclaimed during the tick; it continues from "
+                    "its new state",
+                    advance.cron_job_id,
+                )
+        return len(moved)
 
     def _request(self, job: CronJob, occurrence: datetime, now: datetime) -> SubmitRequest:
         assert job.spec.definition_uri is not None  # only jobs that target a definition
@@ -325,14 +340,14 @@ class CronService:
             "cancelled; both run (overlapPolicy replace)"
         )
 
-    async def _advance(
+    def _advance_of(
         self,
         job: CronJob,
         plan: Plan,
         done: Results,
         extra: list[OccurrenceRecord],
         now: datetime,
-    ) -> bool:
+    ) -> CronAdvance:
         records: list[OccurrenceRecord] = list(extra)
         last: tuple[datetime, PreviousRun] | None = None
         for step in plan.steps:
@@ -356,7 +371,7 @@ class CronService:
             )
             if result and (started := result.started) is not None:
                 last = (step.occurrence, started)
-        advance = CronAdvance(
+        return CronAdvance(
             cron_job_id=job.cron_job_id,
             expected_version=job.version,
             expected_next_run_at=job.next_run_at,
@@ -366,17 +381,6 @@ class CronService:
             last_workflow_run_id=_run_of(last, CronTarget.WORKFLOW),
             records=records,
         )
-        moved = await self.store.cron_job_advance(self.owner, advance, self.store_now())
-        self.counts.update(r.outcome for r in records)
-        for r in records:  # tickwheel_cron_occurrences{outcome} on /metrics
-            self.metrics.cron_occurrence(str(r.outcome))
-        if not moved:
-            self.log.info(
-                "cron job %s changed or was reclaimed during the tick; it continues from its "
-                "new state",
-                job.cron_job_id,
-            )
-        return moved
 
 
 def _batched(job: CronJob) -> bool:

@@ -143,32 +143,37 @@ class PostgresCronStore:
     async def cron_job_advance(
         self, owner: str, advance: CronAdvance, now: datetime | None = None
     ) -> bool:
-        params = {
-            "cron_job_id": advance.cron_job_id,
-            "owner": owner,
-            "expected_version": advance.expected_version,
-            "expected_next_run_at": advance.expected_next_run_at,
-            "next_run_at": advance.next_run_at,
-            "last_occurrence": advance.last_occurrence,
-            "last_execution_id": advance.last_execution_id,
-            "last_workflow_run_id": advance.last_workflow_run_id,
-        }
+        return advance.cron_job_id in await self.cron_job_advance_many(owner, [advance], now)
+
+    async def cron_job_advance_many(
+        self, owner: str, advances: Sequence[CronAdvance], now: datetime | None = None
+    ) -> set[uuid.UUID]:
+        """One transaction and four statements for a whole tick, whatever its size: the row
+        locks, the history rows, the guarded updates, the release of the claims that lost."""
+        if not advances:
+            return set()
+        ids = [a.cron_job_id for a in advances]
         async with self._tx() as conn:
-            cursor = await conn.execute(Q["cron_job_lock"], {"cron_job_id": advance.cron_job_id})
-            if await cursor.fetchone() is None:
-                return False  # deleted meanwhile: its history went with it
-            if advance.records:
-                async with conn.cursor() as cur:
-                    await cur.executemany(
-                        Q["cron_occurrence_insert"], [record_params(r) for r in advance.records]
-                    )
-            cursor = await conn.execute(Q["cron_job_advance"], params)
-            if cursor.rowcount == 1:
-                return True
-            await conn.execute(
-                Q["cron_job_release"], {"cron_job_id": advance.cron_job_id, "owner": owner}
+            cursor = await conn.execute(Q["cron_job_lock_many"], {"cron_job_ids": ids})
+            alive = {row["cron_job_id"] for row in await cursor.fetchall()}
+            # A deleted job's history went with it: record nothing for it.
+            records = [r for a in advances if a.cron_job_id in alive for r in a.records]
+            if records:
+                await conn.execute(Q["cron_occurrence_insert_many"], _columns(records))
+            cursor = await conn.execute(
+                Q["cron_job_advance_many"],
+                {
+                    **_advance_columns([a for a in advances if a.cron_job_id in alive]),
+                    "owner": owner,
+                },
             )
-            return False
+            moved: set[uuid.UUID] = {row["cron_job_id"] for row in await cursor.fetchall()}
+            lost = [i for i in ids if i not in moved]
+            if lost:
+                await conn.execute(
+                    Q["cron_job_release_many"], {"cron_job_ids": lost, "owner": owner}
+                )
+        return moved
 
     async def cron_job_release(self, owner: str, cron_job_ids: Sequence[uuid.UUID]) -> None:
         if not cron_job_ids:
@@ -199,6 +204,24 @@ class PostgresCronStore:
     ) -> list[AuditEntry]:
         params = {"tenant": tenant, "cron_job_id": cron_job_id, "limit": limit}
         return [audit_row(r) for r in await self._all("cron_audit_list", params)]
+
+
+def _columns(records: Sequence[OccurrenceRecord]) -> dict[str, list[Any]]:
+    """History rows as one array per column, for ``unnest``."""
+    rows = [record_params(r) for r in records]
+    return {key: [row[key] for row in rows] for key in rows[0]}
+
+
+def _advance_columns(advances: Sequence[CronAdvance]) -> dict[str, list[Any]]:
+    return {
+        "cron_job_id": [a.cron_job_id for a in advances],
+        "expected_version": [a.expected_version for a in advances],
+        "expected_next_run_at": [a.expected_next_run_at for a in advances],
+        "next_run_at": [a.next_run_at for a in advances],
+        "last_occurrence": [a.last_occurrence for a in advances],
+        "last_execution_id": [a.last_execution_id for a in advances],
+        "last_workflow_run_id": [a.last_workflow_run_id for a in advances],
+    }
 
 
 def _due_order(job: CronJob) -> tuple[datetime, str]:

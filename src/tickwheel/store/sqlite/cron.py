@@ -116,30 +116,36 @@ class SqliteCronStore(SqliteConnection):
     async def cron_job_advance(
         self, owner: str, advance: CronAdvance, now: datetime | None = None
     ) -> bool:
-        job_id = str(advance.cron_job_id)
+        return advance.cron_job_id in await self.cron_job_advance_many(owner, [advance], now)
+
+    async def cron_job_advance_many(
+        self, owner: str, advances: Sequence[CronAdvance], now: datetime | None = None
+    ) -> set[uuid.UUID]:
+        if not advances:
+            return set()
+        ids = json.dumps(sorted(str(a.cron_job_id) for a in advances))
+        moved: set[uuid.UUID] = set()
         async with self._tx() as conn:
-            cursor = await conn.execute(Q["cron_job_lock"], {"cron_job_id": job_id})
-            if await cursor.fetchone() is None:
-                return False  # deleted meanwhile: its history went with it
-            for record in advance.records:
-                await conn.execute(Q["cron_occurrence_insert"], record_params(record))
-            cursor = await conn.execute(
-                Q["cron_job_advance"],
-                {
-                    "cron_job_id": job_id,
-                    "owner": owner,
-                    "expected_version": advance.expected_version,
-                    "expected_next_run_at": opt_us(advance.expected_next_run_at),
-                    "next_run_at": opt_us(advance.next_run_at),
-                    "last_occurrence": opt_us(advance.last_occurrence),
-                    "last_execution_id": _opt_str(advance.last_execution_id),
-                    "last_workflow_run_id": _opt_str(advance.last_workflow_run_id),
-                },
+            cursor = await conn.execute(Q["cron_job_lock_many"], {"cron_job_ids": ids})
+            alive = {row["cron_job_id"] for row in await cursor.fetchall()}
+            # A deleted job's history went with it: record nothing for it.
+            records = [
+                record_params(r) for a in advances if str(a.cron_job_id) in alive for r in a.records
+            ]
+            await conn.executemany(Q["cron_occurrence_insert_many"], records)
+            for advance in advances:
+                if str(advance.cron_job_id) not in alive:
+                    continue
+                cursor = await conn.execute(
+                    Q["cron_job_advance_many"], {**advance_params(advance), "owner": owner}
+                )
+                if await cursor.fetchone() is not None:
+                    moved.add(advance.cron_job_id)
+            lost = json.dumps(
+                sorted(str(a.cron_job_id) for a in advances if a.cron_job_id not in moved)
             )
-            if cursor.rowcount == 1:
-                return True
-            await conn.execute(Q["cron_job_release"], {"cron_job_id": job_id, "owner": owner})
-            return False
+            await conn.execute(Q["cron_job_release_many"], {"cron_job_ids": lost, "owner": owner})
+        return moved
 
     async def cron_job_release(self, owner: str, cron_job_ids: Sequence[uuid.UUID]) -> None:
         async with self._tx() as conn:
@@ -177,6 +183,18 @@ def _due_order(job: CronJob) -> tuple[datetime, str]:
 
 def _opt_str(value: uuid.UUID | None) -> str | None:
     return str(value) if value is not None else None
+
+
+def advance_params(advance: CronAdvance) -> dict[str, Any]:
+    return {
+        "cron_job_id": str(advance.cron_job_id),
+        "expected_version": advance.expected_version,
+        "expected_next_run_at": opt_us(advance.expected_next_run_at),
+        "next_run_at": opt_us(advance.next_run_at),
+        "last_occurrence": opt_us(advance.last_occurrence),
+        "last_execution_id": _opt_str(advance.last_execution_id),
+        "last_workflow_run_id": _opt_str(advance.last_workflow_run_id),
+    }
 
 
 def _opt_uuid(value: str | None) -> uuid.UUID | None:

@@ -130,3 +130,51 @@ SELECT * FROM cron_audit
 WHERE tenant = %(tenant)s AND cron_job_id = %(cron_job_id)s
 ORDER BY audit_id
 LIMIT %(limit)s;
+
+-- name: cron_job_lock_many
+-- An advance of a whole tick's jobs takes their row locks first, in id order (two instances
+-- and a user's edit never wait on each other in a cycle); the ids that come back still exist.
+SELECT cron_job_id FROM cron_jobs
+WHERE cron_job_id = ANY(%(cron_job_ids)s::uuid[])
+ORDER BY cron_job_id
+FOR UPDATE;
+
+-- name: cron_occurrence_insert_many
+-- A tick's history rows in one statement, one array per column; each row at most once.
+INSERT INTO cron_occurrences (
+    cron_job_id, occurrence, outcome, execution_id, execute_at, reason, recorded_at,
+    workflow_run_id
+)
+SELECT * FROM unnest(
+    %(cron_job_id)s::uuid[], %(occurrence)s::timestamptz[], %(outcome)s::text[],
+    %(execution_id)s::uuid[], %(execute_at)s::timestamptz[], %(reason)s::text[],
+    %(recorded_at)s::timestamptz[], %(workflow_run_id)s::uuid[]
+)
+ON CONFLICT (cron_job_id, occurrence, outcome) DO NOTHING;
+
+-- name: cron_job_advance_many
+-- cron_job_advance for a whole tick in one statement: each job guarded on its own (the claim
+-- is ours, its version and next_run_at are those planned from); the ids that moved come back.
+UPDATE cron_jobs c
+SET next_run_at = a.next_run_at,
+    last_occurrence = coalesce(a.last_occurrence, c.last_occurrence),
+    last_execution_id = CASE WHEN a.last_occurrence IS NULL THEN c.last_execution_id
+        ELSE a.last_execution_id END,
+    last_workflow_run_id = CASE WHEN a.last_occurrence IS NULL THEN c.last_workflow_run_id
+        ELSE a.last_workflow_run_id END,
+    claimed_by = NULL, claim_expires_at = NULL
+FROM unnest(
+    %(cron_job_id)s::uuid[], %(expected_version)s::integer[],
+    %(expected_next_run_at)s::timestamptz[], %(next_run_at)s::timestamptz[],
+    %(last_occurrence)s::timestamptz[], %(last_execution_id)s::uuid[],
+    %(last_workflow_run_id)s::uuid[]
+) AS a (cron_job_id, expected_version, expected_next_run_at, next_run_at, last_occurrence,
+        last_execution_id, last_workflow_run_id)
+WHERE c.cron_job_id = a.cron_job_id AND c.claimed_by = %(owner)s
+  AND c.version = a.expected_version
+  AND c.next_run_at IS NOT DISTINCT FROM a.expected_next_run_at
+RETURNING c.cron_job_id;
+
+-- name: cron_job_release_many
+UPDATE cron_jobs SET claimed_by = NULL, claim_expires_at = NULL
+WHERE cron_job_id = ANY(%(cron_job_ids)s::uuid[]) AND claimed_by = %(owner)s;

@@ -116,3 +116,41 @@ SELECT * FROM cron_audit
 WHERE tenant = :tenant AND cron_job_id = :cron_job_id
 ORDER BY audit_id
 LIMIT :limit;
+
+-- name: cron_job_lock_many
+-- The write transaction already holds the database lock; which of a tick's jobs still exist
+-- (:cron_job_ids is a JSON array of ids).
+SELECT cron_job_id FROM cron_jobs
+WHERE cron_job_id IN (SELECT value FROM json_each(:cron_job_ids))
+ORDER BY cron_job_id;
+
+-- name: cron_occurrence_insert_many
+-- Same statement as cron_occurrence_insert: SQLite runs it once per row (executemany) inside
+-- the advance's one transaction.
+INSERT INTO cron_occurrences (
+    cron_job_id, occurrence, outcome, execution_id, execute_at, reason, recorded_at,
+    workflow_run_id
+) VALUES (
+    :cron_job_id, :occurrence, :outcome, :execution_id, :execute_at, :reason, :recorded_at,
+    :workflow_run_id
+)
+ON CONFLICT (cron_job_id, occurrence, outcome) DO NOTHING;
+
+-- name: cron_job_advance_many
+-- cron_job_advance, run once per job (executemany) inside one transaction for the whole tick;
+-- RETURNING says which jobs moved.
+UPDATE cron_jobs
+SET next_run_at = :next_run_at,
+    last_occurrence = coalesce(:last_occurrence, last_occurrence),
+    last_execution_id = CASE WHEN :last_occurrence IS NULL THEN last_execution_id
+        ELSE :last_execution_id END,
+    last_workflow_run_id = CASE WHEN :last_occurrence IS NULL THEN last_workflow_run_id
+        ELSE :last_workflow_run_id END,
+    claimed_by = NULL, claim_expires_at = NULL
+WHERE cron_job_id = :cron_job_id AND claimed_by = :owner AND version = :expected_version
+  AND next_run_at IS :expected_next_run_at
+RETURNING cron_job_id;
+
+-- name: cron_job_release_many
+UPDATE cron_jobs SET claimed_by = NULL, claim_expires_at = NULL
+WHERE cron_job_id IN (SELECT value FROM json_each(:cron_job_ids)) AND claimed_by = :owner;
