@@ -82,6 +82,8 @@ class CronService:
         self.tenant = tenant
         self.lead, self.grace, self.lease = lead, grace, lease
         self.batch, self.poll = batch, poll
+        self.submit_chunk = SUBMIT_CHUNK
+        """Occurrences per ``submit_many``; the clock is read again before each."""
         self.counts: Counter[Outcome] = Counter()
         """Occurrences by outcome since start (tests read it; /metrics has the same counts)."""
         self.metrics: Metrics = process_metrics()
@@ -129,18 +131,32 @@ class CronService:
         if not claim.jobs:
             return 0
         unfinished = {job.cron_job_id for job in claim.jobs}
+        local = self.clock.now()
+
+        def current() -> datetime:
+            """The claim's instant plus the time the tick has taken so far (this process's
+            clock measures the elapsed time; the claim's instant stays the database's)."""
+            return claim.now + (self.clock.now() - local)
+
         try:
             advanced = 0
             for tenant in sorted({job.tenant for job in claim.jobs}):
                 jobs = [job for job in claim.jobs if job.tenant == tenant]
-                advanced += await self._tick(self.client_for(tenant), jobs, claim.now, unfinished)
+                advanced += await self._tick(
+                    self.client_for(tenant), jobs, claim.now, unfinished, current
+                )
             return advanced
         finally:
             if unfinished:  # a failure part-way: let the next tick (any instance) retry soon
                 await self.store.cron_job_release(self.owner, sorted(unfinished))
 
     async def _tick(
-        self, client: AsyncClient, jobs: list[CronJob], now: datetime, unfinished: set[uuid.UUID]
+        self,
+        client: AsyncClient,
+        jobs: list[CronJob],
+        now: datetime,
+        unfinished: set[uuid.UUID],
+        current: Callable[[], datetime],
     ) -> int:
         plans: dict[uuid.UUID, Plan] = {}
         for job in jobs:
@@ -153,10 +169,14 @@ class CronService:
                 unfinished.discard(job.cron_job_id)  # keep the claim: retry when it expires
         done: Results = {}
         extra: list[OccurrenceRecord] = []
-        batched = [job for job in jobs if _batched(job)]
-        done |= await self._submit_batch(client, batched, plans, now)
+        planned_at = dict.fromkeys(plans, now)
+        batched = [job for job in jobs if _batched(job) and job.cron_job_id in plans]
+        for group in self._groups(batched, plans):
+            self._replan_late(group, plans, planned_at, current())
+            done |= await self._submit_batch(client, group, plans, now)
         for job in jobs:
             if not _batched(job) and job.cron_job_id in plans:
+                self._replan_late([job], plans, planned_at, current())
                 done |= await self._submit_guarded(client, job, plans[job.cron_job_id], now, extra)
         advances = [
             self._advance_of(
@@ -183,6 +203,43 @@ class CronService:
                     advance.cron_job_id,
                 )
         return len(moved)
+
+    def _groups(self, jobs: list[CronJob], plans: dict[uuid.UUID, Plan]) -> list[list[CronJob]]:
+        """Whole jobs in groups of at most ``submit_chunk`` occurrences (one job more, if it
+        alone has more): one ``submit_many`` each, and a look at the clock before each."""
+        groups: list[list[CronJob]] = []
+        size = self.submit_chunk
+        for job in jobs:
+            steps = sum(step.submit for step in plans[job.cron_job_id].steps)
+            if not groups or size + steps > self.submit_chunk:
+                groups.append([])
+                size = 0
+            groups[-1].append(job)
+            size += steps
+        return groups
+
+    def _replan_late(
+        self,
+        jobs: list[CronJob],
+        plans: dict[uuid.UUID, Plan],
+        planned_at: dict[uuid.UUID, datetime],
+        at: datetime,
+    ) -> None:
+        """Plans again, at ``at``, each job with an occurrence that was on time when planned
+        and is now more than the grace late: the tick fell behind (a slow API, a large batch,
+        an overloaded machine). Whatever made it late, a late occurrence follows the misfire
+        policy, with the reason in its history row."""
+        cutoff = at - self.grace
+        for job in jobs:
+            plan, then = plans[job.cron_job_id], planned_at[job.cron_job_id]
+            if any(
+                step.submit and then - self.grace <= step.occurrence < cutoff for step in plan.steps
+            ):
+                schedule = Schedule(job.spec)
+                plans[job.cron_job_id] = plan_tick(
+                    job, schedule, at, self.lead, self.grace, behind=at - then
+                )
+                planned_at[job.cron_job_id] = at
 
     def _request(self, job: CronJob, occurrence: datetime, now: datetime) -> SubmitRequest:
         assert job.spec.definition_uri is not None  # only jobs that target a definition
