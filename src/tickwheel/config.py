@@ -49,7 +49,10 @@ class Settings(BaseSettings):
     )
     engine: bool = Field(True, description="run scheduler, reaper and workers inside the server")
     cron_lead_seconds: float = Field(
-        60.0, ge=0, description="cron occurrences are materialised this far ahead"
+        90.0,
+        ge=0,
+        description="cron occurrences are materialised this far ahead (more than a minute: the "
+        "next herd of every-minute jobs is materialised before the current one starts)",
     )
     cron_misfire_grace_seconds: float = Field(
         60.0, ge=0, description="a cron occurrence later than this is missed (misfire policy)"

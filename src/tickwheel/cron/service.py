@@ -69,7 +69,7 @@ class CronService:
         clock: Clock | None = None,
         owner: str | None = None,
         tenant: str | None = None,
-        lead: timedelta = timedelta(seconds=60),
+        lead: timedelta = timedelta(seconds=90),
         grace: timedelta = timedelta(seconds=60),
         lease: timedelta = timedelta(seconds=30),
         batch: int = 50,
