@@ -8,10 +8,10 @@ processes (HTTP, as in production) for ``--boundaries`` minute boundaries after 
 every job could be materialised for. Figures per boundary, then the median over the boundaries
 (and over ``--runs``):
 
-- ``lead_min_s`` / ``lead_p50_s``: occurrence − execution ``created_at`` (negative: created after
+- ``lead_min_s`` / ``lead_p50_s``: occurrence - execution ``created_at`` (negative: created after
   its occurrence);
-- ``late_p50_s`` / ``late_p99_s``: first attempt's start − occurrence;
-- ``materialise_eps``: occurrences of the boundary / (last − first ``created_at``);
+- ``late_p50_s`` / ``late_p99_s``: first attempt's start - occurrence;
+- ``materialise_eps``: occurrences of the boundary / (last - first ``created_at``);
 - ``missed`` (occurrences with no execution), ``misfires`` (history rows other than SUBMITTED);
 - ``cron_cpu_ms``: CPU of the ``cron run`` processes per occurrence, ``server_cpu_ms`` the
   API server's (PostgreSQL's share is not measured: the server is shared).
@@ -76,19 +76,14 @@ def measure(args: argparse.Namespace, instances: int) -> dict[str, Any]:
         create_seconds = asyncio.run(create_jobs(system.db.url, args.n))
         created = time.time()
         system.start_workers(args.workers)
-        cron = [
-            system.procs.start(
-                f"cron-{i + 1}",
-                [
-                    system.tool, "cron", "run", "--url", system.base_url,
-                    "--api-key", system.api_key, "--database-url", system.db.url,
-                    "--tenant", BENCH_TENANT, *(["--lead", str(args.lead)] if args.lead else []),
-                ],
-                env=system.env,
-                cwd=system.cwd,
-            )  # fmt: skip
-            for i in range(instances)
-        ]
+        lead_option = ["--lead", str(args.lead)] if args.lead else []
+        cron = []
+        for i in range(instances):
+            argv = [
+                system.tool, "cron", "run", "--url", system.base_url, "--api-key", system.api_key,
+                "--database-url", system.db.url, "--tenant", BENCH_TENANT, *lead_option,
+            ]  # fmt: skip
+            cron.append(system.procs.start(f"cron-{i + 1}", argv, env=system.env, cwd=system.cwd))
         lead = args.lead if args.lead else 90.0
         # The first boundary every job can be materialised for in time, then B more.
         first = (int((created + lead) // MINUTE) + 1) * MINUTE
@@ -177,7 +172,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, default=1)
     parser.add_argument("--concurrency", type=int, default=32, help="per worker")
     parser.add_argument("--lead", type=float, default=None, help="seconds (default: the setting's)")
-    parser.add_argument("--settle", type=float, default=30.0, help="seconds after the last boundary")
+    parser.add_argument("--settle", type=float, default=30.0, help="s after the last boundary")
     parser.add_argument("--src", type=Path, default=None, help="run the children on this src tree")
     args = parser.parse_args(argv)
     report.check_common(parser, args)

@@ -315,3 +315,58 @@ async def test_advance_many_without_last_runs_or_rows(cron: CronStore) -> None:
     assert await cron.cron_job_advance_many("a", advances, T0) == {j.cron_job_id for j in jobs}
     got = await cron.cron_job_get("acme", jobs[0].cron_job_id)
     assert got is not None and got.next_run_at is None and got.last_occurrence is None
+
+
+async def test_insert_many_skips_taken_names_and_their_audit(cron: CronStore) -> None:
+    taken = cron_job(name="taken")
+    await cron.cron_job_insert(taken, audit(taken))
+    batch = [cron_job(name=f"job-{i}") for i in range(3)] + [cron_job(name="taken")]
+    batch[0] = replace(batch[0], label="file-a")
+    inserted = await cron.cron_job_insert_many(batch, [audit(j) for j in batch])
+    assert inserted == {j.cron_job_id for j in batch[:3]}
+    got = await cron.cron_job_get("acme", batch[0].cron_job_id)
+    assert got is not None and got.label == "file-a"
+    assert len(await cron.cron_audit_list("acme", batch[1].cron_job_id, 10)) == 1
+    assert await cron.cron_audit_list("acme", batch[3].cron_job_id, 10) == []
+    assert await cron.cron_job_insert_many([], []) == set()
+
+
+async def test_jobs_by_names_and_prunable_by_label(cron: CronStore) -> None:
+    jobs = [
+        replace(cron_job(name="a1"), label="a"),
+        replace(cron_job(name="a2"), label="a"),
+        replace(cron_job(name="b1"), label="b"),
+        cron_job(name="n1"),
+        cron_job("globex", name="a3"),
+    ]
+    jobs[4] = replace(jobs[4], label="a")
+    assert len(await cron.cron_job_insert_many(jobs, [audit(j) for j in jobs])) == 5
+    found = await cron.cron_job_get_by_names("acme", ["a1", "b1", "nope", "a3"])
+    assert sorted(j.name for j in found) == ["a1", "b1"]
+    assert await cron.cron_job_get_by_names("acme", []) == []
+    assert [j.name for j in await cron.cron_job_prunable("acme", "a", ["a1"])] == ["a2"]
+    assert [j.name for j in await cron.cron_job_prunable("acme", None, [])] == ["n1"]
+    assert [j.name for j in await cron.cron_job_prunable("acme", "b", [])] == ["b1"]
+
+
+async def test_an_apply_key_runs_once_and_keeps_its_result(cron: CronStore) -> None:
+    stale = timedelta(minutes=10)
+    first = await cron.cron_apply_begin("acme", "k1", "h1", T0, stale)
+    assert first.state == "new"
+    assert (await cron.cron_apply_begin("acme", "k1", "h1", T0 + S, stale)).state == "running"
+    assert (await cron.cron_apply_begin("acme", "k1", "other", T0 + S, stale)).state == "mismatch"
+    assert (await cron.cron_apply_begin("globex", "k1", "h1", T0, stale)).state == "new"
+    await cron.cron_apply_finish("acme", "k1", {"summary": {"create": 2}})
+    done = await cron.cron_apply_begin("acme", "k1", "h1", T0 + 2 * S, stale)
+    assert done.state == "done" and done.result == {"summary": {"create": 2}}
+    # A failed first try is forgotten: the retry runs it.
+    assert (await cron.cron_apply_begin("acme", "k2", "h2", T0, stale)).state == "new"
+    await cron.cron_apply_abandon("acme", "k2")
+    assert (await cron.cron_apply_begin("acme", "k2", "h2", T0, stale)).state == "new"
+    # A first try that died (no result for longer than `stale`) is taken over, once.
+    later = T0 + stale + S
+    assert (await cron.cron_apply_begin("acme", "k2", "h2", later, stale)).state == "new"
+    assert (await cron.cron_apply_begin("acme", "k2", "h2", later, stale)).state == "running"
+    # Results are kept a day.
+    tomorrow = T0 + timedelta(days=1, seconds=5)
+    assert (await cron.cron_apply_begin("acme", "k1", "h1", tomorrow, stale)).state == "new"

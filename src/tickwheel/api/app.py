@@ -53,7 +53,11 @@ def create_app(store: Store, settings: Settings, clock: Clock | None = None) -> 
         settings.dashboard_secret,
         workflow_view_store_for(store),
     )
-    app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
+    app.add_middleware(
+        BodyLimit,
+        max_bytes=settings.max_body_bytes,
+        larger={"/v1/cron-jobs/apply": settings.max_apply_body_bytes},
+    )
     # Added last, so outermost: it times every request, including those refused by BodyLimit.
     app.add_middleware(RequestMetrics, metrics=app.state.metrics)
     return app

@@ -12,17 +12,20 @@ from tickwheel.domain.errors import PayloadTooLarge
 
 
 class BodyLimit:
-    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+    def __init__(self, app: ASGIApp, max_bytes: int, larger: dict[str, int] | None = None) -> None:
+        """``larger``: paths allowed bigger bodies (``cron apply`` of 100,000 jobs)."""
         self.app = app
-        self.max_bytes = max_bytes
+        self.default_bytes = max_bytes
+        self.larger = larger or {}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        limit = self.larger.get(scope.get("path", ""), self.default_bytes)
         declared = dict(scope.get("headers") or []).get(b"content-length")
-        if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
-            await self._refuse(send)
+        if declared is not None and declared.isdigit() and int(declared) > limit:
+            await self._refuse(send, limit)
             return
         received = 0
 
@@ -32,18 +35,18 @@ class BodyLimit:
             message = await receive()
             if message["type"] == "http.request":
                 received += len(message.get("body", b""))
-                if received > self.max_bytes:
-                    raise PayloadTooLarge(_message(self.max_bytes), {"limit": self.max_bytes})
+                if received > limit:
+                    raise PayloadTooLarge(_message(limit), {"limit": limit})
             return message
 
         await self.app(scope, limited_receive, send)
 
-    async def _refuse(self, send: Send) -> None:
+    async def _refuse(self, send: Send, limit: int) -> None:
         body: dict[str, Any] = {
             "error": {
                 "code": "payload_too_large",
-                "message": _message(self.max_bytes),
-                "details": {"limit": self.max_bytes},
+                "message": _message(limit),
+                "details": {"limit": limit},
             }
         }
         raw = json.dumps(body).encode()

@@ -75,7 +75,14 @@ class CronTransport(Protocol):
         dst_policy: dict[str, Any] | None = None,
     ) -> Wire: ...
 
-    async def cron_apply(self, docs: builtins.list[Any], prune: bool, dry_run: bool) -> Wire: ...
+    async def cron_apply(
+        self,
+        docs: builtins.list[Any],
+        prune: bool,
+        dry_run: bool,
+        label: str | None = None,
+        apply_key: str | None = None,
+    ) -> Wire: ...
 
 
 def _time(value: str | None) -> datetime | None:
@@ -310,11 +317,17 @@ class CronClient:
         *,
         prune: bool = False,
         dry_run: bool = False,
+        label: str | None = None,
+        idempotency_key: str | None = None,
     ) -> Wire:
         """Reconciles a list of cron jobs (or a YAML/JSON file of them) by name; returns the
-        plan. ``dry_run`` changes nothing; ``prune`` deletes jobs no longer declared."""
+        plan. ``dry_run`` changes nothing; ``prune`` deletes jobs of the same ``label`` (None:
+        jobs without one) no longer declared. Every apply carries an idempotency key (a new
+        one unless given), the same on each retry: a retry after a timeout gets the first
+        try's result back (``replayed``) instead of applying again."""
         docs = load_cron_file(jobs) if isinstance(jobs, str | Path) else jobs
-        return await self.transport.cron_apply(docs, prune, dry_run)
+        key = idempotency_key or (None if dry_run else f"apply-{uuid.uuid4()}")
+        return await self.transport.cron_apply(docs, prune, dry_run, label, key)
 
 
 class CronSync:

@@ -331,10 +331,19 @@ class CronJobs:
             raise _changed_meanwhile(job)
         return {"deleted": True, "cronJob": self.render(job, next_fires=False)}
 
-    async def cron_apply(self, docs: list[Any], prune: bool, dry_run: bool) -> Wire:
+    async def cron_apply(
+        self,
+        docs: list[Any],
+        prune: bool,
+        dry_run: bool,
+        label: str | None = None,
+        apply_key: str | None = None,
+    ) -> Wire:
         from tickwheel.cron.apply import apply_jobs
 
-        return await apply_jobs(self, docs, prune=prune, dry_run=dry_run)
+        return await apply_jobs(
+            self, docs, prune=prune, dry_run=dry_run, label=label, apply_key=apply_key
+        )
 
 
 def _target_key(spec: CronJobSpec) -> tuple[Any, ...]:

@@ -275,15 +275,22 @@ def history(
 def apply(
     ctx: typer.Context,
     file: Annotated[Path, typer.Argument(exists=True, dir_okay=False, help="YAML or JSON")],
-    prune: Annotated[bool, typer.Option("--prune", help="delete jobs the file omits")] = False,
+    prune: Annotated[
+        bool, typer.Option("--prune", help="delete jobs of the same --label the file omits")
+    ] = False,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="print the plan only")] = False,
+    label: Annotated[
+        str | None,
+        typer.Option(help="the file's owner label: its jobs carry it, --prune keeps to it"),
+    ] = None,
 ) -> None:
-    """Reconcile the cron jobs of a file with the server, by name; prints the plan."""
+    """Reconcile the cron jobs of a file with the server, by name; prints the plan. Safe to
+    run again after a timeout: a retry prints the first apply's result."""
     try:
         docs = load_cron_file(file)
     except (OSError, ValueError) as exc:
         raise fail(str(exc)) from exc
-    result = _call(ctx, lambda c: c.cron.apply(docs, prune=prune, dry_run=dry_run))
+    result = _call(ctx, lambda c: c.cron.apply(docs, prune=prune, dry_run=dry_run, label=label))
     show_plan(result, state(ctx).as_json)
 
 

@@ -30,7 +30,7 @@ from tickwheel.domain.cron_jobs import (
     Outcome,
     OverlapPolicy,
 )
-from tickwheel.store.cron_protocol import CronAdvance, CronClaim, HistoryCursor
+from tickwheel.store.cron_protocol import ApplyBegun, CronAdvance, CronClaim, HistoryCursor
 from tickwheel.store.sqlfile import load_queries
 
 Q = load_queries("tickwheel.store.postgres.sql")
@@ -108,6 +108,69 @@ class PostgresCronStore:
                 return False
             await conn.execute(Q["cron_audit_insert"], audit_params(audit))
             return True
+
+    async def cron_job_get_by_names(self, tenant: str, names: Sequence[str]) -> list[CronJob]:
+        params = {"tenant": tenant, "names": list(names)}
+        return [job_row(r) for r in await self._all("cron_job_get_by_names", params)]
+
+    async def cron_job_prunable(
+        self, tenant: str, label: str | None, names: Sequence[str]
+    ) -> list[CronJob]:
+        params = {"tenant": tenant, "label": label, "names": list(names)}
+        return [job_row(r) for r in await self._all("cron_job_prunable", params)]
+
+    async def cron_job_insert_many(
+        self, jobs: Sequence[CronJob], audits: Sequence[AuditEntry]
+    ) -> set[uuid.UUID]:
+        """One transaction, the inserts pipelined (``executemany``); which ids made it is read
+        back, and only their audit rows are written."""
+        if not jobs:
+            return set()
+        ids = [job.cron_job_id for job in jobs]
+        async with self._tx() as conn:
+            async with conn.cursor() as cur:
+                await cur.executemany(Q["cron_job_insert"], [job_params(j) for j in jobs])
+            cursor = await conn.execute(Q["cron_job_present"], {"cron_job_ids": ids})
+            inserted: set[uuid.UUID] = {row["cron_job_id"] for row in await cursor.fetchall()}
+            rows = [audit_params(a) for a in audits if a.cron_job_id in inserted]
+            if rows:
+                async with conn.cursor() as cur:
+                    await cur.executemany(Q["cron_audit_insert"], rows)
+        return inserted
+
+    async def cron_apply_begin(
+        self, tenant: str, key: str, request_hash: str, now: datetime, stale: timedelta
+    ) -> ApplyBegun:
+        params = {"tenant": tenant, "apply_key": key, "request_hash": request_hash}
+        async with self._tx() as conn:
+            before = now - timedelta(days=1)
+            await conn.execute(Q["cron_apply_forget"], {"tenant": tenant, "before": before})
+            cursor = await conn.execute(Q["cron_apply_begin"], {**params, "now": now})
+            if cursor.rowcount == 1:
+                return ApplyBegun("new")
+            cursor = await conn.execute(Q["cron_apply_get"], params)
+            row = await cursor.fetchone()
+        if row is None:  # forgotten between the two statements: start afresh
+            return await self.cron_apply_begin(tenant, key, request_hash, now, stale)
+        if row["request_hash"] != request_hash:
+            return ApplyBegun("mismatch")
+        if row["result"] is not None:
+            return ApplyBegun("done", row["result"])
+        if row["started_at"] > now - stale:
+            return ApplyBegun("running")
+        seen = {**params, "now": now, "seen_started_at": row["started_at"]}
+        async with self._tx() as conn:
+            cursor = await conn.execute(Q["cron_apply_take_over"], seen)
+            return ApplyBegun("new" if cursor.rowcount == 1 else "running")
+
+    async def cron_apply_finish(self, tenant: str, key: str, result: dict[str, Any]) -> None:
+        params = {"tenant": tenant, "apply_key": key, "result": Jsonb(result)}
+        async with self._tx() as conn:
+            await conn.execute(Q["cron_apply_finish"], params)
+
+    async def cron_apply_abandon(self, tenant: str, key: str) -> None:
+        async with self._tx() as conn:
+            await conn.execute(Q["cron_apply_abandon"], {"tenant": tenant, "apply_key": key})
 
     async def cron_job_claim_due(
         self,
@@ -267,6 +330,7 @@ def job_params(job: CronJob) -> dict[str, Any]:
         "created_at": _aware(job.created_at),
         "updated_at": _aware(job.updated_at),
         "paused_at": _aware(job.paused_at),
+        "label": job.label,
     }
 
 
@@ -303,6 +367,7 @@ def job_row(r: Row) -> CronJob:
         last_execution_id=r["last_execution_id"],
         paused_at=_utc(r["paused_at"]),
         last_workflow_run_id=r["last_workflow_run_id"],
+        label=r["label"],
     )
 
 

@@ -26,7 +26,7 @@ from tickwheel.domain.cron_jobs import (
     Outcome,
     OverlapPolicy,
 )
-from tickwheel.store.cron_protocol import CronAdvance, CronClaim, HistoryCursor
+from tickwheel.store.cron_protocol import ApplyBegun, CronAdvance, CronClaim, HistoryCursor
 from tickwheel.store.sqlfile import load_queries
 from tickwheel.store.sqlite.codec import from_us, jload, opt_us, to_us
 from tickwheel.store.sqlite.connection import SqliteConnection
@@ -87,6 +87,60 @@ class SqliteCronStore(SqliteConnection):
                 return False
             await conn.execute(Q["cron_audit_insert"], audit_params(audit))
             return True
+
+    async def cron_job_get_by_names(self, tenant: str, names: Sequence[str]) -> list[CronJob]:
+        params = {"tenant": tenant, "names": json.dumps(list(names))}
+        return [job_row(r) for r in await self._all("cron_job_get_by_names", params)]
+
+    async def cron_job_prunable(
+        self, tenant: str, label: str | None, names: Sequence[str]
+    ) -> list[CronJob]:
+        params = {"tenant": tenant, "label": label, "names": json.dumps(list(names))}
+        return [job_row(r) for r in await self._all("cron_job_prunable", params)]
+
+    async def cron_job_insert_many(
+        self, jobs: Sequence[CronJob], audits: Sequence[AuditEntry]
+    ) -> set[uuid.UUID]:
+        inserted: set[uuid.UUID] = set()
+        async with self._tx() as conn:
+            for job, audit in zip(jobs, audits, strict=True):
+                cursor = await conn.execute(Q["cron_job_insert"], job_params(job))
+                if cursor.rowcount == 1:
+                    inserted.add(job.cron_job_id)
+                    await conn.execute(Q["cron_audit_insert"], audit_params(audit))
+        return inserted
+
+    async def cron_apply_begin(
+        self, tenant: str, key: str, request_hash: str, now: datetime, stale: timedelta
+    ) -> ApplyBegun:
+        params = {"tenant": tenant, "apply_key": key, "request_hash": request_hash}
+        async with self._tx() as conn:
+            before = to_us(now - timedelta(days=1))
+            await conn.execute(Q["cron_apply_forget"], {"tenant": tenant, "before": before})
+            cursor = await conn.execute(Q["cron_apply_begin"], {**params, "now": to_us(now)})
+            if cursor.rowcount == 1:
+                return ApplyBegun("new")
+            cursor = await conn.execute(Q["cron_apply_get"], params)
+            row = await cursor.fetchone()
+            assert row is not None  # inserted or present, under the write lock
+            if row["request_hash"] != request_hash:
+                return ApplyBegun("mismatch")
+            if row["result"] is not None:
+                return ApplyBegun("done", json.loads(row["result"]))
+            if row["started_at"] > to_us(now - stale):
+                return ApplyBegun("running")
+            seen = {**params, "now": to_us(now), "seen_started_at": row["started_at"]}
+            cursor = await conn.execute(Q["cron_apply_take_over"], seen)
+            return ApplyBegun("new" if cursor.rowcount == 1 else "running")
+
+    async def cron_apply_finish(self, tenant: str, key: str, result: dict[str, Any]) -> None:
+        params = {"tenant": tenant, "apply_key": key, "result": json.dumps(result)}
+        async with self._tx() as conn:
+            await conn.execute(Q["cron_apply_finish"], params)
+
+    async def cron_apply_abandon(self, tenant: str, key: str) -> None:
+        async with self._tx() as conn:
+            await conn.execute(Q["cron_apply_abandon"], {"tenant": tenant, "apply_key": key})
 
     async def cron_job_claim_due(
         self,
@@ -230,6 +284,7 @@ def job_params(job: CronJob) -> dict[str, Any]:
         "created_at": to_us(job.created_at),
         "updated_at": to_us(job.updated_at),
         "paused_at": opt_us(job.paused_at),
+        "label": job.label,
     }
 
 
@@ -269,6 +324,7 @@ def job_row(r: sqlite3.Row) -> CronJob:
         last_execution_id=uuid.UUID(last_execution) if last_execution else None,
         paused_at=_opt_time(r["paused_at"]),
         last_workflow_run_id=_opt_uuid(r["last_workflow_run_id"]),
+        label=r["label"],
     )
 
 

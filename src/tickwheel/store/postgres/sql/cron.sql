@@ -8,14 +8,14 @@ INSERT INTO cron_jobs (
     cron_job_id, tenant, name, definition_uri, definition_version, inputs, expression, timezone,
     dst_policy, status, misfire_policy, max_catch_up, overlap_policy, jitter_seconds, start_at,
     end_at, next_run_at, last_occurrence, last_execution_id, version, created_at, updated_at,
-    paused_at, workflow_name, workflow_version, last_workflow_run_id
+    paused_at, workflow_name, workflow_version, last_workflow_run_id, label
 ) VALUES (
     %(cron_job_id)s, %(tenant)s, %(name)s, %(definition_uri)s, %(definition_version)s,
     %(inputs)s, %(expression)s, %(timezone)s, %(dst_policy)s, %(status)s, %(misfire_policy)s,
     %(max_catch_up)s, %(overlap_policy)s, %(jitter_seconds)s, %(start_at)s, %(end_at)s,
     %(next_run_at)s, %(last_occurrence)s, %(last_execution_id)s, %(version)s, %(created_at)s,
     %(updated_at)s, %(paused_at)s, %(workflow_name)s, %(workflow_version)s,
-    %(last_workflow_run_id)s
+    %(last_workflow_run_id)s, %(label)s
 )
 ON CONFLICT (tenant, name) DO NOTHING;
 
@@ -42,7 +42,8 @@ SET name = %(name)s, definition_uri = %(definition_uri)s,
     overlap_policy = %(overlap_policy)s, jitter_seconds = %(jitter_seconds)s,
     start_at = %(start_at)s, end_at = %(end_at)s, next_run_at = %(next_run_at)s,
     version = %(version)s, updated_at = %(updated_at)s, paused_at = %(paused_at)s,
-    workflow_name = %(workflow_name)s, workflow_version = %(workflow_version)s
+    workflow_name = %(workflow_name)s, workflow_version = %(workflow_version)s,
+    label = %(label)s
 WHERE tenant = %(tenant)s AND cron_job_id = %(cron_job_id)s AND version = %(expected_version)s
 RETURNING *;
 
@@ -178,3 +179,45 @@ RETURNING c.cron_job_id;
 -- name: cron_job_release_many
 UPDATE cron_jobs SET claimed_by = NULL, claim_expires_at = NULL
 WHERE cron_job_id = ANY(%(cron_job_ids)s::uuid[]) AND claimed_by = %(owner)s;
+
+-- name: cron_job_get_by_names
+-- `cron apply`: only the jobs a file declares, never every stored job.
+SELECT * FROM cron_jobs WHERE tenant = %(tenant)s AND name = ANY(%(names)s::text[]);
+
+-- name: cron_job_prunable
+-- `cron apply --prune`: the jobs of the apply's label (NULL: no label) it does not declare.
+SELECT * FROM cron_jobs
+WHERE tenant = %(tenant)s AND label IS NOT DISTINCT FROM %(label)s::text
+  AND name <> ALL(%(names)s::text[])
+ORDER BY name;
+
+-- name: cron_apply_begin
+INSERT INTO cron_applies (tenant, apply_key, request_hash, result, started_at)
+VALUES (%(tenant)s, %(apply_key)s, %(request_hash)s, NULL, %(now)s)
+ON CONFLICT (tenant, apply_key) DO NOTHING;
+
+-- name: cron_apply_get
+SELECT * FROM cron_applies WHERE tenant = %(tenant)s AND apply_key = %(apply_key)s;
+
+-- name: cron_apply_take_over
+-- An apply whose first try died without a result (no finish, no abandon) for a while: a retry
+-- takes it over, guarded by the start it saw.
+UPDATE cron_applies SET started_at = %(now)s
+WHERE tenant = %(tenant)s AND apply_key = %(apply_key)s AND result IS NULL
+  AND started_at = %(seen_started_at)s;
+
+-- name: cron_apply_finish
+UPDATE cron_applies SET result = %(result)s
+WHERE tenant = %(tenant)s AND apply_key = %(apply_key)s;
+
+-- name: cron_apply_abandon
+DELETE FROM cron_applies
+WHERE tenant = %(tenant)s AND apply_key = %(apply_key)s AND result IS NULL;
+
+-- name: cron_apply_forget
+-- Results are kept a day: long enough for any retry.
+DELETE FROM cron_applies WHERE tenant = %(tenant)s AND started_at < %(before)s;
+
+-- name: cron_job_present
+-- After a batch insert: which of the ids it tried are stored (a taken name skipped its job).
+SELECT cron_job_id FROM cron_jobs WHERE cron_job_id = ANY(%(cron_job_ids)s::uuid[]);
