@@ -72,7 +72,7 @@ class CronService:
         lead: timedelta = timedelta(seconds=90),
         grace: timedelta = timedelta(seconds=60),
         lease: timedelta = timedelta(seconds=30),
-        batch: int = 50,
+        batch: int = 500,
         poll: float = 0.5,
     ) -> None:
         self.store = store

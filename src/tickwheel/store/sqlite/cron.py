@@ -101,13 +101,15 @@ class SqliteCronStore(SqliteConnection):
     async def cron_job_insert_many(
         self, jobs: Sequence[CronJob], audits: Sequence[AuditEntry]
     ) -> set[uuid.UUID]:
-        inserted: set[uuid.UUID] = set()
+        if not jobs:
+            return set()
+        ids = json.dumps([str(job.cron_job_id) for job in jobs])
         async with self._tx() as conn:
-            for job, audit in zip(jobs, audits, strict=True):
-                cursor = await conn.execute(Q["cron_job_insert"], job_params(job))
-                if cursor.rowcount == 1:
-                    inserted.add(job.cron_job_id)
-                    await conn.execute(Q["cron_audit_insert"], audit_params(audit))
+            await conn.executemany(Q["cron_job_insert"], [job_params(j) for j in jobs])
+            cursor = await conn.execute(Q["cron_job_present"], {"cron_job_ids": ids})
+            inserted = {uuid.UUID(row["cron_job_id"]) for row in await cursor.fetchall()}
+            rows = [audit_params(a) for a in audits if a.cron_job_id in inserted]
+            await conn.executemany(Q["cron_audit_insert"], rows)
         return inserted
 
     async def cron_apply_begin(
