@@ -9,7 +9,15 @@ from tickwheel.api import errors
 from tickwheel.api.deps import AppState
 from tickwheel.api.limits import BodyLimit
 from tickwheel.api.request_metrics import RequestMetrics
-from tickwheel.api.routes import cron, definitions, executions, health, metrics, workflows
+from tickwheel.api.routes import (
+    cron,
+    cron_manual,
+    definitions,
+    executions,
+    health,
+    metrics,
+    workflows,
+)
 from tickwheel.config import Settings
 from tickwheel.dashboard import install as install_dashboard
 from tickwheel.domain.clock import Clock, SystemClock
@@ -43,7 +51,7 @@ def create_app(store: Store, settings: Settings, clock: Clock | None = None) -> 
     errors.install(app)
     # The process's registry: the engine services of this process record into it too.
     app.state.metrics = process_metrics()
-    for module in (health, metrics, definitions, executions, cron, workflows):
+    for module in (health, metrics, definitions, executions, cron_manual, cron, workflows):
         app.include_router(module.router)
     state = app.state.tickwheel
     install_dashboard(

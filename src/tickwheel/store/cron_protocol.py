@@ -162,6 +162,10 @@ class CronStore(Protocol):
         """Gives up claims without advancing (a tick that failed part-way)."""
         ...
 
+    async def cron_occurrences_record(self, records: Sequence[OccurrenceRecord]) -> None:
+        """History rows outside a tick (a trigger, a backfill), each at most once."""
+        ...
+
     async def cron_occurrence_list(
         self,
         tenant: str,

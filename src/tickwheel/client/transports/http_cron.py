@@ -76,6 +76,14 @@ class HttpCronMethods:
         params.update({k: v for k, v in (dst_policy or {}).items() if v is not None})
         return dict((await self._ok("GET", "/v1/cron/preview", params=params))[1])
 
+    async def cron_trigger(self, ref: str, key: str | None) -> Wire:
+        body = {"key": key} if key else {}
+        return dict((await self._ok("POST", self._job(ref, "/trigger"), json=body))[1])
+
+    async def cron_backfill(self, ref: str, start: datetime, end: datetime) -> Wire:
+        body = {"from": start.isoformat(), "to": end.isoformat()}
+        return dict((await self._ok("POST", self._job(ref, "/backfill"), json=body))[1])
+
     async def cron_apply(
         self,
         docs: builtins.list[Any],

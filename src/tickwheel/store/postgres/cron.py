@@ -246,6 +246,11 @@ class PostgresCronStore:
                 Q["cron_job_release"], [{"cron_job_id": i, "owner": owner} for i in cron_job_ids]
             )
 
+    async def cron_occurrences_record(self, records: Sequence[OccurrenceRecord]) -> None:
+        if records:
+            async with self._tx() as conn:
+                await conn.execute(Q["cron_occurrence_insert_many"], _columns(records))
+
     async def cron_occurrence_list(
         self,
         tenant: str,

@@ -210,6 +210,12 @@ class SqliteCronStore(SqliteConnection):
                     Q["cron_job_release"], {"cron_job_id": str(job_id), "owner": owner}
                 )
 
+    async def cron_occurrences_record(self, records: Sequence[OccurrenceRecord]) -> None:
+        if records:
+            async with self._tx() as conn:
+                rows = [record_params(r) for r in records]
+                await conn.executemany(Q["cron_occurrence_insert_many"], rows)
+
     async def cron_occurrence_list(
         self,
         tenant: str,
