@@ -341,3 +341,18 @@ async def test_the_default_lead_materialises_the_next_minute_before_this_one_sta
     rig.clock.advance(1)  # 12:00:30
     await rig.tick(service)
     assert keys_of(await rig.executions(), job) == minutes(1, 2)
+
+
+async def test_a_tick_submits_a_bounded_number_of_occurrences_and_releases_the_rest(
+    rig: CronRig,
+) -> None:
+    """20 every-second jobs, 60 occurrences each within the lead: with a budget of 250 a tick
+    takes whole jobs until it is spent (5 jobs) and gives the other claims back at once."""
+    jobs = [await rig.create(name=f"s{i:02}", expression="* * * * * *") for i in range(20)]
+    rig.service.max_occurrences = 250
+    assert await rig.service.run_once() == 5
+    assert len(await rig.executions()) == 5 * 60
+    other = rig.make_service("svc-2")  # the rest is claimable now, not after the lease
+    assert await other.run_once() == 15
+    for job in jobs:  # each occurrence once (the history is unique per occurrence and outcome)
+        assert len(await rig.outcomes(job["name"])) == 60

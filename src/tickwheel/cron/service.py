@@ -53,6 +53,7 @@ MAX_LATE = timedelta(days=1)
 """A missed occurrence run later than this gets ``executeAt = now - MAX_LATE`` rather than its
 own time, so that it stays inside the API's window for past ``executeAt`` (7 days by default)."""
 SUBMIT_CHUNK = 500
+MAX_OCCURRENCES = 5000
 
 ClientFor = Callable[[str], AsyncClient]
 Results = dict[tuple[uuid.UUID, datetime], Done]
@@ -83,6 +84,9 @@ class CronService:
         self.lead, self.grace, self.lease = lead, grace, lease
         self.batch, self.poll = batch, poll
         self.submit_chunk = SUBMIT_CHUNK
+        self.max_occurrences = MAX_OCCURRENCES
+        """Occurrences one tick submits at most (whole jobs, at least one): 500 every-second
+        jobs a lead ahead are 45,000, too many to submit within the claim's lease."""
         """Occurrences per ``submit_many``; the clock is read again before each."""
         self.counts: Counter[Outcome] = Counter()
         """Occurrences by outcome since start (tests read it; /metrics has the same counts)."""
@@ -159,14 +163,18 @@ class CronService:
         current: Callable[[], datetime],
     ) -> int:
         plans: dict[uuid.UUID, Plan] = {}
+        budget = self.max_occurrences
         for job in jobs:
+            if budget <= 0:
+                break  # left unplanned and released: the next tick (any instance) takes them
             try:
-                plans[job.cron_job_id] = plan_tick(
-                    job, Schedule(job.spec), now, self.lead, self.grace
-                )
+                plan = plan_tick(job, Schedule(job.spec), now, self.lead, self.grace)
             except InvalidInput:  # e.g. its zone vanished from this machine's tz database
                 self.log.exception("cron job %s (%s) cannot be planned", job.name, job.cron_job_id)
                 unfinished.discard(job.cron_job_id)  # keep the claim: retry when it expires
+                continue
+            plans[job.cron_job_id] = plan
+            budget -= sum(step.submit for step in plan.steps)
         done: Results = {}
         extra: list[OccurrenceRecord] = []
         planned_at = dict.fromkeys(plans, now)
