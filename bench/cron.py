@@ -154,8 +154,8 @@ def analyse(db: PostgresDatabase, boundaries: Sequence[float], n: int) -> dict[s
             {
                 "lead_min_s": min(leads),
                 "lead_p50_s": statistics.median(leads),
-                "late_p50_s": percentile(lates, 0.5) if lates else float("nan"),
-                "late_p99_s": percentile(lates, 0.99) if lates else float("nan"),
+                "late_p50_s": percentile(lates, 50) if lates else float("nan"),
+                "late_p99_s": percentile(lates, 99) if lates else float("nan"),
                 "materialise_eps": len(found) / span if span > 0 else float("inf"),
                 "missed": float(n - len(found)),
             }
