@@ -84,10 +84,10 @@ class CronService:
         self.lead, self.grace, self.lease = lead, grace, lease
         self.batch, self.poll = batch, poll
         self.submit_chunk = SUBMIT_CHUNK
+        """Occurrences per ``submit_many``; the clock is read again before each."""
         self.max_occurrences = MAX_OCCURRENCES
         """Occurrences one tick submits at most (whole jobs, at least one): 500 every-second
         jobs a lead ahead are 45,000, too many to submit within the claim's lease."""
-        """Occurrences per ``submit_many``; the clock is read again before each."""
         self.counts: Counter[Outcome] = Counter()
         """Occurrences by outcome since start (tests read it; /metrics has the same counts)."""
         self.metrics: Metrics = process_metrics()
