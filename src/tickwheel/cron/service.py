@@ -1,11 +1,12 @@
 """The Cron Service: turns due occurrences of cron jobs into Executions (or, for a job that
 targets a workflow, Workflow Runs), each exactly once.
 
-One tick: claim a small batch of due jobs (a lease, so a killed instance's jobs move on to
+One tick: claim a batch of due jobs (a lease, so a killed instance's jobs move on to
 another), plan each with ``policies.plan_tick``, materialise the occurrences through the
 Client SDK with the key ``cron:<cronJobId>:<occurrence>`` (``cron-wf:`` for workflow runs,
-``targets.py``), then record the history and advance
-``next_run_at`` in one guarded write. A crash between submitting and advancing leaves the job
+``targets.py``), planning a job again just before its submission if the tick fell behind, then
+record the history and advance every job's ``next_run_at`` in one transaction, each job's
+write guarded on its own. A crash between submitting and advancing leaves the job
 where it was; whoever claims it next submits the same keys again and gets the same executions
 back: nothing new is created, and the history rows, unique per occurrence and outcome, are
 written once.
