@@ -116,8 +116,13 @@ class PostgresCronStore:
     async def cron_job_prunable(
         self, tenant: str, label: str | None, names: Sequence[str]
     ) -> list[CronJob]:
-        params = {"tenant": tenant, "label": label, "names": list(names)}
-        return [job_row(r) for r in await self._all("cron_job_prunable", params)]
+        rows = await self._all("cron_job_names_by_label", {"tenant": tenant, "label": label})
+        declared = set(names)
+        doomed = sorted(r["name"] for r in rows if r["name"] not in declared)
+        found: list[CronJob] = []
+        for start in range(0, len(doomed), 1000):
+            found += await self.cron_job_get_by_names(tenant, doomed[start : start + 1000])
+        return sorted(found, key=lambda job: job.name)
 
     async def cron_job_insert_many(
         self, jobs: Sequence[CronJob], audits: Sequence[AuditEntry]

@@ -181,15 +181,18 @@ UPDATE cron_jobs SET claimed_by = NULL, claim_expires_at = NULL
 WHERE cron_job_id = ANY(%(cron_job_ids)s::uuid[]) AND claimed_by = %(owner)s;
 
 -- name: cron_job_get_by_names
--- `cron apply`: only the jobs a file declares, never every stored job.
-SELECT * FROM cron_jobs WHERE tenant = %(tenant)s AND name = ANY(%(names)s::text[]);
+-- `cron apply`: only the jobs a file declares, never every stored job. A join, not
+-- `name = ANY(array)`: once psycopg prepares the statement, the generic plan cannot hash a
+-- parameter array, and each row was compared with every name (0.5 s a query at 20,000 jobs).
+SELECT j.* FROM unnest(%(names)s::text[]) AS n (name)
+JOIN cron_jobs j ON j.tenant = %(tenant)s AND j.name = n.name;
 
--- name: cron_job_prunable
--- `cron apply --prune`: the jobs of the apply's label (NULL: no label) it does not declare.
-SELECT * FROM cron_jobs
-WHERE tenant = %(tenant)s AND label IS NOT DISTINCT FROM %(label)s::text
-  AND name <> ALL(%(names)s::text[])
-ORDER BY name;
+-- name: cron_job_names_by_label
+-- `cron apply --prune`: the names of the apply's label (NULL: no label); the store leaves out
+-- the declared ones in Python (an anti-join against a parameter array of 100,000 names planned
+-- as a nested loop once psycopg prepared it).
+SELECT name FROM cron_jobs
+WHERE tenant = %(tenant)s AND label IS NOT DISTINCT FROM %(label)s::text;
 
 -- name: cron_apply_begin
 INSERT INTO cron_applies (tenant, apply_key, request_hash, result, started_at)

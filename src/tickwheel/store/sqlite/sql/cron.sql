@@ -161,12 +161,10 @@ WHERE cron_job_id IN (SELECT value FROM json_each(:cron_job_ids)) AND claimed_by
 SELECT * FROM cron_jobs
 WHERE tenant = :tenant AND name IN (SELECT value FROM json_each(:names));
 
--- name: cron_job_prunable
--- `cron apply --prune`: the jobs of the apply's label (NULL: no label) it does not declare.
-SELECT * FROM cron_jobs
-WHERE tenant = :tenant AND label IS :label
-  AND name NOT IN (SELECT value FROM json_each(:names))
-ORDER BY name;
+-- name: cron_job_names_by_label
+-- `cron apply --prune`: the names of the apply's label (NULL: no label); the store leaves out
+-- the declared ones.
+SELECT name FROM cron_jobs WHERE tenant = :tenant AND label IS :label;
 
 -- name: cron_apply_begin
 INSERT INTO cron_applies (tenant, apply_key, request_hash, result, started_at)
