@@ -1,4 +1,4 @@
-"""``python -m bench <b1|b2|b3|b4|b5|all> [options]``; ``python -m bench b2 --help`` for the
+"""``python -m bench <b1|b2|b3|b4|b5|cron|all> [options]``; ``python -m bench b2 --help`` for the
 options of one. ``all`` runs B1 to B5 one after the other with their default sizes; it takes
 ``--n --runs --out --pg-url --quiet-wait --timeout`` (passed to every benchmark) and
 ``--backlog --backlog-db --reload`` (passed to B4)."""
@@ -19,6 +19,10 @@ def run(command: str, argv: Sequence[str]) -> int:
         from bench import b1_submit
 
         return b1_submit.main(argv)
+    if command == "cron":
+        from bench import cron
+
+        return cron.main(argv)
     if command == "b4":
         from bench import backlog
 
@@ -30,7 +34,7 @@ def run(command: str, argv: Sequence[str]) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
-    if not args or args[0] not in (*COMMANDS, "all"):
+    if not args or args[0] not in (*COMMANDS, "cron", "all"):
         print(__doc__, file=sys.stderr)
         print("B1 submit, B2 drain, B3 herd, B4 backlog, B5 peers: see bench/README.md",
               file=sys.stderr)  # fmt: skip

@@ -27,6 +27,9 @@ class Settings(BaseSettings):
     port: int = Field(8000, ge=1, le=65535)
     log_level: str = "info"
     max_body_bytes: int = Field(1024 * 1024, gt=0, description="larger request bodies get 413")
+    max_apply_body_bytes: int = Field(
+        64 * 1024 * 1024, gt=0, description="POST /v1/cron-jobs/apply: larger bodies get 413"
+    )
     max_past_seconds: float = Field(7 * 86400, ge=0, description="oldest executeAt accepted")
     max_future_seconds: float = Field(400 * 86400, gt=0, description="furthest executeAt accepted")
     admin_key_file: str = Field(
@@ -58,7 +61,10 @@ class Settings(BaseSettings):
     )
     engine: bool = Field(True, description="run scheduler, reaper and workers inside the server")
     cron_lead_seconds: float = Field(
-        60.0, ge=0, description="cron occurrences are materialised this far ahead"
+        90.0,
+        ge=0,
+        description="cron occurrences are materialised this far ahead (more than a minute: the "
+        "next herd of every-minute jobs is materialised before the current one starts)",
     )
     cron_misfire_grace_seconds: float = Field(
         60.0, ge=0, description="a cron occurrence later than this is missed (misfire policy)"

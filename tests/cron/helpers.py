@@ -49,6 +49,9 @@ class CronRig:
         self.service = self.make_service("svc-1")
 
     def make_service(self, owner: str, cron: CronStore | None = None, **kw: Any) -> CronService:
+        """A lead of 60 s unless given: the rig's tests count occurrences against it (the
+        default, 90 s, has its own test)."""
+        kw.setdefault("lead", timedelta(seconds=60))
         return CronService(
             cron or self.cron, lambda tenant: self.client, clock=self.clock, owner=owner, **kw
         )

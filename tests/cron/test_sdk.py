@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import AsyncIterator
+from datetime import timedelta
 from pathlib import Path
 
 import httpx
@@ -153,6 +154,9 @@ def test_the_sync_client_has_cron_too() -> None:
             client.cron.list()
 
 
+LEAD_60 = timedelta(seconds=60)
+
+
 async def test_a_tick_larger_than_the_api_batch_limit_is_submitted_in_chunks(
     store: Store, clock: FakeClock
 ) -> None:
@@ -169,7 +173,9 @@ async def test_a_tick_larger_than_the_api_batch_limit_is_submitted_in_chunks(
             for i in range(20)
         ]  # fmt: skip
         await client.cron.apply(docs)
-        service = CronService(cron_store_for(store), lambda _: client, clock=clock, batch=50)
+        service = CronService(
+            cron_store_for(store), lambda _: client, clock=clock, batch=50, lead=LEAD_60
+        )
         assert await service.run_once() == 20
         assert service.counts["SUBMITTED"] == 20 * 60
         assert len((await client.list(limit=500)).items) == 500

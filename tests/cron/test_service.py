@@ -12,6 +12,7 @@ import pytest
 from tests.cron.helpers import CronRig, keys_of
 from tests.factories import T0
 from tickwheel.cron import policies
+from tickwheel.cron.service import CronService
 from tickwheel.observability.metrics import Metrics
 from tickwheel.store.cron_protocol import CronAdvance, CronStore
 from tickwheel.store.protocol import Store
@@ -268,6 +269,9 @@ class Crashing:
     async def cron_job_advance(self, owner: str, advance: CronAdvance, now: Any = None) -> bool:
         raise KeyboardInterrupt("killed")
 
+    async def cron_job_advance_many(self, owner: str, advances: Any, now: Any = None) -> Any:
+        raise KeyboardInterrupt("killed")
+
     async def cron_job_release(self, owner: str, ids: Any) -> None:
         raise KeyboardInterrupt("killed")
 
@@ -324,3 +328,39 @@ async def test_an_edit_during_a_tick_wins_and_nothing_is_lost(rig: CronRig) -> N
     rig.clock.advance(4 * MINUTE)
     await rig.tick()
     assert keys_of(await rig.executions(), job) == minutes(5)
+
+
+async def test_the_default_lead_materialises_the_next_minute_before_this_one_starts(
+    rig: CronRig,
+) -> None:
+    """With a lead longer than the period (90 s for every-minute jobs), the herd of 12:02 is
+    materialised at 12:00:30, half a minute before the herd of 12:01 starts, not at 12:01
+    where it would compete with it."""
+    service = rig.make_service(
+        "default-lead", lead=CronService(rig.cron, lambda _: rig.client).lead
+    )
+    assert service.lead == timedelta(seconds=90)
+    job = await rig.create(expression="* * * * *")
+    await rig.tick(service)  # 12:00: 12:01 is within 90 s
+    assert keys_of(await rig.executions(), job) == minutes(1)
+    rig.clock.advance(29)  # 12:00:29: 12:02 is 91 s away
+    await rig.tick(service)
+    assert keys_of(await rig.executions(), job) == minutes(1)
+    rig.clock.advance(1)  # 12:00:30
+    await rig.tick(service)
+    assert keys_of(await rig.executions(), job) == minutes(1, 2)
+
+
+async def test_a_tick_submits_a_bounded_number_of_occurrences_and_releases_the_rest(
+    rig: CronRig,
+) -> None:
+    """20 every-second jobs, 60 occurrences each within the lead: with a budget of 250 a tick
+    takes whole jobs until it is spent (5 jobs) and gives the other claims back at once."""
+    jobs = [await rig.create(name=f"s{i:02}", expression="* * * * * *") for i in range(20)]
+    rig.service.max_occurrences = 250
+    assert await rig.service.run_once() == 5
+    assert len(await rig.executions()) == 5 * 60
+    other = rig.make_service("svc-2")  # the rest is claimable now, not after the lease
+    assert await other.run_once() == 15
+    for job in jobs:  # each occurrence once (the history is unique per occurrence and outcome)
+        assert len(await rig.outcomes(job["name"])) == 60

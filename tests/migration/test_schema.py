@@ -72,6 +72,19 @@ SQLITE_SCHEMA: Schema = {
         "indexes": {},
         "foreign_keys": [],
     },
+    "cron_applies": {
+        "columns": {
+            "tenant": "TEXT NOT NULL",
+            "apply_key": "TEXT NOT NULL",
+            "request_hash": "TEXT NOT NULL",
+            "result": "TEXT",
+            "started_at": "INTEGER NOT NULL",
+        },
+        "primary_key": "tenant, apply_key",
+        "unique": [],
+        "indexes": {},
+        "foreign_keys": [],
+    },
     "cron_audit": {
         "columns": {
             "audit_id": "INTEGER NOT NULL",  # INTEGER PRIMARY KEY: the rowid, never NULL
@@ -119,10 +132,14 @@ SQLITE_SCHEMA: Schema = {
             "workflow_name": "TEXT",
             "workflow_version": "INTEGER",
             "last_workflow_run_id": "TEXT",
+            "label": "TEXT",
         },
         "primary_key": "cron_job_id",
         "unique": ["tenant, name"],
-        "indexes": {"cron_jobs_due": "next_run_at WHERE status = 'ACTIVE'"},
+        "indexes": {
+            "cron_jobs_due": "next_run_at WHERE status = 'ACTIVE'",
+            "cron_jobs_label": "tenant, label, name",
+        },
         "foreign_keys": [],
     },
     "cron_occurrences": {
@@ -393,6 +410,19 @@ POSTGRES_SCHEMA: Schema = {
         "indexes": {},
         "foreign_keys": ["execution_id -> executions(execution_id) ON DELETE CASCADE"],
     },
+    "cron_applies": {
+        "columns": {
+            "tenant": "text NOT NULL",
+            "apply_key": "text NOT NULL",
+            "request_hash": "text NOT NULL",
+            "result": "jsonb",
+            "started_at": "timestamptz NOT NULL",
+        },
+        "primary_key": "tenant, apply_key",
+        "unique": [],
+        "indexes": {},
+        "foreign_keys": [],
+    },
     "cron_audit": {
         "columns": {
             "audit_id": "bigint NOT NULL",
@@ -440,10 +470,14 @@ POSTGRES_SCHEMA: Schema = {
             "workflow_name": "text",
             "workflow_version": "integer",
             "last_workflow_run_id": "uuid",
+            "label": "text",
         },
         "primary_key": "cron_job_id",
         "unique": ["tenant, name"],
-        "indexes": {"cron_jobs_due": "next_run_at WHERE status = 'ACTIVE'"},
+        "indexes": {
+            "cron_jobs_due": "next_run_at WHERE status = 'ACTIVE'",
+            "cron_jobs_label": "tenant, label, name",
+        },
         "foreign_keys": [],
     },
     "cron_occurrences": {

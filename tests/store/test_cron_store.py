@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from dataclasses import replace
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import pytest
 
@@ -15,6 +15,7 @@ from tests.factories import T0
 from tickwheel.domain.cron import DstPolicy
 from tickwheel.domain.cron_jobs import (
     AuditAction,
+    CronJob,
     CronJobStatus,
     MisfirePolicy,
     Outcome,
@@ -264,3 +265,108 @@ async def test_history_is_newest_first_keyset_paged_and_tenant_scoped(cron: Cron
     second = await cron.cron_occurrence_list("acme", job.cron_job_id, cursor, 3)
     assert [r.occurrence for r in second] == [T0 + 2 * S, T0 + S, T0]
     assert await cron.cron_occurrence_list("globex", job.cron_job_id, None, 10) == []
+
+
+async def test_advance_many_guards_each_job_on_its_own(cron: CronStore) -> None:
+    """One transaction for a tick's jobs: a job another instance advanced, one a user edited
+    and one deleted meanwhile stay as they are; the others move on, each history row once."""
+    jobs = [cron_job(name=f"job-{i}", next_run_at=T0) for i in range(5)]
+    for job in jobs:
+        await cron.cron_job_insert(job, audit(job))
+    claimed = (await cron.cron_job_claim_due("a", 10, LEAD, LEASE, now=T0)).jobs
+    assert len(claimed) == 5
+    edited, deleted, stale = jobs[1], jobs[2], jobs[3]
+    await cron.cron_job_update(replace(edited, version=2), 1, audit(edited, AuditAction.UPDATED))
+    await cron.cron_job_delete("acme", deleted.cron_job_id, 1, audit(deleted, AuditAction.DELETED))
+    execution = uuid.uuid4()
+
+    def advance_for(job: CronJob, expected: datetime = T0) -> CronAdvance:
+        rows = [record(job.cron_job_id, T0, execution_id=execution, execute_at=T0)]
+        return CronAdvance(
+            job.cron_job_id, 1, expected, T0 + timedelta(hours=2), T0, execution, records=rows
+        )
+
+    advances = [advance_for(j, T0 - S if j is stale else T0) for j in jobs]
+    moved = await cron.cron_job_advance_many("a", advances, T0)
+    assert moved == {jobs[0].cron_job_id, jobs[4].cron_job_id}
+    for job in (jobs[0], jobs[4]):
+        got = await cron.cron_job_get("acme", job.cron_job_id)
+        assert got is not None and got.next_run_at == T0 + timedelta(hours=2)
+        assert got.last_execution_id == execution
+    for job in (edited, stale):  # not moved, the claim given back, the row kept
+        got = await cron.cron_job_get("acme", job.cron_job_id)
+        assert got is not None and got.next_run_at == T0
+        assert len(await cron.cron_occurrence_list("acme", job.cron_job_id, None, 10)) == 1
+    again = (await cron.cron_job_claim_due("c", 10, LEAD, LEASE, now=T0)).jobs
+    assert {j.cron_job_id for j in again} == {edited.cron_job_id, stale.cron_job_id}
+    # The same tick retried: nothing moves twice, no history row doubles.
+    assert await cron.cron_job_advance_many("a", advances, T0) == set()
+    assert len(await cron.cron_occurrence_list("acme", jobs[0].cron_job_id, None, 10)) == 1
+    assert await cron.cron_job_advance_many("a", [], T0) == set()
+
+
+async def test_advance_many_without_last_runs_or_rows(cron: CronStore) -> None:
+    """Every optional column empty (a tick that only skipped): the arrays are all NULLs."""
+    jobs = [cron_job(name=f"job-{i}", next_run_at=T0) for i in range(3)]
+    for job in jobs:
+        await cron.cron_job_insert(job, audit(job))
+    await cron.cron_job_claim_due("a", 10, LEAD, LEASE, now=T0)
+    advances = [CronAdvance(j.cron_job_id, 1, T0, None) for j in jobs]
+    assert await cron.cron_job_advance_many("a", advances, T0) == {j.cron_job_id for j in jobs}
+    got = await cron.cron_job_get("acme", jobs[0].cron_job_id)
+    assert got is not None and got.next_run_at is None and got.last_occurrence is None
+
+
+async def test_insert_many_skips_taken_names_and_their_audit(cron: CronStore) -> None:
+    taken = cron_job(name="taken")
+    await cron.cron_job_insert(taken, audit(taken))
+    batch = [cron_job(name=f"job-{i}") for i in range(3)] + [cron_job(name="taken")]
+    batch[0] = replace(batch[0], label="file-a")
+    inserted = await cron.cron_job_insert_many(batch, [audit(j) for j in batch])
+    assert inserted == {j.cron_job_id for j in batch[:3]}
+    got = await cron.cron_job_get("acme", batch[0].cron_job_id)
+    assert got is not None and got.label == "file-a"
+    assert len(await cron.cron_audit_list("acme", batch[1].cron_job_id, 10)) == 1
+    assert await cron.cron_audit_list("acme", batch[3].cron_job_id, 10) == []
+    assert await cron.cron_job_insert_many([], []) == set()
+
+
+async def test_jobs_by_names_and_prunable_by_label(cron: CronStore) -> None:
+    jobs = [
+        replace(cron_job(name="a1"), label="a"),
+        replace(cron_job(name="a2"), label="a"),
+        replace(cron_job(name="b1"), label="b"),
+        cron_job(name="n1"),
+        cron_job("globex", name="a3"),
+    ]
+    jobs[4] = replace(jobs[4], label="a")
+    assert len(await cron.cron_job_insert_many(jobs, [audit(j) for j in jobs])) == 5
+    found = await cron.cron_job_get_by_names("acme", ["a1", "b1", "nope", "a3"])
+    assert sorted(j.name for j in found) == ["a1", "b1"]
+    assert await cron.cron_job_get_by_names("acme", []) == []
+    assert [j.name for j in await cron.cron_job_prunable("acme", "a", ["a1"])] == ["a2"]
+    assert [j.name for j in await cron.cron_job_prunable("acme", None, [])] == ["n1"]
+    assert [j.name for j in await cron.cron_job_prunable("acme", "b", [])] == ["b1"]
+
+
+async def test_an_apply_key_runs_once_and_keeps_its_result(cron: CronStore) -> None:
+    stale = timedelta(minutes=10)
+    first = await cron.cron_apply_begin("acme", "k1", "h1", T0, stale)
+    assert first.state == "new"
+    assert (await cron.cron_apply_begin("acme", "k1", "h1", T0 + S, stale)).state == "running"
+    assert (await cron.cron_apply_begin("acme", "k1", "other", T0 + S, stale)).state == "mismatch"
+    assert (await cron.cron_apply_begin("globex", "k1", "h1", T0, stale)).state == "new"
+    await cron.cron_apply_finish("acme", "k1", {"summary": {"create": 2}})
+    done = await cron.cron_apply_begin("acme", "k1", "h1", T0 + 2 * S, stale)
+    assert done.state == "done" and done.result == {"summary": {"create": 2}}
+    # A failed first try is forgotten: the retry runs it.
+    assert (await cron.cron_apply_begin("acme", "k2", "h2", T0, stale)).state == "new"
+    await cron.cron_apply_abandon("acme", "k2")
+    assert (await cron.cron_apply_begin("acme", "k2", "h2", T0, stale)).state == "new"
+    # A first try that died (no result for longer than `stale`) is taken over, once.
+    later = T0 + stale + S
+    assert (await cron.cron_apply_begin("acme", "k2", "h2", later, stale)).state == "new"
+    assert (await cron.cron_apply_begin("acme", "k2", "h2", later, stale)).state == "running"
+    # Results are kept a day.
+    tomorrow = T0 + timedelta(days=1, seconds=5)
+    assert (await cron.cron_apply_begin("acme", "k1", "h1", tomorrow, stale)).state == "new"

@@ -127,11 +127,13 @@ def invalid(expression: str) -> FieldError:
         ("0 */x * * *", "field 2 (hour): '*/X': the step after / must be a whole number"),
         ("0 0 30 2 *", "field 3 (day-of-month): '30' never occurs in the months '2'"),
         ("0 0 31 4,6 *", "field 3 (day-of-month): '31' never occurs in the months '4,6'"),
-        (
-            "0 0 15W * *",
-            "field 3 (day-of-month): '15W' is not supported; W is only supported as LW",
-        ),
-        ("0 0 ? * *", "field 3 (day-of-month): '?' is not supported; use '*'"),
+        ("0 0 15W * MON", "field 3 (day-of-month): '15W' picks one day a month and cannot be"),
+        ("0 0 1W,15W * *", "field 3 (day-of-month): '1W': W takes one day on its own"),
+        ("0 0 32W * *", "field 3 (day-of-month): 32 is out of range 1-31"),
+        ("0 0 W * *", "field 3 (day-of-month): 'W': W takes a day number before it"),
+        ("0 0 ? * ?", "fields 3 and 5: '?' may stand in only one of day-of-month and day-of-week"),
+        ("0 ? * * *", "field 2 (hour): '?' is only allowed in day-of-month or day-of-week"),
+        ("0 0 ?,1 * *", "field 3 (day-of-month): '?' stands alone in its field"),
         ("0 0 L/2 * *", "field 3 (day-of-month): 'L' cannot be part of a range or a step"),
         ("0 L * * *", "field 2 (hour): 'L': L, W and # are only allowed in the day fields"),
         ("0 0 * * L", "field 5 (day-of-week): 'L': L takes a day number before it"),
@@ -428,3 +430,23 @@ def test_croniter_crosses_whole_hour_transitions_like_dst_policy_both(
     both = DstPolicy(ambiguous="both")
     ours = next_fire_times(expression, zone, at(after), 30, both)
     assert ours == croniter_times(expression, zone, at(after), 30)
+
+
+@pytest.mark.parametrize(
+    ("expression", "expected"),
+    [
+        # The weekday nearest the 15th: 15 Feb and 15 Mar 2026 are Sundays.
+        ("0 9 15W * *", ["2026-01-15", "2026-02-16", "2026-03-16", "2026-04-15"]),
+        # 1W never leaves the month: Sunday 1 Feb moves to Monday 2 Feb (not back to January).
+        ("0 9 1W * ?", ["2026-01-01", "2026-02-02", "2026-03-02", "2026-04-01"]),
+        # 31W: Saturday 31 Jan moves back to Friday 30; months without a 31st do not fire.
+        ("0 9 31W * *", ["2026-01-30", "2026-03-31", "2026-05-29", "2026-07-31"]),
+        # ? leaves the other day field to decide, as * does.
+        ("0 9 ? * MON", ["2026-01-05", "2026-01-12", "2026-01-19", "2026-01-26"]),
+        ("0 9 1 * ?", ["2026-01-01", "2026-02-01", "2026-03-01", "2026-04-01"]),
+    ],
+)
+def test_nearest_weekday_and_no_specific_value(expression: str, expected: list[str]) -> None:
+    times = next_fire_times(expression, "UTC", datetime(2026, 1, 1, tzinfo=UTC), 4)
+    assert [t.date().isoformat() for t in times] == expected
+    assert all(t.hour == 9 for t in times)

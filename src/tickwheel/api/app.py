@@ -10,7 +10,15 @@ from tickwheel.api.deps import AppState
 from tickwheel.api.hosts import LoopbackHostOnly
 from tickwheel.api.limits import BodyLimit
 from tickwheel.api.request_metrics import RequestMetrics
-from tickwheel.api.routes import cron, definitions, executions, health, metrics, workflows
+from tickwheel.api.routes import (
+    cron,
+    cron_manual,
+    definitions,
+    executions,
+    health,
+    metrics,
+    workflows,
+)
 from tickwheel.config import Settings
 from tickwheel.dashboard import install as install_dashboard
 from tickwheel.domain.clock import Clock, SystemClock
@@ -46,7 +54,7 @@ def create_app(store: Store, settings: Settings, clock: Clock | None = None) -> 
     errors.install(app)
     # The process's registry: the engine services of this process record into it too.
     app.state.metrics = process_metrics()
-    for module in (health, metrics, definitions, executions, cron, workflows):
+    for module in (health, metrics, definitions, executions, cron_manual, cron, workflows):
         app.include_router(module.router)
     state = app.state.tickwheel
     install_dashboard(
@@ -57,7 +65,11 @@ def create_app(store: Store, settings: Settings, clock: Clock | None = None) -> 
         workflow_view_store_for(store),
         session_store_for(store),
     )
-    app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
+    app.add_middleware(
+        BodyLimit,
+        max_bytes=settings.max_body_bytes,
+        larger={"/v1/cron-jobs/apply": settings.max_apply_body_bytes},
+    )
     if settings.insecure_no_auth:
         # Outside the body limit: a request for another host is refused before anything else.
         app.add_middleware(LoopbackHostOnly)

@@ -16,9 +16,11 @@ from tickwheel.domain.errors import PayloadTooLarge
 
 
 class BodyLimit:
-    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+    def __init__(self, app: ASGIApp, max_bytes: int, larger: dict[str, int] | None = None) -> None:
+        """``larger``: paths allowed bigger bodies (``cron apply`` of 100,000 jobs)."""
         self.app = app
-        self.max_bytes = max_bytes
+        self.default_bytes = max_bytes
+        self.larger = larger or {}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -31,9 +33,10 @@ class BodyLimit:
                 send, 422, "invalid_input", message, [{"path": where, "message": message}]
             )
             return
+        limit = self.larger.get(scope.get("path", ""), self.default_bytes)
         declared = dict(scope.get("headers") or []).get(b"content-length")
-        if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
-            await self._refuse(send)
+        if declared is not None and declared.isdigit() and int(declared) > limit:
+            await _refuse(send, limit)
             return
         received = 0
         refused = False
@@ -46,11 +49,11 @@ class BodyLimit:
             message = await receive()
             if message["type"] == "http.request":
                 received += len(message.get("body", b""))
-                if received > self.max_bytes and not refused:
+                if received > limit and not refused:
                     refused = True
-                    await self._refuse(send)
+                    await _refuse(send, limit)
                 if refused:
-                    raise PayloadTooLarge(_message(self.max_bytes), {"limit": self.max_bytes})
+                    raise PayloadTooLarge(_message(limit), {"limit": limit})
             return message
 
         async def guarded_send(message: Message) -> None:
@@ -63,9 +66,9 @@ class BodyLimit:
             if not refused:
                 raise
 
-    async def _refuse(self, send: Send) -> None:
-        limit = {"limit": self.max_bytes}
-        await _answer(send, 413, "payload_too_large", _message(self.max_bytes), limit)
+
+async def _refuse(send: Send, limit: int) -> None:
+    await _answer(send, 413, "payload_too_large", _message(limit), {"limit": limit})
 
 
 async def _answer(send: Send, status: int, code: str, message: str, details: Any) -> None:

@@ -75,7 +75,18 @@ class CronTransport(Protocol):
         dst_policy: dict[str, Any] | None = None,
     ) -> Wire: ...
 
-    async def cron_apply(self, docs: builtins.list[Any], prune: bool, dry_run: bool) -> Wire: ...
+    async def cron_apply(
+        self,
+        docs: builtins.list[Any],
+        prune: bool,
+        dry_run: bool,
+        label: str | None = None,
+        apply_key: str | None = None,
+    ) -> Wire: ...
+
+    async def cron_trigger(self, ref: str, key: str | None) -> Wire: ...
+
+    async def cron_backfill(self, ref: str, start: datetime, end: datetime) -> Wire: ...
 
 
 def _time(value: str | None) -> datetime | None:
@@ -310,11 +321,29 @@ class CronClient:
         *,
         prune: bool = False,
         dry_run: bool = False,
+        label: str | None = None,
+        idempotency_key: str | None = None,
     ) -> Wire:
         """Reconciles a list of cron jobs (or a YAML/JSON file of them) by name; returns the
-        plan. ``dry_run`` changes nothing; ``prune`` deletes jobs no longer declared."""
+        plan. ``dry_run`` changes nothing; ``prune`` deletes jobs of the same ``label`` (None:
+        jobs without one) no longer declared. Every apply carries an idempotency key (a new
+        one unless given), the same on each retry: a retry after a timeout gets the first
+        try's result back (``replayed``) instead of applying again."""
         docs = load_cron_file(jobs) if isinstance(jobs, str | Path) else jobs
-        return await self.transport.cron_apply(docs, prune, dry_run)
+        key = idempotency_key or (None if dry_run else f"apply-{uuid.uuid4()}")
+        return await self.transport.cron_apply(docs, prune, dry_run, label, key)
+
+    async def trigger(self, ref: str | uuid.UUID, key: str | None = None) -> Wire:
+        """Runs the job now, once, beside its schedule: ``executionId`` (or ``workflowRunId``).
+        ``key`` (a new one per call unless given, the same on a retry) names this trigger: the
+        same key again returns the same run."""
+        return await self.transport.cron_trigger(str(ref), key or f"sdk-{uuid.uuid4()}")
+
+    async def backfill(self, ref: str | uuid.UUID, start: datetime, end: datetime) -> Wire:
+        """Runs the occurrences of ``[start, end]`` that did not run (at most 1,000, within the
+        last 7 days), each under the key the service uses for it; ``items`` says which were
+        created and which existed already."""
+        return await self.transport.cron_backfill(str(ref), start, end)
 
 
 class CronSync:
@@ -367,4 +396,12 @@ class CronSync:
 
     def apply(self, jobs: builtins.list[Any] | str | Path, **kw: Any) -> Wire:
         result: Wire = self._run(self._inner.apply(jobs, **kw))
+        return result
+
+    def trigger(self, ref: str | uuid.UUID, key: str | None = None) -> Wire:
+        result: Wire = self._run(self._inner.trigger(ref, key))
+        return result
+
+    def backfill(self, ref: str | uuid.UUID, start: datetime, end: datetime) -> Wire:
+        result: Wire = self._run(self._inner.backfill(ref, start, end))
         return result

@@ -270,6 +270,7 @@ def job_to_wire(job: CronJob, next_fires: list[FirePreview] | None = None) -> Wi
         "createdAt": iso(job.created_at),
         "updatedAt": iso(job.updated_at),
         "pausedAt": iso(job.paused_at),
+        "label": job.label,
     }
     if next_fires is not None:
         wire["nextFireTimes"] = [preview_to_wire(p) for p in next_fires]

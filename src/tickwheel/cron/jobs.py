@@ -22,7 +22,7 @@ from __future__ import annotations
 import uuid
 from dataclasses import replace
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tickwheel.client.cron_wire import (
     Wire,
@@ -59,6 +59,9 @@ from tickwheel.domain.ids import uuid7
 from tickwheel.store.cron_protocol import CronStore
 from tickwheel.store.protocol import Store
 from tickwheel.store.workflow_protocol import WorkflowStore
+
+if TYPE_CHECKING:
+    from tickwheel.client.client import AsyncClient
 
 NEXT_FIRES = 5
 MAX_PAGE = 200
@@ -345,10 +348,42 @@ class CronJobs:
         await cancel_materialised(self.cron, self.store, job, now, record=False)
         return {"deleted": True, "cronJob": self.render(job, next_fires=False)}
 
-    async def cron_apply(self, docs: list[Any], prune: bool, dry_run: bool) -> Wire:
+    async def cron_apply(
+        self,
+        docs: list[Any],
+        prune: bool,
+        dry_run: bool,
+        label: str | None = None,
+        apply_key: str | None = None,
+    ) -> Wire:
         from tickwheel.cron.apply import apply_jobs
 
-        return await apply_jobs(self, docs, prune=prune, dry_run=dry_run)
+        return await apply_jobs(
+            self, docs, prune=prune, dry_run=dry_run, label=label, apply_key=apply_key
+        )
+
+    # -- on demand (cron/manual.py); the API passes a client with the workflow API --------------
+
+    async def cron_trigger(
+        self, ref: str, key: str | None, client: AsyncClient | None = None
+    ) -> Wire:
+        from tickwheel.cron.manual import trigger
+
+        return await trigger(self, client or self._client(), ref, key)
+
+    async def cron_backfill(
+        self, ref: str, start: datetime, end: datetime, client: AsyncClient | None = None
+    ) -> Wire:
+        from tickwheel.cron.manual import backfill
+
+        return await backfill(self, client or self._client(), ref, start, end)
+
+    def _client(self) -> AsyncClient:
+        """Executions through the store, by the API's rules (no workflow API in process)."""
+        from tickwheel.client.client import AsyncClient
+        from tickwheel.client.transports.inprocess import InProcessTransport
+
+        return AsyncClient(transport=InProcessTransport(self.store, self.tenant, self.clock))
 
 
 def _target_key(spec: CronJobSpec) -> tuple[Any, ...]:

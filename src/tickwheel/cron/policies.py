@@ -9,8 +9,10 @@ Terms: an occurrence is *due* once it is within the lead (``occurrence <= now + 
 jobs that forbid or replace overlapping runs, the lead is zero, because their overlap check
 must see the previous run at fire time, and so it is for jobs that start workflow runs, because
 a run starts when it is created). It is *missed* when it is more than the misfire grace
-in the past (``occurrence < now - grace``): the service was down, or the job paused, when it
-should have been materialised. Missed occurrences follow the misfire policy; the others run.
+in the past (``occurrence < now - grace``) when it is materialised: the service was down, the
+job paused, or the service fell behind (a tick planned in time but submitted too late: the
+service plans again just before it submits, ``CronService._replan_late``). Missed occurrences
+follow the misfire policy, whatever the cause; the others run.
 """
 
 from __future__ import annotations
@@ -51,10 +53,20 @@ class Plan:
     next_run_at: datetime | None
 
 
+DOWN = "the service was down or behind, or the job paused"
+
+
 def plan_tick(
-    job: CronJob, schedule: Schedule, now: datetime, lead: timedelta, grace: timedelta
+    job: CronJob,
+    schedule: Schedule,
+    now: datetime,
+    lead: timedelta,
+    grace: timedelta,
+    behind: timedelta | None = None,
 ) -> Plan:
-    """Everything due for ``job`` at ``now``, in occurrence order, and the next run after it."""
+    """Everything due for ``job`` at ``now``, in occurrence order, and the next run after it.
+    ``behind``: how long the tick that planned it first took to get to submitting it; given,
+    the history says that falling behind, not an outage, is why occurrences were missed."""
     start = job.next_run_at
     if start is None:
         return Plan([], None)
@@ -63,7 +75,8 @@ def plan_tick(
     after = start - TINY
     steps: list[Step] = []
     if start < cutoff:
-        steps += _missed(job, schedule, after, cutoff, now)
+        cause = DOWN if behind is None else _behind(behind)
+        steps += _missed(job, schedule, after, cutoff, now, cause)
         after = cutoff - TINY
     window = schedule.window(after, horizon, MAX_PER_TICK)
     steps += [_on_time(row) for row in window.rows]
@@ -79,8 +92,19 @@ def _on_time(row: FirePreview) -> Step:
     return Step(row.at, None, row.reason)
 
 
+def _behind(behind: timedelta) -> str:
+    return (
+        f"the service fell behind: {_duration(behind)} between claiming the job and submitting it"
+    )
+
+
 def _missed(
-    job: CronJob, schedule: Schedule, after: datetime, cutoff: datetime, now: datetime
+    job: CronJob,
+    schedule: Schedule,
+    after: datetime,
+    cutoff: datetime,
+    now: datetime,
+    cause: str,
 ) -> list[Step]:
     policy = job.spec.misfire_policy
     keep = {
@@ -99,15 +123,16 @@ def _missed(
             Step(
                 first,
                 _dropped_outcome(policy),
-                f"{_dropped_reason(job, latest)}; this row stands for every missed occurrence "
-                f"from {_iso(first)} up to {_iso(firing[0].at)}, too many to list one by one",
+                f"{_dropped_reason(job, latest, cause)}; this row stands for every missed "
+                f"occurrence from {_iso(first)} up to {_iso(firing[0].at)}, too many to list "
+                "one by one",
             )
         )
     for row in tail.rows:
         if not row.fires:
             steps.append(Step(row.at, Outcome.SKIPPED_DST, row.reason))
         elif row.at in run:
-            late = f"missed by {_duration(now - row.at)} (the service was down or the job paused)"
+            late = f"missed by {_duration(now - row.at)} ({cause})"
             how = {
                 MisfirePolicy.RUN_ONCE: "run once now for the missed occurrences "
                 "(misfirePolicy run_once)",
@@ -116,7 +141,8 @@ def _missed(
             reason = f"{late}; {how}" + (f"; {row.reason}" if row.reason else "")
             steps.append(Step(row.at, None, reason))
         else:
-            steps.append(Step(row.at, _dropped_outcome(policy), _dropped_reason(job, latest)))
+            reason = _dropped_reason(job, latest, cause)
+            steps.append(Step(row.at, _dropped_outcome(policy), reason))
     return steps
 
 
@@ -124,20 +150,20 @@ def _dropped_outcome(policy: MisfirePolicy) -> Outcome:
     return Outcome.COALESCED if policy is MisfirePolicy.RUN_ONCE else Outcome.SKIPPED_MISFIRE
 
 
-def _dropped_reason(job: CronJob, latest: datetime | None) -> str:
+def _dropped_reason(job: CronJob, latest: datetime | None, cause: str) -> str:
     policy = job.spec.misfire_policy
     if policy is MisfirePolicy.RUN_ONCE:
         return (
-            "missed (the service was down or the job paused); coalesced into one run for the "
+            f"missed ({cause}); coalesced into one run for the "
             f"latest missed occurrence, {_iso(latest)} (misfirePolicy run_once)"
         )
     if policy is MisfirePolicy.CATCH_UP:
         return (
-            "missed (the service was down or the job paused) and more than maxCatchUp "
+            f"missed ({cause}) and more than maxCatchUp "
             f"({job.spec.max_catch_up}) occurrences were missed; only the most recent "
             f"{job.spec.max_catch_up} ran (misfirePolicy catch_up)"
         )
-    return "missed (the service was down or the job paused); not run (misfirePolicy skip)"
+    return f"missed ({cause}); not run (misfirePolicy skip)"
 
 
 def jitter(cron_job_id: uuid.UUID, occurrence: datetime, jitter_seconds: int) -> timedelta:

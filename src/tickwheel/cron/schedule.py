@@ -15,6 +15,7 @@ from zoneinfo import ZoneInfo
 
 from tickwheel.domain.cron import (
     CronExpression,
+    DstPolicy,
     FirePreview,
     fire_previews,
     parse_expression,
@@ -30,6 +31,17 @@ TINY = timedelta(microseconds=1)
 def _parsed(expression: str, timezone: str) -> tuple[CronExpression, ZoneInfo]:
     """Every tick of every job reads its schedule; parse each expression and zone once."""
     return parse_expression(expression), parse_timezone(timezone)
+
+
+@lru_cache(maxsize=16384)
+def _previews(
+    expr: CronExpression, tz: ZoneInfo, after: datetime, count: int, policy: DstPolicy
+) -> tuple[FirePreview, ...]:
+    """``fire_previews``, remembered: a herd of jobs on one schedule (50,000 ``* * * * *``
+    jobs all due at the same minute) asks the same question once per job and tick, and the
+    DST explanation behind each answer costs more than the rest of a job's plan. Pure, so a
+    cached answer is the answer; an entry is a few rows, so the cache stays small."""
+    return tuple(fire_previews(expr, tz, after, count, policy))
 
 
 @dataclass(frozen=True)
@@ -69,7 +81,7 @@ class Schedule:
         end = until if self.spec.end_at is None else min(until, self.spec.end_at)
         size = 4  # most windows hold one or two fire times: read few, then more
         while cursor < end:
-            chunk = fire_previews(self.expr, self.tz, cursor, size, self.spec.dst_policy)
+            chunk = _previews(self.expr, self.tz, cursor, size, self.spec.dst_policy)
             for row in chunk:
                 if row.at > end:
                     return Window(rows, True)
@@ -91,7 +103,7 @@ class Schedule:
         cursor = self._start(after)
         skipped: list[FirePreview] = []
         while True:
-            chunk = fire_previews(self.expr, self.tz, cursor, 1, self.spec.dst_policy)
+            chunk = _previews(self.expr, self.tz, cursor, 1, self.spec.dst_policy)
             for row in chunk:
                 if self.spec.end_at is not None and row.at > self.spec.end_at:
                     return None, skipped

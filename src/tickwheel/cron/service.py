@@ -1,11 +1,12 @@
 """The Cron Service: turns due occurrences of cron jobs into Executions (or, for a job that
 targets a workflow, Workflow Runs), each exactly once.
 
-One tick: claim a small batch of due jobs (a lease, so a killed instance's jobs move on to
+One tick: claim a batch of due jobs (a lease, so a killed instance's jobs move on to
 another), plan each with ``policies.plan_tick``, materialise the occurrences through the
 Client SDK with the key ``cron:<cronJobId>:<occurrence>`` (``cron-wf:`` for workflow runs,
-``targets.py``), then record the history and advance
-``next_run_at`` in one guarded write. A crash between submitting and advancing leaves the job
+``targets.py``), planning a job again just before its submission if the tick fell behind, then
+record the history and advance every job's ``next_run_at`` in one transaction, each job's
+write guarded on its own. A crash between submitting and advancing leaves the job
 where it was; whoever claims it next submits the same keys again and gets the same executions
 back: nothing new is created, and the history rows, unique per occurrence and outcome, are
 written once.
@@ -28,7 +29,7 @@ import secrets
 import socket
 import uuid
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 
 from tickwheel.client.client import AsyncClient
@@ -61,6 +62,7 @@ MAX_LATE = timedelta(days=1)
 """A missed occurrence run later than this gets ``executeAt = now - MAX_LATE`` rather than its
 own time, so that it stays inside the API's window for past ``executeAt`` (7 days by default)."""
 SUBMIT_CHUNK = 500
+MAX_OCCURRENCES = 5000
 
 ClientFor = Callable[[str], AsyncClient]
 Results = dict[tuple[uuid.UUID, datetime], Done]
@@ -77,10 +79,10 @@ class CronService:
         clock: Clock | None = None,
         owner: str | None = None,
         tenant: str | None = None,
-        lead: timedelta = timedelta(seconds=60),
+        lead: timedelta = timedelta(seconds=90),
         grace: timedelta = timedelta(seconds=60),
         lease: timedelta = timedelta(seconds=30),
-        batch: int = 50,
+        batch: int = 500,
         poll: float = 0.5,
     ) -> None:
         self.store = store
@@ -90,6 +92,11 @@ class CronService:
         self.tenant = tenant
         self.lead, self.grace, self.lease = lead, grace, lease
         self.batch, self.poll = batch, poll
+        self.submit_chunk = SUBMIT_CHUNK
+        """Occurrences per ``submit_many``; the clock is read again before each."""
+        self.max_occurrences = MAX_OCCURRENCES
+        """Occurrences one tick submits at most (whole jobs, at least one): 500 every-second
+        jobs a lead ahead are 45,000, too many to submit within the claim's lease."""
         self.counts: Counter[Outcome] = Counter()
         """Occurrences by outcome since start (tests read it; /metrics has the same counts)."""
         self.metrics: Metrics = process_metrics()
@@ -137,45 +144,130 @@ class CronService:
         if not claim.jobs:
             return 0
         unfinished = {job.cron_job_id for job in claim.jobs}
+        local = self.clock.now()
+
+        def current() -> datetime:
+            """The claim's instant plus the time the tick has taken so far (this process's
+            clock measures the elapsed time; the claim's instant stays the database's)."""
+            return claim.now + (self.clock.now() - local)
+
         try:
             advanced = 0
             for tenant in sorted({job.tenant for job in claim.jobs}):
                 jobs = [job for job in claim.jobs if job.tenant == tenant]
-                advanced += await self._tick(self.client_for(tenant), jobs, claim.now, unfinished)
+                advanced += await self._tick(
+                    self.client_for(tenant), jobs, claim.now, unfinished, current
+                )
             return advanced
         finally:
             if unfinished:  # a failure part-way: let the next tick (any instance) retry soon
                 await self.store.cron_job_release(self.owner, sorted(unfinished))
 
     async def _tick(
-        self, client: AsyncClient, jobs: list[CronJob], now: datetime, unfinished: set[uuid.UUID]
+        self,
+        client: AsyncClient,
+        jobs: list[CronJob],
+        now: datetime,
+        unfinished: set[uuid.UUID],
+        current: Callable[[], datetime],
     ) -> int:
         plans: dict[uuid.UUID, Plan] = {}
+        budget = self.max_occurrences
         for job in jobs:
+            if budget <= 0:
+                break  # left unplanned and released: the next tick (any instance) takes them
             try:
-                plans[job.cron_job_id] = plan_tick(
-                    job, Schedule(job.spec), now, self.lead, self.grace
-                )
+                plan = plan_tick(job, Schedule(job.spec), now, self.lead, self.grace)
             except InvalidInput:  # e.g. its zone vanished from this machine's tz database
                 self.log.exception("cron job %s (%s) cannot be planned", job.name, job.cron_job_id)
                 unfinished.discard(job.cron_job_id)  # keep the claim: retry when it expires
+                continue
+            plans[job.cron_job_id] = plan
+            budget -= sum(step.submit for step in plan.steps)
         done: Results = {}
         extra: list[OccurrenceRecord] = []
-        batched = [job for job in jobs if _batched(job)]
-        done |= await self._submit_batch(client, batched, plans, now)
+        planned_at = dict.fromkeys(plans, now)
+        batched = [job for job in jobs if _batched(job) and job.cron_job_id in plans]
+        for group in self._groups(batched, plans):
+            self._replan_late(group, plans, planned_at, current())
+            done |= await self._submit_batch(client, group, plans, now)
         for job in jobs:
             if not _batched(job) and job.cron_job_id in plans:
+                self._replan_late([job], plans, planned_at, current())
                 done |= await self._submit_guarded(client, job, plans[job.cron_job_id], now, extra)
-        advanced = 0
+        advances = [
+            self._advance_of(
+                job,
+                plans[job.cron_job_id],
+                done,
+                [r for r in extra if r.cron_job_id == job.cron_job_id],
+                now,
+            )
+            for job in jobs
+            if job.cron_job_id in plans
+        ]
+        by_id = {job.cron_job_id: job for job in jobs}
+        # One transaction for the whole tick, each job still guarded on its own.
+        moved = await self.store.cron_job_advance_many(self.owner, advances, self.store_now())
+        for advance in advances:
+            unfinished.discard(advance.cron_job_id)
+            self.counts.update(r.outcome for r in advance.records)
+            for r in advance.records:  # tickwheel_cron_occurrences{outcome} on /metrics
+                self.metrics.cron_occurrence(str(r.outcome))
+            if advance.cron_job_id not in moved:
+                self.log.info(
+                    "cron job %s changed or was reclaimed during the tick; it continues from "
+                    "its new state",
+                    advance.cron_job_id,
+                )
+                await self._sweep_if_paused(client, by_id[advance.cron_job_id], advance.records)
+        return len(moved)
+
+    async def _sweep_if_paused(
+        self, client: AsyncClient, job: CronJob, records: Sequence[OccurrenceRecord]
+    ) -> None:
+        """A pause (or delete) that landed between this tick's claim and its submissions swept
+        before they existed: what this tick made must not run either."""
+        current = await self.store.cron_job_get(job.tenant, job.cron_job_id)
+        if current is None or current.status is CronJobStatus.PAUSED:
+            await cancel_submitted(client, self.store, job, records, record=current is not None)
+
+    def _groups(self, jobs: list[CronJob], plans: dict[uuid.UUID, Plan]) -> list[list[CronJob]]:
+        """Whole jobs in groups of at most ``submit_chunk`` occurrences (one job more, if it
+        alone has more): one ``submit_many`` each, and a look at the clock before each."""
+        groups: list[list[CronJob]] = []
+        size = self.submit_chunk
         for job in jobs:
-            plan = plans.get(job.cron_job_id)
-            if plan is None:
-                continue
-            mine = [r for r in extra if r.cron_job_id == job.cron_job_id]
-            if await self._advance(client, job, plan, done, mine, now):
-                advanced += 1
-            unfinished.discard(job.cron_job_id)
-        return advanced
+            steps = sum(step.submit for step in plans[job.cron_job_id].steps)
+            if not groups or size + steps > self.submit_chunk:
+                groups.append([])
+                size = 0
+            groups[-1].append(job)
+            size += steps
+        return groups
+
+    def _replan_late(
+        self,
+        jobs: list[CronJob],
+        plans: dict[uuid.UUID, Plan],
+        planned_at: dict[uuid.UUID, datetime],
+        at: datetime,
+    ) -> None:
+        """Plans again, at ``at``, each job with an occurrence that was on time when planned
+        and is now more than the grace late: the tick fell behind (a slow API, a large batch,
+        an overloaded machine). Whatever made it late, a late occurrence follows the misfire
+        policy, with the reason in its history row."""
+        cutoff = at - self.grace
+        for job in jobs:
+            plan, then = plans[job.cron_job_id], planned_at[job.cron_job_id]
+            if any(
+                step.submit and then - self.grace <= step.occurrence < cutoff for step in plan.steps
+            ):
+                schedule = Schedule(job.spec)
+                plans[job.cron_job_id] = plan_tick(
+                    job, schedule, at, self.lead, self.grace, behind=at - then
+                )
+                planned_at[job.cron_job_id] = at
 
     def _request(self, job: CronJob, occurrence: datetime, now: datetime) -> SubmitRequest:
         assert job.spec.definition_uri is not None  # only jobs that target a definition
@@ -333,15 +425,14 @@ class CronService:
             "cancelled; both run (overlapPolicy replace)"
         )
 
-    async def _advance(
+    def _advance_of(
         self,
-        client: AsyncClient,
         job: CronJob,
         plan: Plan,
         done: Results,
         extra: list[OccurrenceRecord],
         now: datetime,
-    ) -> bool:
+    ) -> CronAdvance:
         records: list[OccurrenceRecord] = list(extra)
         last: tuple[datetime, PreviousRun] | None = None
         for step in plan.steps:
@@ -365,7 +456,7 @@ class CronService:
             )
             if result and (started := result.started) is not None:
                 last = (step.occurrence, started)
-        advance = CronAdvance(
+        return CronAdvance(
             cron_job_id=job.cron_job_id,
             expected_version=job.version,
             expected_next_run_at=job.next_run_at,
@@ -375,22 +466,6 @@ class CronService:
             last_workflow_run_id=_run_of(last, CronTarget.WORKFLOW),
             records=records,
         )
-        moved = await self.store.cron_job_advance(self.owner, advance, self.store_now())
-        self.counts.update(r.outcome for r in records)
-        for r in records:  # tickwheel_cron_occurrences{outcome} on /metrics
-            self.metrics.cron_occurrence(str(r.outcome))
-        if not moved:
-            self.log.info(
-                "cron job %s changed or was reclaimed during the tick; it continues from its "
-                "new state",
-                job.cron_job_id,
-            )
-            # A pause (or delete) that landed between this tick's claim and its submissions
-            # swept before they existed: what this tick made must not run either.
-            current = await self.store.cron_job_get(job.tenant, job.cron_job_id)
-            if current is None or current.status is CronJobStatus.PAUSED:
-                await cancel_submitted(client, self.store, job, records, record=current is not None)
-        return moved
 
 
 def _batched(job: CronJob) -> bool:

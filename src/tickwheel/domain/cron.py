@@ -17,7 +17,9 @@ which field and which value is wrong; cronsim's own errors only name the field.
 
 from __future__ import annotations
 
+import calendar
 import difflib
+import re
 from collections.abc import Callable, Iterator
 from contextlib import suppress
 from dataclasses import dataclass
@@ -105,13 +107,41 @@ class CronExpression:
     def normalized(self) -> str:
         return " ".join(self.fields)
 
+    @property
+    def nearest_weekday(self) -> int | None:
+        """``15W`` (day-of-month): the weekday nearest the 15th, within its month; else None."""
+        found = _NEAREST.match(self.fields[3])
+        return int(found.group(1)) if found else None
+
+    @property
+    def calendar(self) -> str:
+        """What cronsim is given: ``nW`` widened to the days its weekday can fall on (n-2 to
+        n+2), which ``_wall_matches`` then narrows to the one it is."""
+        day = self.nearest_weekday
+        if day is None:
+            return self.normalized
+        fields = list(self.fields)
+        fields[3] = f"{max(1, day - 2)}-{min(31, day + 2)}"
+        return " ".join(fields)
+
+
+_NEAREST = re.compile(r"^(\d{1,2})W$")
+
 
 class _Problem(Exception):
     """A syntax problem in one field; ``parse_expression`` adds the field's position."""
 
 
 def parse_expression(expression: str) -> CronExpression:
-    """Validate ``expression`` (5 fields, 6 with seconds first, or a macro such as ``@daily``)."""
+    """Validate ``expression`` (5 fields, 6 with seconds first, or a macro such as ``@daily``).
+    Remembered: a ``cron apply`` of 100,000 jobs names a handful of expressions, and checking
+    one with cronsim costs more than the rest of a job's validation (a bad one is not kept:
+    its error is raised again)."""
+    return _parse_expression(expression)
+
+
+@lru_cache(maxsize=4096)
+def _parse_expression(expression: str) -> CronExpression:
     text = expression.strip()
     try:
         parts = _split(text)
@@ -119,7 +149,7 @@ def parse_expression(expression: str) -> CronExpression:
         fields = ("0", *parts) if offset else tuple(parts)
         for index, value in enumerate(fields[offset:], start=offset):
             _check_field(index, index - offset + 1, value)
-        expr = CronExpression(text, _six(fields), has_seconds=not offset)
+        expr = CronExpression(text, _six(_no_specific(fields, offset)), has_seconds=not offset)
         _check_with_library(expr, offset)
     except _Problem as problem:
         raise InvalidInput(
@@ -257,7 +287,12 @@ def _occurrences(
 def _wall_matches(expr: CronExpression, start: datetime) -> Iterator[datetime]:
     """Naive wall times matching ``expr`` from ``start`` (inclusive, to the second) on.
     cronsim yields strictly after the time it is given, so give it one second less."""
-    yield from CronSim(expr.normalized, start.replace(microsecond=0) - ONE_SECOND)
+    walls = CronSim(expr.calendar, start.replace(microsecond=0) - ONE_SECOND)
+    day = expr.nearest_weekday
+    if day is None:
+        yield from walls
+        return
+    yield from (w for w in walls if w.day == nearest_weekday(w.year, w.month, day))
 
 
 def _split(text: str) -> list[str]:
@@ -277,6 +312,39 @@ def _split(text: str) -> list[str]:
     return parts
 
 
+def _no_specific(fields: tuple[str, ...], offset: int) -> tuple[str, ...]:
+    """Quartz's ``?`` ("no specific value") in one day field is ``*``: with classic cron's rule,
+    an unrestricted day field leaves the other to decide. ``nW`` needs the other to be free."""
+    day, weekday = fields[3], fields[5]
+    position = 4 - offset
+    if day == "?" and weekday == "?":
+        raise _Problem(
+            f"fields {position} and {position + 2}: '?' may stand in only one of day-of-month "
+            "and day-of-week"
+        )
+    if _NEAREST.match(day) and weekday not in ("*", "?"):
+        raise _Problem(
+            f"field {position} (day-of-month): {day!r} picks one day a month and cannot be "
+            "combined with a day-of-week; put ? or * there"
+        )
+    return tuple("*" if field == "?" else field for field in fields)
+
+
+def nearest_weekday(year: int, month: int, day: int) -> int | None:
+    """The day of the month ``nW`` fires on: ``day`` if a weekday, else the nearest weekday
+    in the same month (a Saturday the 1st moves to Monday the 3rd, a Sunday the 31st to
+    Friday the 29th). None when the month has no such day (``31W`` in April)."""
+    length = calendar.monthrange(year, month)[1]
+    if day > length:
+        return None
+    weekday = calendar.weekday(year, month, day)
+    if weekday == 5:  # Saturday
+        return day - 1 if day > 1 else day + 2
+    if weekday == 6:  # Sunday
+        return day + 1 if day < length else day - 2
+    return day
+
+
 def _six(fields: tuple[str, ...]) -> tuple[str, str, str, str, str, str]:
     second, minute, hour, day, month, weekday = fields
     return second, minute, hour, day, month, weekday
@@ -284,6 +352,8 @@ def _six(fields: tuple[str, ...]) -> tuple[str, str, str, str, str, str]:
 
 def _check_field(index: int, position: int, value: str) -> None:
     field = FIELDS[index]
+    if value == "?" and field in (DAY_OF_MONTH, DAY_OF_WEEK):
+        return
     try:
         for term in value.split(","):
             _check_term(field, term, value)
@@ -307,6 +377,10 @@ def _check_term(field: _Field, term: str, value: str) -> None:
         _check_range(field, term)
     elif field is DAY_OF_MONTH and term in ("L", "LW"):
         return
+    elif field is DAY_OF_MONTH and _NEAREST.match(term):
+        if term != value:
+            raise _Problem(f"{term!r}: W takes one day on its own, not in a list")
+        _value(field, term[:-1])
     else:
         _value(field, term)
 
@@ -359,11 +433,13 @@ def _not_a_value(field: _Field, text: str) -> str:
     if text == "":
         return "a number is missing"
     if text == "?":
-        return "'?' is not supported; use '*'"
+        if field in (DAY_OF_MONTH, DAY_OF_WEEK):
+            return "'?' stands alone in its field (no list, range or step)"
+        return "'?' is only allowed in day-of-month or day-of-week"
     if field is DAY_OF_MONTH and text in ("L", "LW"):
         return f"{text!r} cannot be part of a range or a step"
     if field is DAY_OF_MONTH and text.endswith("W"):
-        return f"{text!r} is not supported; W is only supported as LW (last weekday of the month)"
+        return f"{text!r}: W takes a day number before it, e.g. 15W (the weekday nearest the 15th)"
     if text in ("L", "LW", "W") or "#" in text:
         return f"{text!r}: L, W and # are only allowed in the day fields (see docs/cron.md)"
     if field.names:
@@ -379,7 +455,7 @@ def _check_with_library(expr: CronExpression, offset: int) -> None:
     """cronsim also rejects a day-of-month that no chosen month has (``0 0 30 2 *``); the
     checks above cannot know that, so ask it, and locate whatever it still refuses."""
     try:
-        CronSim(expr.normalized, datetime(2000, 1, 1))
+        CronSim(expr.calendar, datetime(2000, 1, 1))
     except CronSimError as error:
         found = [i for i, field in enumerate(FIELDS) if str(error) == f"Bad {field.name}"]
         if not found:

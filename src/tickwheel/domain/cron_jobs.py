@@ -140,6 +140,9 @@ class CronJob:
     last_workflow_run_id: uuid.UUID | None = None
     """The run of ``last_occurrence`` when it started a workflow (then ``last_execution_id`` is
     None): the overlap policy looks at whichever of the two the previous occurrence became."""
+    label: str | None = None
+    """The label of the ``cron apply`` that last wrote it (a file, an owner): ``--prune`` deletes
+    only its own label's jobs. None: applied without one, or made through the API."""
 
     @property
     def name(self) -> str:

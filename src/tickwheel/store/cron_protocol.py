@@ -16,7 +16,7 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Protocol
+from typing import Any, Literal, Protocol
 
 from tickwheel.domain.cron_jobs import AuditEntry, CronJob, OccurrenceRecord
 
@@ -54,6 +54,16 @@ class HistoryCursor:
     record_id: int
 
 
+@dataclass(frozen=True)
+class ApplyBegun:
+    """What ``cron_apply_begin`` found for an apply's idempotency key: ``new`` (go ahead, the
+    key is now ours), ``running`` (a first try is still applying), ``done`` (its ``result``),
+    or ``mismatch`` (the key was used for another request)."""
+
+    state: Literal["new", "running", "done", "mismatch"]
+    result: dict[str, Any] | None = None
+
+
 class CronStore(Protocol):
     async def cron_job_insert(self, job: CronJob, audit: AuditEntry) -> bool:
         """False (nothing written) when the tenant already has a job of that name."""
@@ -85,6 +95,36 @@ class CronStore(Protocol):
         """Deletes the job and its history (the audit trail stays) if the version matches."""
         ...
 
+    async def cron_job_get_by_names(self, tenant: str, names: Sequence[str]) -> list[CronJob]:
+        """The tenant's jobs among ``names`` (any order; at most a few thousand names a call)."""
+        ...
+
+    async def cron_job_prunable(
+        self, tenant: str, label: str | None, names: Sequence[str]
+    ) -> list[CronJob]:
+        """The tenant's jobs with ``label`` (None: without one) whose name is not in ``names``."""
+        ...
+
+    async def cron_job_insert_many(
+        self, jobs: Sequence[CronJob], audits: Sequence[AuditEntry]
+    ) -> set[uuid.UUID]:
+        """``cron_job_insert`` for many jobs in one transaction (``audits[i]`` is ``jobs[i]``'s):
+        the ids inserted; a job whose name is taken is left out, and so is its audit row."""
+        ...
+
+    async def cron_apply_begin(
+        self, tenant: str, key: str, request_hash: str, now: datetime, stale: timedelta
+    ) -> ApplyBegun:
+        """Starts the apply named ``key``, or says what became of an earlier one. A first try
+        that left no result for ``stale`` (its process died) is taken over (``new``)."""
+        ...
+
+    async def cron_apply_finish(self, tenant: str, key: str, result: dict[str, Any]) -> None: ...
+
+    async def cron_apply_abandon(self, tenant: str, key: str) -> None:
+        """Forgets an apply that failed (nothing applied), so that a retry runs it again."""
+        ...
+
     async def cron_job_claim_due(
         self,
         owner: str,
@@ -110,6 +150,14 @@ class CronStore(Protocol):
         exist); the claim is released either way if it is still ours."""
         ...
 
+    async def cron_job_advance_many(
+        self, owner: str, advances: Sequence[CronAdvance], now: datetime | None = None
+    ) -> set[uuid.UUID]:
+        """``cron_job_advance`` for every job of a tick in one transaction, each job guarded on
+        its own: returns the ids that moved on (the others keep their rows and lose the claim).
+        A tick of 50 jobs costs one round of statements instead of 50 transactions."""
+        ...
+
     async def cron_job_release(self, owner: str, cron_job_ids: Sequence[uuid.UUID]) -> None:
         """Gives up claims without advancing (a tick that failed part-way)."""
         ...
@@ -120,6 +168,10 @@ class CronStore(Protocol):
         """Adds history rows (each at most once) to a job found by its caller in its tenant,
         without changing the job: what a pause did to occurrences already materialised. False
         when the job is gone (its history went with it)."""
+        ...
+
+    async def cron_occurrences_record(self, records: Sequence[OccurrenceRecord]) -> None:
+        """History rows outside a tick (a trigger, a backfill), each at most once."""
         ...
 
     async def cron_occurrence_list(

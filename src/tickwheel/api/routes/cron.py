@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Body, Depends, Query, Request, Response
-from pydantic import BaseModel, ConfigDict, Field, StrictBool
+from fastapi import APIRouter, Body, Depends, Header, Query, Request, Response
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr
 
 from tickwheel.api.auth import Principal
 from tickwheel.api.deps import app_state, principal
@@ -93,9 +93,11 @@ class ResumeBody(BaseModel):
 class ApplyBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    cronJobs: list[JsonObject] = Field(max_length=1000)
+    cronJobs: list[JsonObject] = Field(max_length=100_000)
     prune: StrictBool = False
     dryRun: StrictBool = False
+    label: StrictStr | None = Field(None, min_length=1, max_length=200)
+    """The file or owner this apply speaks for: ``prune`` deletes only jobs with this label."""
 
 
 def jobs_for(request: Request, who: Principal) -> CronJobs:
@@ -128,12 +130,22 @@ async def list_cron_jobs(
 
 
 @router.post("/cron-jobs/apply")
-async def apply_cron_jobs(body: ApplyBody, request: Request, who: Who) -> dict[str, Any]:
-    """Reconciles declared cron jobs (by name) with the stored ones and returns the plan;
-    ``dryRun`` only plans, ``prune`` deletes stored jobs the list no longer declares. Every
-    document is checked first: one invalid document and nothing is applied (422)."""
+async def apply_cron_jobs(
+    body: ApplyBody,
+    request: Request,
+    who: Who,
+    idempotency_key: Annotated[str | None, Header(max_length=200)] = None,
+) -> dict[str, Any]:
+    """Reconciles declared cron jobs (by name, up to 100,000) with the stored ones and returns
+    the plan; ``dryRun`` only plans, ``prune`` deletes stored jobs of the same ``label`` (none:
+    jobs without a label) that the list no longer declares. Every document is checked first:
+    one invalid document and nothing is applied (422). With an ``Idempotency-Key``, a retry
+    returns the first apply's result (``replayed: true``) instead of applying again; 409 if
+    the key was used for another apply, or if the first is still running after 30 s."""
     who.require(Scope.SUBMIT)
-    return await jobs_for(request, who).cron_apply(body.cronJobs, body.prune, body.dryRun)
+    return await jobs_for(request, who).cron_apply(
+        body.cronJobs, body.prune, body.dryRun, body.label, idempotency_key
+    )
 
 
 @router.get("/cron-jobs/{ref}")

@@ -251,6 +251,44 @@ def delete(
 
 
 @app.command()
+def trigger(
+    ctx: typer.Context,
+    ref: Annotated[str, typer.Argument(help="id or name")],
+    key: Annotated[
+        str | None, typer.Option(help="names this trigger: the same key runs it once")
+    ] = None,
+) -> None:
+    """Run a cron job now, once, beside its schedule (its own idempotency key)."""
+    result = _call(ctx, lambda c: c.cron.trigger(ref, key))
+    if state(ctx).as_json:
+        print_json(result)
+        return
+    run = result["executionId"] or result["workflowRunId"]
+    typer.echo(f"triggered {ref}: {run} (key {result['idempotencyKey']})")
+
+
+@app.command()
+def backfill(
+    ctx: typer.Context,
+    ref: Annotated[str, typer.Argument(help="id or name")],
+    start: Annotated[str, typer.Option("--from", help="RFC 3339, within the last 7 days")],
+    end: Annotated[str, typer.Option("--to", help="RFC 3339, not in the future")],
+) -> None:
+    """Run the occurrences of a past range that did not run, each under its own key (at most
+    1,000); occurrences that ran already are listed, not run again."""
+    begin, until = parse_instant(start), parse_instant(end)
+    result = _call(ctx, lambda c: c.cron.backfill(ref, begin, until))
+    if state(ctx).as_json:
+        print_json(result)
+        return
+    for item in result["items"]:
+        run = item["executionId"] or item["workflowRunId"] or "-"
+        typer.echo(f"{item['occurrence']}  {'created' if item['created'] else 'existing'}  {run}")
+    summary = result["summary"]
+    typer.echo(f"backfilled {ref}: {summary['created']} created, {summary['existing']} existing")
+
+
+@app.command()
 def preview(
     ctx: typer.Context,
     expression: Annotated[str, typer.Argument(help="e.g. '0 2 * * *' or @daily")],
@@ -290,16 +328,23 @@ def history(
 def apply(
     ctx: typer.Context,
     file: Annotated[Path, typer.Argument(exists=True, dir_okay=False, help="YAML or JSON")],
-    prune: Annotated[bool, typer.Option("--prune", help="delete jobs the file omits")] = False,
+    prune: Annotated[
+        bool, typer.Option("--prune", help="delete jobs of the same --label the file omits")
+    ] = False,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="print the plan only")] = False,
+    label: Annotated[
+        str | None,
+        typer.Option(help="the file's owner label: its jobs carry it, --prune keeps to it"),
+    ] = None,
     as_json: JsonFlag = False,
 ) -> None:
-    """Reconcile the cron jobs of a file with the server, by name; prints the plan."""
+    """Reconcile the cron jobs of a file with the server, by name; prints the plan. Safe to
+    run again after a timeout: a retry prints the first apply's result."""
     try:
         docs = load_cron_file(file)
     except (OSError, ValueError) as exc:
         raise fail(str(exc)) from exc
-    result = _call(ctx, lambda c: c.cron.apply(docs, prune=prune, dry_run=dry_run))
+    result = _call(ctx, lambda c: c.cron.apply(docs, prune=prune, dry_run=dry_run, label=label))
     show_plan(result, state(ctx, as_json).as_json)
 
 

@@ -162,4 +162,6 @@ def show_plan(result: dict[str, Any], as_json: bool) -> None:
     console.print(table)
     summary = ", ".join(f"{n} to {k}" for k, n in result["summary"].items() if n)
     verb = "would apply" if result["dryRun"] else "applied"
+    if result.get("replayed"):  # the first try's plan, fetched again by a retry
+        verb = "applied (by an earlier try of this apply; its plan is shown)"
     console.print(f"{verb}: {summary or 'nothing to do'}")

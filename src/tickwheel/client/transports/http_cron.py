@@ -2,16 +2,24 @@
 
 A retried create is safe (the same job again is a 200); a retried pause or resume finds the
 state the first try produced, which is the answer either way; PATCH and DELETE carry the
-version when the caller gives one, so a retry after a lost response gets a clear 409."""
+version when the caller gives one, so a retry after a lost response gets a clear 409. An apply
+carries an idempotency key: a retry gets the first try's result, not a second apply."""
 
 from __future__ import annotations
 
 import builtins
+import time
 from datetime import datetime
 from typing import Any
 from urllib.parse import quote
 
 from tickwheel.client.cron_wire import Wire
+from tickwheel.domain.errors import Conflict
+
+APPLY_TIMEOUT = 300.0
+"""Seconds one apply request may take (100,000 jobs take well under a minute)."""
+APPLY_PATIENCE = 600.0
+"""Seconds to keep asking for the result of an apply that is still running elsewhere."""
 
 
 class HttpCronMethods:
@@ -68,6 +76,37 @@ class HttpCronMethods:
         params.update({k: v for k, v in (dst_policy or {}).items() if v is not None})
         return dict((await self._ok("GET", "/v1/cron/preview", params=params))[1])
 
-    async def cron_apply(self, docs: builtins.list[Any], prune: bool, dry_run: bool) -> Wire:
-        body = {"cronJobs": docs, "prune": prune, "dryRun": dry_run}
-        return dict((await self._ok("POST", "/v1/cron-jobs/apply", json=body))[1])
+    async def cron_trigger(self, ref: str, key: str | None) -> Wire:
+        body = {"key": key} if key else {}
+        return dict((await self._ok("POST", self._job(ref, "/trigger"), json=body))[1])
+
+    async def cron_backfill(self, ref: str, start: datetime, end: datetime) -> Wire:
+        body = {"from": start.isoformat(), "to": end.isoformat()}
+        return dict((await self._ok("POST", self._job(ref, "/backfill"), json=body))[1])
+
+    async def cron_apply(
+        self,
+        docs: builtins.list[Any],
+        prune: bool,
+        dry_run: bool,
+        label: str | None = None,
+        apply_key: str | None = None,
+    ) -> Wire:
+        """A large apply takes longer than other calls: a longer timeout, and the same key on
+        every try, so that a retry after a timeout returns the first try's result. While the
+        first try still runs the server answers 409 ``running``: ask again, up to a limit."""
+        body: Wire = {"cronJobs": docs, "prune": prune, "dryRun": dry_run}
+        if label is not None:
+            body["label"] = label
+        headers = {"Idempotency-Key": apply_key} if apply_key else {}
+        deadline = time.monotonic() + APPLY_PATIENCE
+        while True:
+            try:
+                _, data = await self._ok(
+                    "POST", "/v1/cron-jobs/apply", json=body, headers=headers, timeout=APPLY_TIMEOUT
+                )
+                return dict(data)
+            except Conflict as exc:
+                running = isinstance(exc.details, dict) and exc.details.get("state") == "running"
+                if not (running and apply_key) or time.monotonic() >= deadline:
+                    raise

@@ -30,7 +30,7 @@ from tickwheel.domain.cron_jobs import (
     Outcome,
     OverlapPolicy,
 )
-from tickwheel.store.cron_protocol import CronAdvance, CronClaim, HistoryCursor
+from tickwheel.store.cron_protocol import ApplyBegun, CronAdvance, CronClaim, HistoryCursor
 from tickwheel.store.sqlfile import load_queries
 
 Q = load_queries("tickwheel.store.postgres.sql")
@@ -109,6 +109,74 @@ class PostgresCronStore:
             await conn.execute(Q["cron_audit_insert"], audit_params(audit))
             return True
 
+    async def cron_job_get_by_names(self, tenant: str, names: Sequence[str]) -> list[CronJob]:
+        params = {"tenant": tenant, "names": list(names)}
+        return [job_row(r) for r in await self._all("cron_job_get_by_names", params)]
+
+    async def cron_job_prunable(
+        self, tenant: str, label: str | None, names: Sequence[str]
+    ) -> list[CronJob]:
+        rows = await self._all("cron_job_names_by_label", {"tenant": tenant, "label": label})
+        declared = set(names)
+        doomed = sorted(r["name"] for r in rows if r["name"] not in declared)
+        found: list[CronJob] = []
+        for start in range(0, len(doomed), 1000):
+            found += await self.cron_job_get_by_names(tenant, doomed[start : start + 1000])
+        return sorted(found, key=lambda job: job.name)
+
+    async def cron_job_insert_many(
+        self, jobs: Sequence[CronJob], audits: Sequence[AuditEntry]
+    ) -> set[uuid.UUID]:
+        """One transaction, the inserts pipelined (``executemany``); which ids made it is read
+        back, and only their audit rows are written."""
+        if not jobs:
+            return set()
+        ids = [job.cron_job_id for job in jobs]
+        async with self._tx() as conn:
+            async with conn.cursor() as cur:
+                await cur.executemany(Q["cron_job_insert"], [job_params(j) for j in jobs])
+            cursor = await conn.execute(Q["cron_job_present"], {"cron_job_ids": ids})
+            inserted: set[uuid.UUID] = {row["cron_job_id"] for row in await cursor.fetchall()}
+            rows = [audit_params(a) for a in audits if a.cron_job_id in inserted]
+            if rows:
+                async with conn.cursor() as cur:
+                    await cur.executemany(Q["cron_audit_insert"], rows)
+        return inserted
+
+    async def cron_apply_begin(
+        self, tenant: str, key: str, request_hash: str, now: datetime, stale: timedelta
+    ) -> ApplyBegun:
+        params = {"tenant": tenant, "apply_key": key, "request_hash": request_hash}
+        async with self._tx() as conn:
+            before = now - timedelta(days=1)
+            await conn.execute(Q["cron_apply_forget"], {"tenant": tenant, "before": before})
+            cursor = await conn.execute(Q["cron_apply_begin"], {**params, "now": now})
+            if cursor.rowcount == 1:
+                return ApplyBegun("new")
+            cursor = await conn.execute(Q["cron_apply_get"], params)
+            row = await cursor.fetchone()
+        if row is None:  # forgotten between the two statements: start afresh
+            return await self.cron_apply_begin(tenant, key, request_hash, now, stale)
+        if row["request_hash"] != request_hash:
+            return ApplyBegun("mismatch")
+        if row["result"] is not None:
+            return ApplyBegun("done", row["result"])
+        if row["started_at"] > now - stale:
+            return ApplyBegun("running")
+        seen = {**params, "now": now, "seen_started_at": row["started_at"]}
+        async with self._tx() as conn:
+            cursor = await conn.execute(Q["cron_apply_take_over"], seen)
+            return ApplyBegun("new" if cursor.rowcount == 1 else "running")
+
+    async def cron_apply_finish(self, tenant: str, key: str, result: dict[str, Any]) -> None:
+        params = {"tenant": tenant, "apply_key": key, "result": Jsonb(result)}
+        async with self._tx() as conn:
+            await conn.execute(Q["cron_apply_finish"], params)
+
+    async def cron_apply_abandon(self, tenant: str, key: str) -> None:
+        async with self._tx() as conn:
+            await conn.execute(Q["cron_apply_abandon"], {"tenant": tenant, "apply_key": key})
+
     async def cron_job_claim_due(
         self,
         owner: str,
@@ -143,32 +211,37 @@ class PostgresCronStore:
     async def cron_job_advance(
         self, owner: str, advance: CronAdvance, now: datetime | None = None
     ) -> bool:
-        params = {
-            "cron_job_id": advance.cron_job_id,
-            "owner": owner,
-            "expected_version": advance.expected_version,
-            "expected_next_run_at": advance.expected_next_run_at,
-            "next_run_at": advance.next_run_at,
-            "last_occurrence": advance.last_occurrence,
-            "last_execution_id": advance.last_execution_id,
-            "last_workflow_run_id": advance.last_workflow_run_id,
-        }
+        return advance.cron_job_id in await self.cron_job_advance_many(owner, [advance], now)
+
+    async def cron_job_advance_many(
+        self, owner: str, advances: Sequence[CronAdvance], now: datetime | None = None
+    ) -> set[uuid.UUID]:
+        """One transaction and four statements for a whole tick, whatever its size: the row
+        locks, the history rows, the guarded updates, the release of the claims that lost."""
+        if not advances:
+            return set()
+        ids = [a.cron_job_id for a in advances]
         async with self._tx() as conn:
-            cursor = await conn.execute(Q["cron_job_lock"], {"cron_job_id": advance.cron_job_id})
-            if await cursor.fetchone() is None:
-                return False  # deleted meanwhile: its history went with it
-            if advance.records:
-                async with conn.cursor() as cur:
-                    await cur.executemany(
-                        Q["cron_occurrence_insert"], [record_params(r) for r in advance.records]
-                    )
-            cursor = await conn.execute(Q["cron_job_advance"], params)
-            if cursor.rowcount == 1:
-                return True
-            await conn.execute(
-                Q["cron_job_release"], {"cron_job_id": advance.cron_job_id, "owner": owner}
+            cursor = await conn.execute(Q["cron_job_lock_many"], {"cron_job_ids": ids})
+            alive = {row["cron_job_id"] for row in await cursor.fetchall()}
+            # A deleted job's history went with it: record nothing for it.
+            records = [r for a in advances if a.cron_job_id in alive for r in a.records]
+            if records:
+                await conn.execute(Q["cron_occurrence_insert_many"], _columns(records))
+            cursor = await conn.execute(
+                Q["cron_job_advance_many"],
+                {
+                    **_advance_columns([a for a in advances if a.cron_job_id in alive]),
+                    "owner": owner,
+                },
             )
-            return False
+            moved: set[uuid.UUID] = {row["cron_job_id"] for row in await cursor.fetchall()}
+            lost = [i for i in ids if i not in moved]
+            if lost:
+                await conn.execute(
+                    Q["cron_job_release_many"], {"cron_job_ids": lost, "owner": owner}
+                )
+        return moved
 
     async def cron_job_release(self, owner: str, cron_job_ids: Sequence[uuid.UUID]) -> None:
         if not cron_job_ids:
@@ -192,6 +265,11 @@ class PostgresCronStore:
                     )
             return True
 
+    async def cron_occurrences_record(self, records: Sequence[OccurrenceRecord]) -> None:
+        if records:
+            async with self._tx() as conn:
+                await conn.execute(Q["cron_occurrence_insert_many"], _columns(records))
+
     async def cron_occurrence_list(
         self,
         tenant: str,
@@ -213,6 +291,24 @@ class PostgresCronStore:
     ) -> list[AuditEntry]:
         params = {"tenant": tenant, "cron_job_id": cron_job_id, "limit": limit}
         return [audit_row(r) for r in await self._all("cron_audit_list", params)]
+
+
+def _columns(records: Sequence[OccurrenceRecord]) -> dict[str, list[Any]]:
+    """History rows as one array per column, for ``unnest``."""
+    rows = [record_params(r) for r in records]
+    return {key: [row[key] for row in rows] for key in rows[0]}
+
+
+def _advance_columns(advances: Sequence[CronAdvance]) -> dict[str, list[Any]]:
+    return {
+        "cron_job_id": [a.cron_job_id for a in advances],
+        "expected_version": [a.expected_version for a in advances],
+        "expected_next_run_at": [a.expected_next_run_at for a in advances],
+        "next_run_at": [a.next_run_at for a in advances],
+        "last_occurrence": [a.last_occurrence for a in advances],
+        "last_execution_id": [a.last_execution_id for a in advances],
+        "last_workflow_run_id": [a.last_workflow_run_id for a in advances],
+    }
 
 
 def _due_order(job: CronJob) -> tuple[datetime, str]:
@@ -258,6 +354,7 @@ def job_params(job: CronJob) -> dict[str, Any]:
         "created_at": _aware(job.created_at),
         "updated_at": _aware(job.updated_at),
         "paused_at": _aware(job.paused_at),
+        "label": job.label,
     }
 
 
@@ -294,6 +391,7 @@ def job_row(r: Row) -> CronJob:
         last_execution_id=r["last_execution_id"],
         paused_at=_utc(r["paused_at"]),
         last_workflow_run_id=r["last_workflow_run_id"],
+        label=r["label"],
     )
 
 

@@ -26,7 +26,7 @@ from tickwheel.domain.cron_jobs import (
     Outcome,
     OverlapPolicy,
 )
-from tickwheel.store.cron_protocol import CronAdvance, CronClaim, HistoryCursor
+from tickwheel.store.cron_protocol import ApplyBegun, CronAdvance, CronClaim, HistoryCursor
 from tickwheel.store.sqlfile import load_queries
 from tickwheel.store.sqlite.codec import from_us, jload, jload_object, opt_us, to_us
 from tickwheel.store.sqlite.connection import SqliteConnection
@@ -88,6 +88,67 @@ class SqliteCronStore(SqliteConnection):
             await conn.execute(Q["cron_audit_insert"], audit_params(audit))
             return True
 
+    async def cron_job_get_by_names(self, tenant: str, names: Sequence[str]) -> list[CronJob]:
+        params = {"tenant": tenant, "names": json.dumps(list(names))}
+        return [job_row(r) for r in await self._all("cron_job_get_by_names", params)]
+
+    async def cron_job_prunable(
+        self, tenant: str, label: str | None, names: Sequence[str]
+    ) -> list[CronJob]:
+        rows = await self._all("cron_job_names_by_label", {"tenant": tenant, "label": label})
+        declared = set(names)
+        doomed = sorted(r["name"] for r in rows if r["name"] not in declared)
+        found: list[CronJob] = []
+        for start in range(0, len(doomed), 1000):
+            found += await self.cron_job_get_by_names(tenant, doomed[start : start + 1000])
+        return sorted(found, key=lambda job: job.name)
+
+    async def cron_job_insert_many(
+        self, jobs: Sequence[CronJob], audits: Sequence[AuditEntry]
+    ) -> set[uuid.UUID]:
+        if not jobs:
+            return set()
+        ids = json.dumps([str(job.cron_job_id) for job in jobs])
+        async with self._tx() as conn:
+            await conn.executemany(Q["cron_job_insert"], [job_params(j) for j in jobs])
+            cursor = await conn.execute(Q["cron_job_present"], {"cron_job_ids": ids})
+            inserted = {uuid.UUID(row["cron_job_id"]) for row in await cursor.fetchall()}
+            rows = [audit_params(a) for a in audits if a.cron_job_id in inserted]
+            await conn.executemany(Q["cron_audit_insert"], rows)
+        return inserted
+
+    async def cron_apply_begin(
+        self, tenant: str, key: str, request_hash: str, now: datetime, stale: timedelta
+    ) -> ApplyBegun:
+        params = {"tenant": tenant, "apply_key": key, "request_hash": request_hash}
+        async with self._tx() as conn:
+            before = to_us(now - timedelta(days=1))
+            await conn.execute(Q["cron_apply_forget"], {"tenant": tenant, "before": before})
+            cursor = await conn.execute(Q["cron_apply_begin"], {**params, "now": to_us(now)})
+            if cursor.rowcount == 1:
+                return ApplyBegun("new")
+            cursor = await conn.execute(Q["cron_apply_get"], params)
+            row = await cursor.fetchone()
+            assert row is not None  # inserted or present, under the write lock
+            if row["request_hash"] != request_hash:
+                return ApplyBegun("mismatch")
+            if row["result"] is not None:
+                return ApplyBegun("done", json.loads(row["result"]))
+            if row["started_at"] > to_us(now - stale):
+                return ApplyBegun("running")
+            seen = {**params, "now": to_us(now), "seen_started_at": row["started_at"]}
+            cursor = await conn.execute(Q["cron_apply_take_over"], seen)
+            return ApplyBegun("new" if cursor.rowcount == 1 else "running")
+
+    async def cron_apply_finish(self, tenant: str, key: str, result: dict[str, Any]) -> None:
+        params = {"tenant": tenant, "apply_key": key, "result": json.dumps(result)}
+        async with self._tx() as conn:
+            await conn.execute(Q["cron_apply_finish"], params)
+
+    async def cron_apply_abandon(self, tenant: str, key: str) -> None:
+        async with self._tx() as conn:
+            await conn.execute(Q["cron_apply_abandon"], {"tenant": tenant, "apply_key": key})
+
     async def cron_job_claim_due(
         self,
         owner: str,
@@ -116,30 +177,36 @@ class SqliteCronStore(SqliteConnection):
     async def cron_job_advance(
         self, owner: str, advance: CronAdvance, now: datetime | None = None
     ) -> bool:
-        job_id = str(advance.cron_job_id)
+        return advance.cron_job_id in await self.cron_job_advance_many(owner, [advance], now)
+
+    async def cron_job_advance_many(
+        self, owner: str, advances: Sequence[CronAdvance], now: datetime | None = None
+    ) -> set[uuid.UUID]:
+        if not advances:
+            return set()
+        ids = json.dumps(sorted(str(a.cron_job_id) for a in advances))
+        moved: set[uuid.UUID] = set()
         async with self._tx() as conn:
-            cursor = await conn.execute(Q["cron_job_lock"], {"cron_job_id": job_id})
-            if await cursor.fetchone() is None:
-                return False  # deleted meanwhile: its history went with it
-            for record in advance.records:
-                await conn.execute(Q["cron_occurrence_insert"], record_params(record))
-            cursor = await conn.execute(
-                Q["cron_job_advance"],
-                {
-                    "cron_job_id": job_id,
-                    "owner": owner,
-                    "expected_version": advance.expected_version,
-                    "expected_next_run_at": opt_us(advance.expected_next_run_at),
-                    "next_run_at": opt_us(advance.next_run_at),
-                    "last_occurrence": opt_us(advance.last_occurrence),
-                    "last_execution_id": _opt_str(advance.last_execution_id),
-                    "last_workflow_run_id": _opt_str(advance.last_workflow_run_id),
-                },
+            cursor = await conn.execute(Q["cron_job_lock_many"], {"cron_job_ids": ids})
+            alive = {row["cron_job_id"] for row in await cursor.fetchall()}
+            # A deleted job's history went with it: record nothing for it.
+            records = [
+                record_params(r) for a in advances if str(a.cron_job_id) in alive for r in a.records
+            ]
+            await conn.executemany(Q["cron_occurrence_insert_many"], records)
+            for advance in advances:
+                if str(advance.cron_job_id) not in alive:
+                    continue
+                cursor = await conn.execute(
+                    Q["cron_job_advance_many"], {**advance_params(advance), "owner": owner}
+                )
+                if await cursor.fetchone() is not None:
+                    moved.add(advance.cron_job_id)
+            lost = json.dumps(
+                sorted(str(a.cron_job_id) for a in advances if a.cron_job_id not in moved)
             )
-            if cursor.rowcount == 1:
-                return True
-            await conn.execute(Q["cron_job_release"], {"cron_job_id": job_id, "owner": owner})
-            return False
+            await conn.execute(Q["cron_job_release_many"], {"cron_job_ids": lost, "owner": owner})
+        return moved
 
     async def cron_job_release(self, owner: str, cron_job_ids: Sequence[uuid.UUID]) -> None:
         async with self._tx() as conn:
@@ -158,6 +225,12 @@ class SqliteCronStore(SqliteConnection):
             for record in records:
                 await conn.execute(Q["cron_occurrence_insert"], record_params(record))
             return True
+
+    async def cron_occurrences_record(self, records: Sequence[OccurrenceRecord]) -> None:
+        if records:
+            async with self._tx() as conn:
+                rows = [record_params(r) for r in records]
+                await conn.executemany(Q["cron_occurrence_insert_many"], rows)
 
     async def cron_occurrence_list(
         self,
@@ -188,6 +261,18 @@ def _due_order(job: CronJob) -> tuple[datetime, str]:
 
 def _opt_str(value: uuid.UUID | None) -> str | None:
     return str(value) if value is not None else None
+
+
+def advance_params(advance: CronAdvance) -> dict[str, Any]:
+    return {
+        "cron_job_id": str(advance.cron_job_id),
+        "expected_version": advance.expected_version,
+        "expected_next_run_at": opt_us(advance.expected_next_run_at),
+        "next_run_at": opt_us(advance.next_run_at),
+        "last_occurrence": opt_us(advance.last_occurrence),
+        "last_execution_id": _opt_str(advance.last_execution_id),
+        "last_workflow_run_id": _opt_str(advance.last_workflow_run_id),
+    }
 
 
 def _opt_uuid(value: str | None) -> uuid.UUID | None:
@@ -223,6 +308,7 @@ def job_params(job: CronJob) -> dict[str, Any]:
         "created_at": to_us(job.created_at),
         "updated_at": to_us(job.updated_at),
         "paused_at": opt_us(job.paused_at),
+        "label": job.label,
     }
 
 
@@ -262,6 +348,7 @@ def job_row(r: sqlite3.Row) -> CronJob:
         last_execution_id=uuid.UUID(last_execution) if last_execution else None,
         paused_at=_opt_time(r["paused_at"]),
         last_workflow_run_id=_opt_uuid(r["last_workflow_run_id"]),
+        label=r["label"],
     )
 
 

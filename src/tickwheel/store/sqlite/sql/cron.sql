@@ -7,13 +7,13 @@ INSERT INTO cron_jobs (
     cron_job_id, tenant, name, definition_uri, definition_version, inputs, expression, timezone,
     dst_policy, status, misfire_policy, max_catch_up, overlap_policy, jitter_seconds, start_at,
     end_at, next_run_at, last_occurrence, last_execution_id, version, created_at, updated_at,
-    paused_at, workflow_name, workflow_version, last_workflow_run_id
+    paused_at, workflow_name, workflow_version, last_workflow_run_id, label
 ) VALUES (
     :cron_job_id, :tenant, :name, :definition_uri, :definition_version, :inputs, :expression,
     :timezone, :dst_policy, :status, :misfire_policy, :max_catch_up, :overlap_policy,
     :jitter_seconds, :start_at, :end_at, :next_run_at, :last_occurrence, :last_execution_id,
     :version, :created_at, :updated_at, :paused_at, :workflow_name, :workflow_version,
-    :last_workflow_run_id
+    :last_workflow_run_id, :label
 )
 ON CONFLICT (tenant, name) DO NOTHING;
 
@@ -38,7 +38,8 @@ SET name = :name, definition_uri = :definition_uri, definition_version = :defini
     status = :status, misfire_policy = :misfire_policy, max_catch_up = :max_catch_up,
     overlap_policy = :overlap_policy, jitter_seconds = :jitter_seconds, start_at = :start_at,
     end_at = :end_at, next_run_at = :next_run_at, version = :version, updated_at = :updated_at,
-    paused_at = :paused_at, workflow_name = :workflow_name, workflow_version = :workflow_version
+    paused_at = :paused_at, workflow_name = :workflow_name, workflow_version = :workflow_version,
+    label = :label
 WHERE tenant = :tenant AND cron_job_id = :cron_job_id AND version = :expected_version
 RETURNING *;
 
@@ -116,3 +117,81 @@ SELECT * FROM cron_audit
 WHERE tenant = :tenant AND cron_job_id = :cron_job_id
 ORDER BY audit_id
 LIMIT :limit;
+
+-- name: cron_job_lock_many
+-- The write transaction already holds the database lock; which of a tick's jobs still exist
+-- (:cron_job_ids is a JSON array of ids).
+SELECT cron_job_id FROM cron_jobs
+WHERE cron_job_id IN (SELECT value FROM json_each(:cron_job_ids))
+ORDER BY cron_job_id;
+
+-- name: cron_occurrence_insert_many
+-- Same statement as cron_occurrence_insert: SQLite runs it once per row (executemany) inside
+-- the advance's one transaction.
+INSERT INTO cron_occurrences (
+    cron_job_id, occurrence, outcome, execution_id, execute_at, reason, recorded_at,
+    workflow_run_id
+) VALUES (
+    :cron_job_id, :occurrence, :outcome, :execution_id, :execute_at, :reason, :recorded_at,
+    :workflow_run_id
+)
+ON CONFLICT (cron_job_id, occurrence, outcome) DO NOTHING;
+
+-- name: cron_job_advance_many
+-- cron_job_advance, run once per job (executemany) inside one transaction for the whole tick;
+-- RETURNING says which jobs moved.
+UPDATE cron_jobs
+SET next_run_at = :next_run_at,
+    last_occurrence = coalesce(:last_occurrence, last_occurrence),
+    last_execution_id = CASE WHEN :last_occurrence IS NULL THEN last_execution_id
+        ELSE :last_execution_id END,
+    last_workflow_run_id = CASE WHEN :last_occurrence IS NULL THEN last_workflow_run_id
+        ELSE :last_workflow_run_id END,
+    claimed_by = NULL, claim_expires_at = NULL
+WHERE cron_job_id = :cron_job_id AND claimed_by = :owner AND version = :expected_version
+  AND next_run_at IS :expected_next_run_at
+RETURNING cron_job_id;
+
+-- name: cron_job_release_many
+UPDATE cron_jobs SET claimed_by = NULL, claim_expires_at = NULL
+WHERE cron_job_id IN (SELECT value FROM json_each(:cron_job_ids)) AND claimed_by = :owner;
+
+-- name: cron_job_get_by_names
+-- `cron apply`: only the jobs a file declares (:names is a JSON array), never every stored job.
+SELECT * FROM cron_jobs
+WHERE tenant = :tenant AND name IN (SELECT value FROM json_each(:names));
+
+-- name: cron_job_names_by_label
+-- `cron apply --prune`: the names of the apply's label (NULL: no label); the store leaves out
+-- the declared ones.
+SELECT name FROM cron_jobs WHERE tenant = :tenant AND label IS :label;
+
+-- name: cron_apply_begin
+INSERT INTO cron_applies (tenant, apply_key, request_hash, result, started_at)
+VALUES (:tenant, :apply_key, :request_hash, NULL, :now)
+ON CONFLICT (tenant, apply_key) DO NOTHING;
+
+-- name: cron_apply_get
+SELECT * FROM cron_applies WHERE tenant = :tenant AND apply_key = :apply_key;
+
+-- name: cron_apply_take_over
+-- An apply whose first try died without a result (no finish, no abandon) for :stale: a retry
+-- takes it over, guarded by the start it saw.
+UPDATE cron_applies SET started_at = :now
+WHERE tenant = :tenant AND apply_key = :apply_key AND result IS NULL
+  AND started_at = :seen_started_at;
+
+-- name: cron_apply_finish
+UPDATE cron_applies SET result = :result WHERE tenant = :tenant AND apply_key = :apply_key;
+
+-- name: cron_apply_abandon
+DELETE FROM cron_applies
+WHERE tenant = :tenant AND apply_key = :apply_key AND result IS NULL;
+
+-- name: cron_apply_forget
+-- Results are kept a day: long enough for any retry.
+DELETE FROM cron_applies WHERE tenant = :tenant AND started_at < :before;
+
+-- name: cron_job_present
+-- After a batch insert: which of the ids it tried are stored (a taken name skipped its job).
+SELECT cron_job_id FROM cron_jobs WHERE cron_job_id IN (SELECT value FROM json_each(:cron_job_ids));
