@@ -218,7 +218,9 @@ async def test_a_tick_under_way_when_the_pause_lands_cancels_what_it_submitted(
 ) -> None:
     job = await rig.create(name="every-10s", expression=EVERY_10S)
     racing = AsyncClient(transport=PausingTransport(rig, "every-10s", delete=delete))
-    service = CronService(rig.cron, lambda tenant: racing, clock=rig.clock, owner="slow")
+    service = CronService(
+        rig.cron, lambda tenant: racing, clock=rig.clock, owner="slow", lead=timedelta(seconds=60)
+    )
 
     assert await service.run_once() == 0  # its advance lost to the pause
 
