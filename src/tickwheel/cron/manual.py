@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from tickwheel.client.client import AsyncClient
 from tickwheel.client.cron_wire import Wire
 from tickwheel.client.wire import iso
-from tickwheel.cron.policies import idempotency_key, jitter
+from tickwheel.cron.policies import occurrence_request
 from tickwheel.cron.schedule import TINY, Schedule
 from tickwheel.cron.targets import start_workflow_run
 from tickwheel.domain.cron_jobs import CronJob, CronTarget, OccurrenceRecord, Outcome
@@ -37,8 +37,6 @@ if TYPE_CHECKING:
 MAX_BACKFILL = 1000
 MAX_AGE = timedelta(days=7)
 """The oldest occurrence a backfill reaches: the API refuses an ``executeAt`` further back."""
-MAX_LATE = timedelta(days=1)
-"""As the service: a late occurrence gets ``executeAt`` no older than this (its key stays)."""
 
 
 async def trigger(jobs: CronJobs, client: AsyncClient, ref: str, token: str | None) -> Wire:
@@ -107,7 +105,7 @@ async def backfill(
                                      workflow_run_id=done.workflow_run_id, reason=why)
                 )  # fmt: skip
     else:
-        requests = [_request(job, occurrence, now) for occurrence in occurrences]
+        requests = [occurrence_request(job, occurrence, now) for occurrence in occurrences]
         results = await client.submit_many(requests) if requests else []
         for occurrence, request, result in zip(occurrences, requests, results, strict=True):
             execution_id, _ = _outcome(result)
@@ -149,22 +147,6 @@ def _occurrences_between(
         message = f"covers more than {MAX_BACKFILL} occurrences: backfill a shorter range"
         raise InvalidInput(f"cannot backfill: the range {message}", [FieldError("to", message)])
     return [row.at for row in window.firing]
-
-
-def _request(job: CronJob, occurrence: datetime, now: datetime) -> SubmitRequest:
-    """The service's request for ``occurrence`` (``CronService._request``): the same key and
-    body, so that one already materialised comes back as it is."""
-    assert job.spec.definition_uri is not None
-    execute_at = max(
-        occurrence + jitter(job.cron_job_id, occurrence, job.spec.jitter_seconds), now - MAX_LATE
-    )
-    return SubmitRequest(
-        definition_uri=job.spec.definition_uri,
-        inputs=job.spec.inputs,
-        definition_version=job.spec.definition_version,
-        execute_at=execute_at,
-        idempotency_key=idempotency_key(job.cron_job_id, occurrence),
-    )
 
 
 def _outcome(result: Any) -> tuple[uuid.UUID, datetime | None]:

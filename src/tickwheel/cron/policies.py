@@ -25,6 +25,7 @@ from datetime import UTC, datetime, timedelta
 from tickwheel.cron.schedule import TINY, Schedule
 from tickwheel.domain.cron import FirePreview
 from tickwheel.domain.cron_jobs import CronJob, MisfirePolicy, Outcome
+from tickwheel.domain.submission import SubmitRequest
 
 RECORD_LIMIT = 100
 """Missed occurrences listed one by one in the history; older ones share one summary row."""
@@ -195,3 +196,26 @@ def _duration(delta: timedelta) -> str:
             whole, rest = divmod(seconds, size)
             return f"{whole} {unit}" + (f" {rest // 60} min" if unit == "h" and rest >= 60 else "")
     return f"{seconds} s"
+
+
+MAX_LATE = timedelta(days=1)
+"""A missed occurrence run later than this gets ``executeAt = now - MAX_LATE`` rather than its
+own time, so that it stays inside the API's window for past ``executeAt`` (7 days by default)."""
+
+
+def occurrence_request(job: CronJob, occurrence: datetime, now: datetime) -> SubmitRequest:
+    """The one request for ``occurrence`` of a job that targets a definition, whoever makes it
+    (a tick, a trigger's backfill): the same key and body every time, so that an occurrence
+    already materialised comes back as it is instead of conflicting."""
+    assert job.spec.definition_uri is not None  # only jobs that target a definition
+    execute_at = max(
+        occurrence + jitter(job.cron_job_id, occurrence, job.spec.jitter_seconds),
+        now - MAX_LATE,
+    )
+    return SubmitRequest(
+        definition_uri=job.spec.definition_uri,
+        inputs=job.spec.inputs,
+        definition_version=job.spec.definition_version,
+        execute_at=execute_at,
+        idempotency_key=idempotency_key(job.cron_job_id, occurrence),
+    )

@@ -34,7 +34,12 @@ from datetime import datetime, timedelta
 
 from tickwheel.client.client import AsyncClient
 from tickwheel.cron.pause import cancel_submitted
-from tickwheel.cron.policies import Plan, Step, idempotency_key, jitter, plan_tick
+from tickwheel.cron.policies import (
+    Plan,
+    Step,
+    occurrence_request,
+    plan_tick,
+)
 from tickwheel.cron.schedule import Schedule
 from tickwheel.cron.targets import (
     Done,
@@ -58,9 +63,6 @@ from tickwheel.domain.submission import SubmitRequest
 from tickwheel.observability.metrics import Metrics, process_metrics
 from tickwheel.store.cron_protocol import CronAdvance, CronStore
 
-MAX_LATE = timedelta(days=1)
-"""A missed occurrence run later than this gets ``executeAt = now - MAX_LATE`` rather than its
-own time, so that it stays inside the API's window for past ``executeAt`` (7 days by default)."""
 SUBMIT_CHUNK = 500
 MAX_OCCURRENCES = 5000
 
@@ -269,20 +271,6 @@ class CronService:
                 )
                 planned_at[job.cron_job_id] = at
 
-    def _request(self, job: CronJob, occurrence: datetime, now: datetime) -> SubmitRequest:
-        assert job.spec.definition_uri is not None  # only jobs that target a definition
-        execute_at = max(
-            occurrence + jitter(job.cron_job_id, occurrence, job.spec.jitter_seconds),
-            now - MAX_LATE,
-        )
-        return SubmitRequest(
-            definition_uri=job.spec.definition_uri,
-            inputs=job.spec.inputs,
-            definition_version=job.spec.definition_version,
-            execute_at=execute_at,
-            idempotency_key=idempotency_key(job.cron_job_id, occurrence),
-        )
-
     async def _submit_batch(
         self, client: AsyncClient, jobs: list[CronJob], plans: dict[uuid.UUID, Plan], now: datetime
     ) -> Results:
@@ -296,7 +284,7 @@ class CronService:
         ]
         if not keys:
             return {}
-        requests = [self._request(job, step.occurrence, now) for job, step in keys]
+        requests = [occurrence_request(job, step.occurrence, now) for job, step in keys]
         results = []
         for start in range(0, len(requests), SUBMIT_CHUNK):  # the API takes 1,000 at most
             results += await client.submit_many(requests[start : start + SUBMIT_CHUNK])
@@ -337,7 +325,7 @@ class CronService:
     ) -> Done:
         if job.spec.target is CronTarget.WORKFLOW:
             return await start_workflow_run(client, job, occurrence)
-        request = self._request(job, occurrence, now)
+        request = occurrence_request(job, occurrence, now)
         try:
             info = await client.submit(
                 request.definition_uri,

@@ -257,10 +257,11 @@ def trigger(
     key: Annotated[
         str | None, typer.Option(help="names this trigger: the same key runs it once")
     ] = None,
+    as_json: JsonFlag = False,
 ) -> None:
     """Run a cron job now, once, beside its schedule (its own idempotency key)."""
     result = _call(ctx, lambda c: c.cron.trigger(ref, key))
-    if state(ctx).as_json:
+    if state(ctx, as_json).as_json:
         print_json(result)
         return
     run = result["executionId"] or result["workflowRunId"]
@@ -273,12 +274,13 @@ def backfill(
     ref: Annotated[str, typer.Argument(help="id or name")],
     start: Annotated[str, typer.Option("--from", help="RFC 3339, within the last 7 days")],
     end: Annotated[str, typer.Option("--to", help="RFC 3339, not in the future")],
+    as_json: JsonFlag = False,
 ) -> None:
     """Run the occurrences of a past range that did not run, each under its own key (at most
     1,000); occurrences that ran already are listed, not run again."""
     begin, until = parse_instant(start), parse_instant(end)
     result = _call(ctx, lambda c: c.cron.backfill(ref, begin, until))
-    if state(ctx).as_json:
+    if state(ctx, as_json).as_json:
         print_json(result)
         return
     for item in result["items"]:
