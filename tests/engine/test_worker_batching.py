@@ -119,6 +119,39 @@ async def test_a_batching_worker_runs_each_execution_exactly_once(greet: Store) 
     assert all(asked >= 4 for asked, got in counting.claims if got), counting.claims
 
 
+async def test_short_jobs_are_claimed_a_full_set_of_slots_at_a_time(store: Store) -> None:
+    """Attempts created by a claim finish during the next claim's round trip when that claim is
+    sent at once: short jobs then alternated small and large claims (2, 8, 2, 8 of 10 slots),
+    twice the claims needed. The worker lets them finish first and claims every slot."""
+    quick = definition(
+        inputs={"a": "integer", "b": "integer"},
+        outputs={"sum": "integer"},
+        execution={"type": "python", "entrypoint": "tests.engine.jobs_for_tests:async_add"},
+    )
+    assert await store.definition_insert(stored(quick))
+    counting = CountingStore(store)
+    worker = Worker(cast(Store, counting), FakeClock(T0), worker_id="w1", concurrency=10, poll=0.05)
+    outcomes = await store.execution_insert_many(
+        [new_execution(d=quick, inputs={"a": i, "b": 1}) for i in range(100)]
+    )
+    running = asyncio.create_task(worker.run())
+
+    async def all_done() -> bool:
+        return worker.finished == len(outcomes)
+
+    try:
+        await _until(all_done)
+    finally:
+        await worker.shutdown(grace=5)
+        await running
+    got = [n for _, n in counting.claims if n]
+    assert sum(got) == 100
+    # The first attempts look their definition up in the store (a real wait), so the claims
+    # around them may come short; every later one takes all 10 slots.
+    assert len(got) <= 12, counting.claims
+    assert got[3:-1] == [10] * (len(got) - 4), counting.claims
+
+
 async def test_a_result_is_not_acknowledged_before_its_batch_and_shutdown_reports_it(
     greet: Store,
 ) -> None:
