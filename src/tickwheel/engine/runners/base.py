@@ -35,6 +35,7 @@ __all__ = [
     "check_outputs",
     "failure",
     "jsonable",
+    "returned",
     "run_attempt",
     "shorten",
     "traceback_tail",
@@ -94,6 +95,20 @@ class Runner(Protocol):
 def failure(kind: str, message: str, **detail: Any) -> RunOutcome:
     """A failed outcome; ``detail`` holds what helps a person (exit code, stderr tail, ...)."""
     return RunOutcome(ok=False, kind=kind, message=shorten(message), detail=detail or None)
+
+
+def returned(result: Any, entrypoint: str) -> RunOutcome:
+    """What a python handler returned, as an outcome: a dict is its output, None no output, and
+    anything else a permanent mistake of the handler (its outputs cannot be checked)."""
+    if result is None:
+        return RunOutcome(ok=True, output={})
+    if not isinstance(result, dict):
+        got = shorten(type(result).__name__, 100)
+        return failure(
+            "invalid_output",
+            f"entrypoint {entrypoint!r} returned {got}; it must return a dict or None",
+        )
+    return RunOutcome(ok=True, output=result)
 
 
 def shorten(text: str, limit: int = MESSAGE_LIMIT) -> str:

@@ -41,7 +41,14 @@ from typing import Any
 
 from tickwheel.domain.errors import PermanentError
 from tickwheel.domain.run_policy import RunPolicy
-from tickwheel.engine.runners.base import RunOutcome, failure, jsonable, shorten, traceback_tail
+from tickwheel.engine.runners.base import (
+    RunOutcome,
+    failure,
+    jsonable,
+    returned,
+    shorten,
+    traceback_tail,
+)
 from tickwheel.engine.runners.python_policy import callable_problem, entrypoint_problem
 
 __all__ = ["run_isolated"]
@@ -178,16 +185,7 @@ def _died(code: int | None) -> RunOutcome:
 
 def _outcome(message: dict[str, Any], entrypoint: str) -> RunOutcome:
     if message.get("ok"):
-        result = message.get("output")
-        if result is None:
-            return RunOutcome(ok=True, output={})
-        if not isinstance(result, dict):
-            got = shorten(type(result).__name__, 100)
-            return failure(
-                "invalid_output",
-                f"entrypoint {entrypoint!r} returned {got}; it must return a dict or None",
-            )
-        return RunOutcome(ok=True, output=result)
+        return returned(message.get("output"), entrypoint)
     return failure(str(message["kind"]), str(message["message"]), **(message.get("detail") or {}))
 
 

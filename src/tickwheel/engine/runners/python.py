@@ -41,7 +41,7 @@ from tickwheel.engine.runners.base import (
     RunOutcome,
     failure,
     jsonable,
-    shorten,
+    returned,
     traceback_tail,
 )
 from tickwheel.engine.runners.isolated import run_isolated
@@ -237,15 +237,7 @@ class PythonRunner:
                 exception=type(exc).__qualname__,
                 traceback=traceback_tail(exc),
             )
-        if result is None:
-            return RunOutcome(ok=True, output={})
-        if not isinstance(result, dict):
-            got = shorten(type(result).__name__, 100)
-            return failure(
-                "invalid_output",
-                f"entrypoint {entrypoint!r} returned {got}; it must return a dict or None",
-            )
-        return RunOutcome(ok=True, output=result)
+        return returned(result, entrypoint)
 
 
 def _arguments(
