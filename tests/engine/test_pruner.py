@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from tests.cron_factories import audit, cron_job
 from tests.factories import T0, new_execution
 from tests.store.test_retention import _run
 from tickwheel.cli.commands.prune import parse_age
@@ -18,7 +19,7 @@ from tickwheel.domain.clock import FakeClock
 from tickwheel.domain.states import ExecutionStatus
 from tickwheel.engine.pruner import Pruner
 from tickwheel.observability.metrics import Metrics
-from tickwheel.store.factory import open_store
+from tickwheel.store.factory import cron_store_for, open_store
 from tickwheel.store.protocol import Store
 
 DAY = timedelta(days=1)
@@ -75,6 +76,8 @@ def test_cli_prune_dry_run_counts_and_deletes_nothing(tmp_path: Path) -> None:
                 await _run(store, now - 40 * DAY, ExecutionStatus.SUCCEEDED)
             await _run(store, now - DAY, ExecutionStatus.SUCCEEDED)
             await store.execution_insert_many([new_execution(now=now - 40 * DAY)])  # READY
+            job = cron_job(at=now - 40 * DAY)
+            await cron_store_for(store).cron_job_insert(job, audit(job, at=now - 40 * DAY))
         finally:
             await store.close()
 
@@ -91,11 +94,13 @@ def test_cli_prune_dry_run_counts_and_deletes_nothing(tmp_path: Path) -> None:
     dry = runner.invoke(app, [*args, "--dry-run"])
     assert dry.exit_code == 0, dry.output
     assert "would delete 3 executions" in dry.output and "dry run" in dry.output
+    assert "would delete 1 cron history and audit rows" in dry.output
     assert asyncio.run(counts())[ExecutionStatus.SUCCEEDED] == 4
 
     done = runner.invoke(app, [*args, "--batch", "2"])
     assert done.exit_code == 0, done.output
     assert "deleted 3 executions" in done.output
+    assert "deleted 1 cron history and audit rows" in done.output
     left = asyncio.run(counts())
     assert left[ExecutionStatus.SUCCEEDED] == 1 and left[ExecutionStatus.READY] == 1
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from itertools import pairwise
+from typing import get_args
 from zoneinfo import ZoneInfo
 
 import pytest
@@ -27,8 +28,8 @@ from cronsim import CronSim
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tickwheel.domain.cron import fire_times, parse_expression
-from tickwheel.domain.cron_dst import gap_end, walk_start, wall_instants
+from tickwheel.domain.cron import DstPolicy, fire_times, parse_expression, preview
+from tickwheel.domain.cron_dst import Ambiguous, Nonexistent, gap_end, walk_start, wall_instants
 
 
 def at(text: str) -> datetime:
@@ -484,3 +485,91 @@ def test_continuing_from_any_result_gives_the_rest_of_the_sequence(case: Case) -
     result = fire_times(expr, tz, case.after, 12)
     for i, r in enumerate(result):
         assert fire_times(expr, tz, r, len(result) - i - 1) == result[i + 1 :]
+
+
+# --- a fixed hour with a stepped minute (docs/cron.md, "A fixed hour, a stepped minute") ------
+# Vixie cron and cronie call `*/15 2 * * *` a "wildcard" job (its minute starts with `*`): no
+# run at all on the day 02:xx is skipped, every 02:xx twice on the day it repeats. Ours is a
+# fixed-hour job whatever the minute's spelling, as the table in docs/cron.md shows.
+
+QUARTERS = ["00", "15", "30", "45"]
+
+
+@pytest.mark.parametrize(
+    ("policy", "spring", "autumn"),
+    [
+        (DstPolicy(), ["01:00"], ["00:00", "00:15", "00:30", "00:45"]),
+        (DstPolicy("skip"), [], ["00:00", "00:15", "00:30", "00:45"]),
+        (DstPolicy(ambiguous="second"), ["01:00"], ["01:00", "01:15", "01:30", "01:45"]),
+        (
+            DstPolicy("skip", "both"),
+            [],
+            [f"0{h}:{m}" for h in (0, 1) for m in QUARTERS],
+        ),
+    ],
+)
+def test_a_stepped_minute_in_a_fixed_hour_on_both_transition_days_in_berlin(
+    policy: DstPolicy, spring: list[str], autumn: list[str]
+) -> None:
+    expr, tz = parse_expression("*/15 2 * * *"), ZoneInfo(BERLIN)
+    for day, expected in (("2026-03-29", spring), ("2026-10-25", autumn)):
+        start = at(f"{day} 00:00") - timedelta(hours=3)
+        found = fire_times(expr, tz, start, 12, policy)
+        on_the_day = [t for t in found if t < at(f"{day} 12:00")]
+        assert on_the_day == [at(f"{day} {hm}") for hm in expected], (day, policy)
+    # The preview says what became of the four missing quarters on 29 March.
+    row = preview("*/15 2 * * *", BERLIN, at("2026-03-28 22:00"), 1)[0]
+    assert (row.dst, row.fires, row.at) == ("shifted", True, at("2026-03-29 01:00"))
+    assert row.reason is not None and "02:00 to 02:45 (4 times)" in row.reason
+
+
+@st.composite
+def stepped_minutes(draw: st.DrawFn) -> tuple[str, str]:
+    """A minute field spelt with a step (``*/15``, ``5-50/10``, ``7/20``) and the same minutes
+    listed one by one."""
+    step = draw(st.integers(1, 30))
+    first = draw(st.integers(0, step - 1) | st.integers(0, 58))
+    last = draw(st.integers(first + 1, 59))  # (cronsim 2.8 reads a range a-a/n as a/n)
+    text = draw(
+        st.sampled_from(
+            [f"{first}-{last}/{step}", f"{first}/{step}"]
+            + ([f"*/{step}"] if first == 0 and last == 59 else [])
+        )
+    )
+    stop = 59 if text.startswith(("*", f"{first}/")) else last
+    return text, ",".join(str(m) for m in range(first, stop + 1, step))
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    stepped_minutes(),
+    st.sampled_from(["1", "2", "3", "1,2", "2-3", "0,2,4"]),
+    st.sampled_from(ZONE_AND_TRANSITION),
+    st.integers(-6 * 3600, 3600),
+    st.sampled_from(get_args(Nonexistent)),
+    st.sampled_from(get_args(Ambiguous)),
+)
+def test_a_minute_step_never_changes_what_a_fixed_hour_does_at_a_transition(
+    minute: tuple[str, str],
+    hours: str,
+    zone_and_transition: tuple[str, datetime],
+    shift: int,
+    nonexistent: Nonexistent,
+    ambiguous: Ambiguous,
+) -> None:
+    # Unlike Vixie cron's rule (a minute starting with `*` makes a "wildcard" job), only the
+    # hour field decides: a stepped minute fires exactly as its minutes listed one by one, and
+    # a fixed time is never fired twice unless the policy says both.
+    stepped, listed = minute
+    zone, transition = zone_and_transition
+    tz, after, policy = (
+        ZoneInfo(zone),
+        transition + timedelta(seconds=shift),
+        DstPolicy(nonexistent, ambiguous),
+    )
+    ours = fire_times(parse_expression(f"{stepped} {hours} * * *"), tz, after, 30, policy)
+    assert not parse_expression(f"{stepped} {hours} * * *").follows_elapsed_time
+    assert ours == fire_times(parse_expression(f"{listed} {hours} * * *"), tz, after, 30, policy)
+    if ambiguous != "both":
+        walls = [t.astimezone(tz).replace(tzinfo=None) for t in ours]
+        assert len(set(walls)) == len(walls)

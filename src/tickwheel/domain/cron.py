@@ -99,7 +99,13 @@ class CronExpression:
     def follows_elapsed_time(self) -> bool:
         """True when the hour field is ``*`` or a step: the expression then fires whenever the
         clock shows a matching time (skipping a DST gap, twice in a repeated hour) instead of
-        following the fixed-time rules."""
+        following the fixed-time rules.
+
+        Only the hour field decides, never the minute's spelling: ``*/15 2 * * *`` is a
+        fixed-hour expression like ``0,15,30,45 2 * * *``. Vixie cron and cronie call it a
+        "wildcard" job because its minute starts with ``*``, and so run it not at all on the
+        day 02:xx is skipped and at every 02:xx twice on the day it repeats; we keep the
+        job's ``dstPolicy`` for it instead (docs/cron.md, "A fixed hour, a stepped minute")."""
         hour = self.fields[2]
         return hour.startswith("*") or "/" in hour
 

@@ -3,7 +3,8 @@
 ``domain/cron.py`` lists the wall-clock times an expression matches, in order, with no notion
 of a timezone. This module decides which real instants those become (docs/cron.md):
 
-* a *fixed-hour* expression (hour field neither ``*`` nor a step) follows the job's
+* a *fixed-hour* expression (hour field neither ``*`` nor a step, whatever its minute field:
+  ``*/15 2 * * *`` included, unlike Vixie cron's "wildcard" rule) follows the job's
   ``DstPolicy``. A wall time that does not exist (spring forward) fires once at the first
   instant after the gap (``nonexistent: shift_forward``, the default) or not at all
   (``skip``); a wall time that occurs twice (fall back) fires at its first occurrence

@@ -1,5 +1,6 @@
 """The pruner: deletes terminal executions (SUCCEEDED, FAILED, CANCELLED) that finished longer
-ago than the retention period, with their attempts, events and outputs.
+ago than the retention period, with their attempts, events and outputs; and by the same period
+the Cron Service's history rows and audit trail (a job's newest history row is always kept).
 
 It deletes in bounded batches, each its own short transaction, looping until a batch comes back
 short: a backlog of millions never becomes one long transaction that holds locks, bloats the
@@ -18,6 +19,8 @@ from datetime import datetime, timedelta
 from tickwheel.domain.clock import Clock
 from tickwheel.domain.states import TERMINAL
 from tickwheel.engine.service import Service
+from tickwheel.store.cron_protocol import CronStore
+from tickwheel.store.factory import cron_store_for
 from tickwheel.store.protocol import Store
 
 DEFAULT_RETENTION = timedelta(days=30)
@@ -36,6 +39,7 @@ class Pruner(Service):
         retention: timedelta = DEFAULT_RETENTION,
         batch: int = DEFAULT_BATCH,
         interval: float = DEFAULT_INTERVAL,
+        cron: CronStore | None = None,
     ) -> None:
         super().__init__(clock)
         if retention <= timedelta(0):
@@ -43,6 +47,7 @@ class Pruner(Service):
         if batch < 1:
             raise ValueError("batch must be at least 1")
         self.store = store
+        self._cron = cron
         self.retention = retention
         self.batch = batch
         self.interval = interval
@@ -51,13 +56,25 @@ class Pruner(Service):
     def cutoff(self) -> datetime:
         return self.clock.now() - self.retention
 
+    @property
+    def cron(self) -> CronStore:
+        """The cron tables on the same database, found on first use (not in ``__init__``)."""
+        if self._cron is None:
+            self._cron = cron_store_for(self.store)
+        return self._cron
+
     async def run_once(self) -> int:
-        total = await prune(self.store, self.cutoff(), self.batch, stopping=lambda: self.stopping)
+        """One round: executions, then cron history and audit rows; returns all rows deleted."""
+        cutoff = self.cutoff()
+        total = await prune(self.store, cutoff, self.batch, stopping=lambda: self.stopping)
         self.pruned += total
         self.metrics.pruned.inc(total)
         if total:
-            self.log.info("pruned %d executions finished before %s", total, self.cutoff())
-        return total
+            self.log.info("pruned %d executions finished before %s", total, cutoff)
+        rows = await prune_cron(self.cron, cutoff, self.batch, stopping=lambda: self.stopping)
+        if rows:
+            self.log.info("pruned %d cron history and audit rows from before %s", rows, cutoff)
+        return total + rows
 
     async def idle(self, did: int) -> None:
         # Hourly is plenty: a retention period is days long, and one round clears the backlog.
@@ -88,3 +105,21 @@ async def count_prunable(store: Store, finished_before: datetime) -> int:
     everything = await store.execution_count_by_status(None)
     recent = await store.execution_count_by_status(finished_before)
     return sum(everything[s] - recent[s] for s in TERMINAL)
+
+
+async def prune_cron(
+    cron: CronStore,
+    before: datetime,
+    batch: int = DEFAULT_BATCH,
+    *,
+    stopping: Callable[[], bool] | None = None,
+) -> int:
+    """Deletes cron history rows (never a job's newest) and audit rows older than ``before``,
+    ``batch`` of each at a time, each batch its own short transaction; returns how many."""
+    total = 0
+    while True:
+        deleted = await cron.cron_history_prune(before, batch)
+        total += deleted
+        if deleted < batch or (stopping is not None and stopping()):
+            return total
+        await asyncio.sleep(0)

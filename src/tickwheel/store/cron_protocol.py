@@ -189,3 +189,14 @@ class CronStore(Protocol):
     ) -> list[AuditEntry]:
         """Oldest first."""
         ...
+
+    async def cron_history_prune(self, before: datetime, limit: int) -> int:
+        """Retention: deletes up to ``limit`` history rows recorded before ``before`` (never a
+        job's newest row) and up to ``limit`` audit rows written before it, in one short
+        transaction; returns how many rows went. Less than ``limit`` means both are done, so a
+        caller loops until then (``engine.pruner.prune_cron``)."""
+        ...
+
+    async def cron_history_count_prunable(self, before: datetime) -> int:
+        """How many history and audit rows ``cron_history_prune`` would delete now (dry run)."""
+        ...

@@ -15,7 +15,8 @@ import typer
 from tickwheel.cli.commands.admin import DatabaseUrl, with_store
 from tickwheel.cli.context import console, fail
 from tickwheel.domain.clock import SystemClock
-from tickwheel.engine.pruner import DEFAULT_BATCH, count_prunable, prune
+from tickwheel.engine.pruner import DEFAULT_BATCH, count_prunable, prune, prune_cron
+from tickwheel.store.factory import cron_store_for
 from tickwheel.store.protocol import Store
 
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
@@ -46,7 +47,8 @@ def prune_command(
     database_url: DatabaseUrl = None,
 ) -> None:
     """Delete finished executions (SUCCEEDED, FAILED, CANCELLED) older than an age, with their
-    attempts, history and outputs. Their idempotency keys become free again."""
+    attempts, history and outputs (their idempotency keys become free again), and cron history
+    and audit rows as old (a cron job's newest history row is kept)."""
     try:
         age = parse_age(older_than)
     except ValueError as exc:
@@ -54,13 +56,18 @@ def prune_command(
     cutoff = SystemClock().now() - age
     when = cutoff.isoformat(timespec="seconds")
 
-    async def work(store: Store) -> int:
+    async def work(store: Store) -> tuple[int, int]:
+        cron = cron_store_for(store)
         if dry_run:
-            return await count_prunable(store, cutoff)
-        return await prune(store, cutoff, batch)
+            return await count_prunable(store, cutoff), await cron.cron_history_count_prunable(
+                cutoff
+            )
+        return await prune(store, cutoff, batch), await prune_cron(cron, cutoff, batch)
 
-    n = with_store(database_url, work, create=False)
+    n, rows = with_store(database_url, work, create=False)
     if dry_run:
         console.print(f"would delete {n} executions finished before {when} (dry run)")
+        console.print(f"would delete {rows} cron history and audit rows from before {when}")
     else:
         console.print(f"deleted {n} executions finished before {when}")
+        console.print(f"deleted {rows} cron history and audit rows from before {when}")

@@ -292,6 +292,19 @@ class PostgresCronStore:
         params = {"tenant": tenant, "cron_job_id": cron_job_id, "limit": limit}
         return [audit_row(r) for r in await self._all("cron_audit_list", params)]
 
+    async def cron_history_prune(self, before: datetime, limit: int) -> int:
+        params = {"before": before, "limit": limit}
+        async with self._tx() as conn:
+            history = await conn.execute(Q["cron_occurrence_prune"], params)
+            audit = await conn.execute(Q["cron_audit_prune"], params)
+            return history.rowcount + audit.rowcount
+
+    async def cron_history_count_prunable(self, before: datetime) -> int:
+        params = {"before": before}
+        history = await self._all("cron_occurrence_count_prunable", params)
+        audit = await self._all("cron_audit_count_prunable", params)
+        return int(history[0]["n"]) + int(audit[0]["n"])
+
 
 def _columns(records: Sequence[OccurrenceRecord]) -> dict[str, list[Any]]:
     """History rows as one array per column, for ``unnest``."""

@@ -254,6 +254,19 @@ class SqliteCronStore(SqliteConnection):
         params = {"tenant": tenant, "cron_job_id": str(cron_job_id), "limit": limit}
         return [audit_row(r) for r in await self._all("cron_audit_list", params)]
 
+    async def cron_history_prune(self, before: datetime, limit: int) -> int:
+        params = {"before": to_us(before), "limit": limit}
+        async with self._tx() as conn:
+            history = await conn.execute(Q["cron_occurrence_prune"], params)
+            audit = await conn.execute(Q["cron_audit_prune"], params)
+            return history.rowcount + audit.rowcount
+
+    async def cron_history_count_prunable(self, before: datetime) -> int:
+        params = {"before": to_us(before)}
+        history = await self._all("cron_occurrence_count_prunable", params)
+        audit = await self._all("cron_audit_count_prunable", params)
+        return int(history[0]["n"]) + int(audit[0]["n"])
+
 
 def _due_order(job: CronJob) -> tuple[datetime, str]:
     return (job.next_run_at or datetime.max.replace(tzinfo=UTC), str(job.cron_job_id))

@@ -224,3 +224,49 @@ DELETE FROM cron_applies WHERE tenant = %(tenant)s AND started_at < %(before)s;
 -- name: cron_job_present
 -- After a batch insert: which of the ids it tried are stored (a taken name skipped its job).
 SELECT cron_job_id FROM cron_jobs WHERE cron_job_id = ANY(%(cron_job_ids)s::uuid[]);
+
+-- name: cron_occurrence_prune
+-- Retention: one bounded batch of history rows recorded before %(before)s, oldest first through
+-- the primary key (record ids grow with time, so the scan stops at the first young rows). A
+-- job's newest row (by occurrence, then record id) is always kept, so its history never turns
+-- empty while the job exists. The batch is a CTE evaluated once (as for execution_prune); SKIP
+-- LOCKED leaves a row another pruner holds to the next batch.
+WITH batch AS MATERIALIZED (
+    SELECT o.record_id FROM cron_occurrences o
+    WHERE o.recorded_at < %(before)s::timestamptz
+      AND EXISTS (
+          SELECT 1 FROM cron_occurrences n
+          WHERE n.cron_job_id = o.cron_job_id
+            AND (n.occurrence, n.record_id) > (o.occurrence, o.record_id)
+      )
+    ORDER BY o.record_id
+    LIMIT %(limit)s
+    FOR UPDATE OF o SKIP LOCKED
+)
+DELETE FROM cron_occurrences
+WHERE record_id = ANY (ARRAY(SELECT record_id FROM batch));
+
+-- name: cron_occurrence_count_prunable
+-- What cron_occurrence_prune would delete (a dry run).
+SELECT count(*) AS n FROM cron_occurrences o
+WHERE o.recorded_at < %(before)s::timestamptz
+  AND EXISTS (
+      SELECT 1 FROM cron_occurrences n
+      WHERE n.cron_job_id = o.cron_job_id
+        AND (n.occurrence, n.record_id) > (o.occurrence, o.record_id)
+  );
+
+-- name: cron_audit_prune
+-- Retention: one bounded batch of audit rows written before %(before)s, oldest first.
+WITH batch AS MATERIALIZED (
+    SELECT audit_id FROM cron_audit
+    WHERE at < %(before)s::timestamptz
+    ORDER BY audit_id
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+)
+DELETE FROM cron_audit
+WHERE audit_id = ANY (ARRAY(SELECT audit_id FROM batch));
+
+-- name: cron_audit_count_prunable
+SELECT count(*) AS n FROM cron_audit WHERE at < %(before)s::timestamptz;

@@ -195,3 +195,43 @@ DELETE FROM cron_applies WHERE tenant = :tenant AND started_at < :before;
 -- name: cron_job_present
 -- After a batch insert: which of the ids it tried are stored (a taken name skipped its job).
 SELECT cron_job_id FROM cron_jobs WHERE cron_job_id IN (SELECT value FROM json_each(:cron_job_ids));
+
+-- name: cron_occurrence_prune
+-- Retention: one bounded batch of history rows recorded before :before, oldest first through the
+-- primary key (record ids grow with time, so the scan stops at the first young rows). A job's
+-- newest row (by occurrence, then record id) is always kept, so its history never turns empty
+-- while the job exists. Inside the caller's write transaction.
+DELETE FROM cron_occurrences
+WHERE record_id IN (
+    SELECT o.record_id FROM cron_occurrences o
+    WHERE o.recorded_at < :before
+      AND EXISTS (
+          SELECT 1 FROM cron_occurrences n
+          WHERE n.cron_job_id = o.cron_job_id
+            AND (n.occurrence > o.occurrence
+                 OR (n.occurrence = o.occurrence AND n.record_id > o.record_id))
+      )
+    ORDER BY o.record_id
+    LIMIT :limit
+);
+
+-- name: cron_occurrence_count_prunable
+-- What cron_occurrence_prune would delete (a dry run).
+SELECT count(*) AS n FROM cron_occurrences o
+WHERE o.recorded_at < :before
+  AND EXISTS (
+      SELECT 1 FROM cron_occurrences n
+      WHERE n.cron_job_id = o.cron_job_id
+        AND (n.occurrence > o.occurrence
+             OR (n.occurrence = o.occurrence AND n.record_id > o.record_id))
+  );
+
+-- name: cron_audit_prune
+-- Retention: one bounded batch of audit rows written before :before, oldest first.
+DELETE FROM cron_audit
+WHERE audit_id IN (
+    SELECT audit_id FROM cron_audit WHERE at < :before ORDER BY audit_id LIMIT :limit
+);
+
+-- name: cron_audit_count_prunable
+SELECT count(*) AS n FROM cron_audit WHERE at < :before;
