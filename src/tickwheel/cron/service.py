@@ -15,18 +15,12 @@ The service never touches the executions table: it sees executions only through 
 (in-process inside ``tickwheel server``, HTTP as ``tickwheel cron run``), so every occurrence
 obeys the same validation and idempotency rules as any other submission.
 
-It deliberately does not use ``engine.service.Service``: cron is built on the client and must
-not import the engine (an import-linter contract says so), so its loop, a few lines, is its own.
+Its loop is the one service base (``tickwheel.services.base``) the engine's services use too:
+cron is built on the client and must not import the engine, and the base sits below both.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import logging
-import os
-import secrets
-import socket
 import uuid
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -49,7 +43,7 @@ from tickwheel.cron.targets import (
     start_workflow_run,
     unfinished_status,
 )
-from tickwheel.domain.clock import Clock, SystemClock
+from tickwheel.domain.clock import Clock
 from tickwheel.domain.cron_jobs import (
     CronJob,
     CronJobStatus,
@@ -60,7 +54,7 @@ from tickwheel.domain.cron_jobs import (
 )
 from tickwheel.domain.errors import Conflict, InvalidInput
 from tickwheel.domain.submission import SubmitRequest
-from tickwheel.observability.metrics import Metrics, process_metrics
+from tickwheel.services.base import Service
 from tickwheel.store.cron_protocol import CronAdvance, CronStore
 
 SUBMIT_CHUNK = 500
@@ -70,8 +64,9 @@ ClientFor = Callable[[str], AsyncClient]
 Results = dict[tuple[uuid.UUID, datetime], Done]
 
 
-class CronService:
+class CronService(Service):
     name = "cron"
+    idle_after_failure = True
 
     def __init__(
         self,
@@ -87,10 +82,9 @@ class CronService:
         batch: int = 500,
         poll: float = 0.5,
     ) -> None:
+        super().__init__(clock, owner=owner)
         self.store = store
         self.client_for = client_for
-        self.clock: Clock = clock or SystemClock()
-        self.owner = owner or f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(3)}"
         self.tenant = tenant
         self.lead, self.grace, self.lease = lead, grace, lease
         self.batch, self.poll = batch, poll
@@ -101,40 +95,20 @@ class CronService:
         jobs a lead ahead are 45,000, too many to submit within the claim's lease."""
         self.counts: Counter[Outcome] = Counter()
         """Occurrences by outcome since start (tests read it; /metrics has the same counts)."""
-        self.metrics: Metrics = process_metrics()
-        self.log = logging.getLogger("tickwheel.cron")
-        self._stopping = asyncio.Event()
 
-    # -- the loop -------------------------------------------------------------------------------
+    # -- the loop (``Service.run``) --------------------------------------------------------------
 
-    def store_now(self) -> datetime | None:
-        """None in production: the database's clock decides what is due and when a claim
-        expires, so instances with skewed clocks still agree. A test's fake clock otherwise."""
-        return None if isinstance(self.clock, SystemClock) else self.clock.now()
+    def started_message(self) -> str:
+        return f"cron service {self.owner} started"
 
-    def stop(self) -> None:
-        self._stopping.set()
+    def stopped_message(self) -> str:
+        return f"cron service {self.owner} stopped"
 
-    async def run(self) -> None:
-        self.log.info("cron service %s started", self.owner)
-        while not self._stopping.is_set():
-            try:
-                did = await self.run_once()
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                # A database or API hiccup must not kill the service: log, back off, retry.
-                # Unfinished claims were released; the next tick resubmits the same keys.
-                self.log.exception("cron tick failed; retrying")
-                did = 0
-                await self._pause(1.0)
-            if not did:
-                await self._pause(self.poll)
-        self.log.info("cron service %s stopped", self.owner)
-
-    async def _pause(self, seconds: float) -> None:
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._stopping.wait(), seconds)
+    async def idle(self, did: int) -> None:
+        """Polls: due jobs are found by time, and a new job is due a lead ahead anyway. A
+        failed tick released its unfinished claims; the next one resubmits the same keys."""
+        if not did:
+            await self.pause(self.poll)
 
     # -- one tick -------------------------------------------------------------------------------
 

@@ -23,8 +23,6 @@ row of a full page carries a marker that loads the next page when its instant co
 
 from __future__ import annotations
 
-import os
-import socket
 import uuid
 from collections import defaultdict
 from collections.abc import Hashable, Sequence
@@ -88,7 +86,7 @@ class Scheduler(Service, ShardLeasing):
         lease_ttl: float = 10.0,
         window: float = 30.0,
     ) -> None:
-        super().__init__(clock)
+        super().__init__(clock, owner=owner)
         if not 0 < window <= HINT_HORIZON.total_seconds():
             raise ValueError(f"the window must be within 0 and {HINT_HORIZON.total_seconds()} s")
         self.store = store
@@ -97,7 +95,6 @@ class Scheduler(Service, ShardLeasing):
         self.max_sleep = max_sleep
         self.promoted = 0
         self.leased = leased
-        self.owner = owner or f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
         self.lease_ttl = timedelta(seconds=lease_ttl)
         # Renew at a third of the lease: two renewals may fail (a slow database) before expiry.
         self.renew_every = timedelta(seconds=lease_ttl / 3)

@@ -63,10 +63,6 @@ def output_reference(execution_id: uuid.UUID) -> str:
     return f"tickwheel://executions/{execution_id}/output"
 
 
-def default_worker_id() -> str:
-    return f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
-
-
 class Worker(Service):
     name = "worker"
 
@@ -88,11 +84,11 @@ class Worker(Service):
         finish_batch: int = FINISH_BATCH,
         finish_interval: float = FINISH_INTERVAL,
     ) -> None:
-        super().__init__(clock)
+        super().__init__(clock, owner=worker_id)
         if concurrency < 1:
             raise ValueError("concurrency must be at least 1")
         self.store = store
-        self.worker_id = worker_id or default_worker_id()
+        self.worker_id = self.owner  # the base's owner id: host, pid and a random tail
         self.concurrency = concurrency
         self.lease = lease
         # Job threads for every slot plus as many again for sync jobs stuck past their timeout;

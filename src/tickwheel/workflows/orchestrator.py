@@ -18,28 +18,23 @@ the guarded task-run writes make the second advance a no-op. Those writes also n
 ``retry_count``: an orchestrator that stalled while a person retried the run changes nothing of
 the new attempt (``runs.py`` says how).
 
-Like the Cron Service it is built on the client and does not import the engine: its loop is its
-own. It sleeps on ``Topic.WORKFLOW`` (LISTEN/NOTIFY on PostgreSQL, an in-process signal on
-SQLite) and polls otherwise.
+Like the Cron Service it is built on the client and does not import the engine: its loop is the
+service base below both (``tickwheel.services.base``). It sleeps on ``Topic.WORKFLOW``
+(LISTEN/NOTIFY on PostgreSQL, an in-process signal on SQLite) and polls otherwise.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import logging
-import os
 import random
-import secrets
-import socket
 import uuid
 from collections.abc import Callable
 from datetime import datetime, timedelta
 
 from tickwheel.client.client import AsyncClient
-from tickwheel.domain.clock import Clock, SystemClock
+from tickwheel.domain.clock import Clock
 from tickwheel.domain.workflows import Workflow
-from tickwheel.observability.metrics import Metrics, process_metrics
+from tickwheel.observability.metrics import Metrics
+from tickwheel.services.base import Service
 from tickwheel.store.protocol import Store, Topic
 from tickwheel.store.workflow_protocol import WorkflowEvent, WorkflowStore
 from tickwheel.workflows.runs import WorkflowRuns
@@ -47,8 +42,9 @@ from tickwheel.workflows.runs import WorkflowRuns
 ClientFor = Callable[[str], AsyncClient]
 
 
-class Orchestrator:
+class Orchestrator(Service):
     name = "orchestrator"
+    idle_after_failure = True
 
     def __init__(
         self,
@@ -65,57 +61,35 @@ class Orchestrator:
         sweep_every: timedelta = timedelta(seconds=30),
         metrics: Metrics | None = None,
     ) -> None:
+        super().__init__(clock, owner=owner, metrics=metrics)
         self.workflows = workflows
         self.store = store  # only to sleep on Topic.WORKFLOW
         self.client_for = client_for
-        self.clock: Clock = clock or SystemClock()
-        self.owner = owner or f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(3)}"
         self.lease, self.batch, self.poll = lease, batch, poll
         self.stall_grace, self.sweep_every = stall_grace, sweep_every
-        self.log = logging.getLogger("tickwheel.orchestrator")
         self._cache: dict[tuple[str, str, int], Workflow] = {}
-        self._stopping = asyncio.Event()
         self._next_sweep: datetime | None = None  # None: sweep at the first tick
-        self.metrics = metrics or process_metrics()
-
-    def store_now(self) -> datetime | None:
-        """None in production: the database's clock decides when a claim expires."""
-        return None if isinstance(self.clock, SystemClock) else self.clock.now()
 
     def runs_for(self, tenant: str) -> WorkflowRuns:
         return WorkflowRuns(
             self.workflows, self.client_for(tenant), tenant, self.clock, cache=self._cache
         )
 
-    def stop(self) -> None:
-        self._stopping.set()
-
-    async def run(self) -> None:
-        self.log.info(
-            "orchestrator %s started (claim %gs, sweep every %gs for runs stalled %gs)",
-            self.owner,
-            self.lease.total_seconds(),
-            self.sweep_every.total_seconds(),
-            self.stall_grace.total_seconds(),
+    def started_message(self) -> str:
+        return (
+            f"orchestrator {self.owner} started (claim {self.lease.total_seconds():g}s, sweep "
+            f"every {self.sweep_every.total_seconds():g}s for runs stalled "
+            f"{self.stall_grace.total_seconds():g}s)"
         )
-        while not self._stopping.is_set():
-            try:
-                await self._sweep_if_due()
-                did = await self.run_once()
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                # A database or API hiccup must not kill the service: the claimed rows stay
-                # and come back when their lease expires.
-                self.log.exception("orchestrator tick failed; retrying")
-                did = 0
-                await self._pause(1.0)
-            if not did and not self._stopping.is_set():
-                await self.store.wait_for(Topic.WORKFLOW, self.poll)
 
-    async def _pause(self, seconds: float) -> None:
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._stopping.wait(), seconds)
+    async def before_round(self) -> None:
+        await self._sweep_if_due()
+
+    async def idle(self, did: int) -> None:
+        """Sleeps on ``Topic.WORKFLOW`` until an outbox row is written, or ``poll`` at most.
+        A failed tick's claimed rows stay and come back when their lease expires."""
+        if not did and not self.stopping:
+            await self.store.wait_for(Topic.WORKFLOW, self.poll)
 
     async def _sweep_if_due(self) -> None:
         now = self.clock.now()
