@@ -301,7 +301,7 @@ class Engine:
             self.services += [promoter, Reaper(store)]
             if settings.retention_days > 0:  # retention beside the scheduler, hourly
                 retention = timedelta(days=settings.retention_days)
-                self.services.append(Pruner(store, retention=retention))
+                self.services.append(Pruner(store, retention=retention, cron=cron_store_for(store)))
         if worker:
             # Job threads for every slot plus as many again for sync jobs stuck past their
             # timeout (as the Worker's own default); every runner applies the run policy.
