@@ -5,6 +5,7 @@ every item its own outcome (created / same / conflict / invalid)."""
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 import pytest
 
@@ -22,8 +23,8 @@ from tickwheel.store.protocol import Store
 URI = "registry://jobs/greet"
 
 
-def request(key: str | None = "k1", name: str = "Ada", **fields: object) -> SubmitRequest:
-    return SubmitRequest(definition_uri=URI, inputs={"name": name}, idempotency_key=key, **fields)  # type: ignore[arg-type]
+def request(key: str | None = "k1", name: str = "Ada", **fields: Any) -> SubmitRequest:
+    return SubmitRequest(definition_uri=URI, inputs={"name": name}, idempotency_key=key, **fields)
 
 
 async def service(store: Store, tenant: str = "acme") -> ExecutionService:
