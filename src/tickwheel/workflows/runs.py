@@ -8,12 +8,10 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from tickwheel.app.workflow_runs import REREADS, WorkflowRunService
-from tickwheel.app.workflow_tasks import RunState, request_hash, task_key
+from tickwheel.app.workflow_runs import WorkflowRunService
+from tickwheel.app.workflow_tasks import RunState
 from tickwheel.client.wire import iso
 from tickwheel.store.workflow_protocol import TaskRunRecord, WorkflowRunRecord
-
-__all__ = ["REREADS", "WorkflowRuns", "request_hash", "run_to_wire", "task_key"]
 
 Wire = dict[str, Any]
 
