@@ -22,6 +22,7 @@ import uvicorn
 from tickwheel.api.app import create_app
 from tickwheel.api.auth import create_key
 from tickwheel.api.inprocess_workflows import InProcessWorkflowsTransport
+from tickwheel.app.definitions import DefinitionService
 from tickwheel.client.client import AsyncClient
 from tickwheel.client.transports.inprocess import InProcessTransport
 from tickwheel.config import Settings
@@ -97,7 +98,7 @@ async def load_definitions(
     everyone. ``policy`` judges them as registration does (docs/worker_policy.md)."""
     if not directory.is_dir():
         raise StartupError(f"--definitions {directory}: not a directory")
-    transport = InProcessTransport(store, tenant)
+    definitions = DefinitionService(store, tenant)
     loaded: list[str] = []
     for path in sorted(directory.iterdir()):
         if path.suffix.lower() not in DEFINITION_SUFFIXES:
@@ -105,11 +106,13 @@ async def load_definitions(
         try:
             fmt = format_from_filename(path.name)
             definition = parse_definition(path.read_bytes(), fmt, policy=policy)
-            stored, created = await transport.apply_definition(definition, shared=True)
+            written = await definitions.apply(definition, shared=True)
         except Exception as exc:
             raise StartupError(f"definition file {path}: {exc}") from exc
-        d = stored.definition
-        log.info("definition %s v%d%s", d.name, d.version, "" if created else " (unchanged)")
+        d = written.value.definition
+        log.info(
+            "definition %s v%d%s", d.name, d.version, "" if written.created else " (unchanged)"
+        )
         loaded.append(d.uri)
     return loaded
 
@@ -301,7 +304,7 @@ class Engine:
             self.services += [promoter, Reaper(store)]
             if settings.retention_days > 0:  # retention beside the scheduler, hourly
                 retention = timedelta(days=settings.retention_days)
-                self.services.append(Pruner(store, retention=retention))
+                self.services.append(Pruner(store, retention=retention, cron=cron_store_for(store)))
         if worker:
             # Job threads for every slot plus as many again for sync jobs stuck past their
             # timeout (as the Worker's own default); every runner applies the run policy.

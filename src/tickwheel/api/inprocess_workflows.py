@@ -1,10 +1,11 @@
-"""The workflow API's rules applied straight to the stores: the in-process ``WorkflowsTransport``.
+"""The workflow API over the stores, in process: the in-process ``WorkflowsTransport``.
 
 ``client.workflows`` of an in-process client (the all-in-one server's per-tenant clients, the
 Cron Service inside it, tests) goes through it, so a workflow run started in process obeys the
-same rules as ``POST /v1/workflow-runs``: the same validation, the same idempotency keys. It
-lives with the API because it composes the two services the routes compose (``workflows`` and
-the client); the Cron Service may not import ``tickwheel.workflows`` itself.
+same rules (``tickwheel.app.workflows``, ``tickwheel.app.workflow_runs``) as ``POST
+/v1/workflow-runs``: the same validation, the same idempotency keys. It lives with the API
+because it composes what the routes compose (the workflow wire form of ``tickwheel.workflows``
+and the client); the Cron Service may not import ``tickwheel.workflows`` itself.
 """
 
 from __future__ import annotations

@@ -1,36 +1,15 @@
-"""Registering Workflow Definitions: parse, check against the stored Job Definitions, store once.
-
-Workflow Definitions are immutable like Job Definitions: the same name and version again with the
-same content is a no-op (``created`` False, 200 over HTTP), with other content a Conflict naming
-the fields that differ (409); a new one is stored (201). Every problem of a bad file is listed in
-one InvalidInput (422) by its dotted path.
-
-A workflow belongs to the tenant that registered it, or to the shared registry the operator
-publishes (``shared``); names resolve as for Job Definitions (the tenant's own, else the shared),
-and a tenant may not take a shared name (409). A tenant's workflow is checked against the Job
-Definitions that tenant resolves, a shared one against the shared registry alone.
-"""
+"""Workflow Definitions in the API's wire form: the rules are ``tickwheel.app.workflows``
+(register once, immutable versions, owners); this adds the JSON the routes and the in-process
+workflows transport answer with (``created`` is 201 over HTTP, an unchanged one 200)."""
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Any
 
+from tickwheel.app.workflows import WorkflowDefinitionService
 from tickwheel.client.wire import iso
-from tickwheel.domain.clock import Clock, SystemClock
-from tickwheel.domain.definitions import Definition
-from tickwheel.domain.errors import Conflict, Forbidden, NotFound
-from tickwheel.domain.workflow_checks import check_definitions
-from tickwheel.domain.workflows import (
-    Workflow,
-    diff_workflows,
-    parse_workflow,
-    workflow_content_hash,
-    workflow_from_document,
-    workflow_to_document,
-)
-from tickwheel.store.protocol import SHARED, Store
-from tickwheel.store.workflow_protocol import StoredWorkflow, WorkflowStore
+from tickwheel.store.protocol import SHARED
+from tickwheel.store.workflow_protocol import StoredWorkflow
 
 Wire = dict[str, Any]
 
@@ -45,85 +24,17 @@ def stored_to_wire(stored: StoredWorkflow) -> Wire:
     }
 
 
-class WorkflowDefinitions:
-    """The workflow definitions as ``tenant`` sees them: its own and the shared ones."""
-
-    def __init__(
-        self, workflows: WorkflowStore, store: Store, tenant: str, clock: Clock | None = None
-    ) -> None:
-        self.workflows = workflows
-        self.store = store
-        self.tenant = tenant
-        self.clock = clock or SystemClock()
+class WorkflowDefinitions(WorkflowDefinitionService):
+    """The workflow definitions as ``tenant`` sees them, as wire values."""
 
     async def apply(self, body: bytes | str, fmt: str, shared: bool = False) -> tuple[Wire, bool]:
-        """Registers a workflow file in ``fmt`` (yaml or json) into the tenant, or with
-        ``shared`` into the shared registry (the caller checked the operator scope);
-        (its wire form, created)."""
-        workflow = parse_workflow(body, fmt)
-        owner = SHARED if shared else self.tenant
-        if owner == SHARED and not shared:
-            raise Forbidden("a tenant needs a name: '' is the shared registry's owner")
-        await self.check(workflow, owner)
-        stored, created = await self.store_once(workflow, self.clock.now(), owner)
-        return stored_to_wire(stored), created
-
-    async def check(self, workflow: Workflow, owner: str) -> dict[str, Definition]:
-        """Each task's Job Definition as ``owner`` resolves it (a shared workflow's tasks must
-        be shared definitions); InvalidInput listing every mismatch."""
-        found: dict[tuple[str, int | None], Definition] = {}
-        for task in workflow.tasks:
-            key = (task.definition, task.definition_version)
-            if key not in found:
-                stored = await self.store.definition_get(owner, *key)
-                if stored is not None:
-                    found[key] = stored.definition
-        return check_definitions(workflow, lambda name, version: found.get((name, version)))
-
-    async def store_once(
-        self, workflow: Workflow, now: datetime, owner: str
-    ) -> tuple[StoredWorkflow, bool]:
-        candidate = StoredWorkflow(
-            name=workflow.name,
-            version=workflow.version,
-            document=workflow_to_document(workflow),
-            content_hash=workflow_content_hash(workflow),
-            created_at=now,
-            owner=owner,
-        )
-        if await self.workflows.workflow_definition_insert(candidate):
-            return candidate, True
-        existing = await self.workflows.workflow_definition_get(
-            owner, workflow.name, workflow.version
-        )
-        if existing is None or existing.owner != owner:
-            raise Conflict(
-                f"{workflow.name} is a shared workflow; choose another name (a tenant may not "
-                "register a name of the shared registry: only the operator publishes its "
-                "versions)",
-                {"name": workflow.name, "owner": "shared"},
-            )
-        if existing.content_hash == candidate.content_hash:
-            return existing, False
-        fields = diff_workflows(workflow_from_document(existing.document), workflow)
-        raise Conflict(
-            f"workflow {workflow.name} version {workflow.version} already exists with different "
-            f"content (fields that differ: {', '.join(fields)}); workflows are immutable: "
-            "register the change as a new version",
-            {"name": workflow.name, "version": workflow.version, "differingFields": fields},
-        )
+        """(its wire form, created)."""
+        written = await self.apply_file(body, fmt, shared)
+        return stored_to_wire(written.value), written.created
 
     async def list(self) -> list[Wire]:
         """The latest version of each workflow."""
-        listed = await self.workflows.workflow_definition_list(self.tenant)
-        return [stored_to_wire(s) for s in listed]
+        return [stored_to_wire(s) for s in await self.latest()]
 
     async def get(self, name: str, version: int | None = None) -> Wire:
         return stored_to_wire(await self.stored(name, version))
-
-    async def stored(self, name: str, version: int | None = None) -> StoredWorkflow:
-        stored = await self.workflows.workflow_definition_get(self.tenant, name, version)
-        if stored is None:
-            which = f" version {version}" if version is not None else ""
-            raise NotFound(f"no workflow named {name!r}{which}")
-        return stored

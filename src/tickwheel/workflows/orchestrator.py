@@ -16,7 +16,7 @@ finished more than ``stall_grace`` ago (or whose tasks all finished, the run nev
 advances them. Several orchestrators may sweep the same run at once: the idempotency keys and
 the guarded task-run writes make the second advance a no-op. Those writes also name the run's
 ``retry_count``: an orchestrator that stalled while a person retried the run changes nothing of
-the new attempt (``runs.py`` says how).
+the new attempt (``tickwheel.app.workflow_runs`` says how).
 
 Like the Cron Service it is built on the client and does not import the engine: its loop is the
 service base below both (``tickwheel.services.base``). It sleeps on ``Topic.WORKFLOW``

@@ -1,0 +1,211 @@
+"""The Execution rules for one tenant: submit (validation, the definition it pins, idempotency
+keys), read, cancel and replay. Every path into the store goes through here, so the API, the
+SDK beside the store, the Cron Service and the orchestrator obey the same rules.
+
+A submission's outcome is ``CREATED`` (stored now) or ``SAME`` (its idempotency key was used for
+the same request: the stored execution). A key used for a different request is a Conflict and a
+wrong request an InvalidInput, both raised; in a batch they become that item's ``CONFLICT`` or
+``INVALID`` outcome and the other items go on."""
+
+from __future__ import annotations
+
+import builtins
+import uuid
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from tickwheel.app.definition_cache import DefinitionCache, definition_cache
+from tickwheel.app.outcomes import ItemOutcome, Outcome, Written
+from tickwheel.domain.clock import Clock, SystemClock
+from tickwheel.domain.definitions import Definition
+from tickwheel.domain.errors import Conflict, FieldError, InvalidInput, NotFound, TickwheelError
+from tickwheel.domain.models import Attempt, Execution, ExecutionEvent, ExecutionFilter
+from tickwheel.domain.states import cancel_refusal, replay_refusal
+from tickwheel.domain.submission import (
+    NewExecution,
+    SubmitLimits,
+    SubmitRequest,
+    check_request_shape,
+    definition_name,
+    prepare_execution,
+)
+from tickwheel.observability.metrics import definition_label, process_metrics
+from tickwheel.store.protocol import InsertOutcome, Store
+
+MAX_PAGE = 500
+
+
+@dataclass(frozen=True)
+class ExecutionSlice:
+    """One page of the list, newest first; ``more`` says whether another page follows (its
+    first row is older than the last of ``items``)."""
+
+    items: list[Execution]
+    more: bool
+
+
+@dataclass(frozen=True)
+class Output:
+    """An execution's output, read from the side table when it was stored by reference."""
+
+    output: Any
+    output_reference: str | None
+
+
+class ExecutionService:
+    def __init__(
+        self,
+        store: Store,
+        tenant: str,
+        clock: Clock | None = None,
+        limits: SubmitLimits | None = None,
+        cache: DefinitionCache | None = None,
+    ) -> None:
+        self.store = store
+        self.tenant = tenant
+        self.clock = clock or SystemClock()
+        self.limits = limits or SubmitLimits()
+        self.cache = cache or definition_cache(store)
+
+    # -- submit ---------------------------------------------------------------------------------
+
+    async def submit(self, request: SubmitRequest) -> Written[Execution]:
+        """``CREATED`` or ``SAME``; InvalidInput or Conflict (raised) write nothing."""
+        item = await self._prepare(request, {})
+        [inserted] = await self.store.execution_insert_many([item])
+        _count_created([inserted])
+        execution = _same_or_conflict(item, inserted.execution)
+        return Written(Outcome.CREATED if inserted.created else Outcome.SAME, execution)
+
+    async def submit_many(
+        self, requests: Sequence[SubmitRequest]
+    ) -> builtins.list[ItemOutcome[Execution]]:
+        """One transaction for every valid item, one outcome per request in its order: an
+        invalid item (``INVALID``) or a reused key (``CONFLICT``) does not stop the others."""
+        results: builtins.list[ItemOutcome[Execution] | None] = [None] * len(requests)
+        valid: builtins.list[tuple[int, NewExecution]] = []
+        cache: dict[tuple[str, int | None], Definition] = {}
+        for index, request in enumerate(requests):
+            try:
+                valid.append((index, await self._prepare(request, cache)))
+            except TickwheelError as exc:
+                results[index] = ItemOutcome(Outcome.INVALID, error=exc)
+        inserted = await self.store.execution_insert_many([item for _, item in valid])
+        _count_created(inserted)
+        for (index, item), one in zip(valid, inserted, strict=True):
+            try:
+                execution = _same_or_conflict(item, one.execution)
+            except Conflict as exc:
+                results[index] = ItemOutcome(Outcome.CONFLICT, error=exc)
+                continue
+            outcome = Outcome.CREATED if one.created else Outcome.SAME
+            results[index] = ItemOutcome(outcome, execution)
+        return [r for r in results if r is not None]
+
+    async def _prepare(
+        self, request: SubmitRequest, cache: dict[tuple[str, int | None], Definition]
+    ) -> NewExecution:
+        now = self.clock.now()
+        check_request_shape(request, now, self.limits)
+        name = definition_name(request.definition_uri)
+        assert name is not None  # checked above
+        version = request.definition_version
+        definition = cache.get((name, version))
+        if definition is None:
+            stored = await self.cache.get(
+                (self.tenant, name, version),
+                lambda: self.store.definition_get(self.tenant, name, version),
+            )
+            if stored is None:
+                which = (
+                    f"version {version} of {request.definition_uri}"
+                    if version
+                    else request.definition_uri
+                )
+                raise InvalidInput(
+                    f"no definition is registered as {which}",
+                    [FieldError("definitionUri", "no such definition (register it first)")],
+                )
+            definition = cache[(name, version)] = stored.definition
+        return prepare_execution(request, definition, self.tenant, now)
+
+    # -- read -----------------------------------------------------------------------------------
+
+    async def get(self, execution_id: uuid.UUID) -> Execution:
+        execution = await self.store.execution_get(self.tenant, execution_id)
+        if execution is None:
+            raise NotFound(f"no execution {execution_id}")
+        return execution
+
+    async def list(
+        self, flt: ExecutionFilter, before: uuid.UUID | None, limit: int
+    ) -> ExecutionSlice:
+        """At most ``limit`` (1 to ``MAX_PAGE``) executions older than ``before``."""
+        limit = max(1, min(limit, MAX_PAGE))
+        # One row more than asked tells whether another page exists without a count query.
+        rows = await self.store.execution_list(self.tenant, flt, before, limit + 1)
+        return ExecutionSlice(rows[:limit], len(rows) > limit)
+
+    async def attempts(self, execution_id: uuid.UUID) -> builtins.list[Attempt]:
+        await self.get(execution_id)
+        return await self.store.attempt_list(self.tenant, execution_id)
+
+    async def output(self, execution_id: uuid.UUID) -> Output:
+        execution = await self.get(execution_id)
+        output = execution.output
+        if execution.output_reference is not None:
+            output = await self.store.execution_output_get(self.tenant, execution_id)
+        return Output(output, execution.output_reference)
+
+    async def history(self, execution_id: uuid.UUID) -> builtins.list[ExecutionEvent]:
+        await self.get(execution_id)
+        return await self.store.execution_event_list(self.tenant, execution_id)
+
+    # -- change ---------------------------------------------------------------------------------
+
+    async def cancel(self, execution_id: uuid.UUID) -> Execution:
+        cancelled = await self.store.execution_cancel(self.tenant, execution_id, self.clock.now())
+        if cancelled is not None:
+            return cancelled
+        # The guard did not match: say whether it does not exist or why it cannot be cancelled.
+        current = await self.get(execution_id)
+        raise Conflict(cancel_refusal(current.status), {"status": str(current.status)})
+
+    async def replay(self, execution_id: uuid.UUID) -> Execution:
+        """A finished execution runs again with the retry budget of its definition version as
+        registered now (the execution's own when the definition is gone)."""
+        current = await self.get(execution_id)
+        stored = await self.store.definition_get(
+            self.tenant, current.definition_uri.rsplit("/", 1)[-1], current.definition_version
+        )
+        budget = stored.definition.retry.max_attempts if stored else current.max_attempts
+        replayed = await self.store.execution_replay(
+            self.tenant, execution_id, budget, self.clock.now()
+        )
+        if replayed is not None:
+            return replayed
+        current = await self.get(execution_id)
+        raise Conflict(replay_refusal(current.status), {"status": str(current.status)})
+
+
+def _same_or_conflict(item: NewExecution, existing: Execution) -> Execution:
+    if existing.execution_id == item.execution_id:
+        return existing
+    if existing.request_fingerprint == item.request_fingerprint:
+        return existing
+    raise Conflict(
+        f"Idempotency-Key {item.idempotency_key!r} was already used for a different request "
+        f"(execution {existing.execution_id}); use a new key for a new request",
+        {"idempotencyKey": item.idempotency_key, "executionId": str(existing.execution_id)},
+    )
+
+
+def _count_created(outcomes: Sequence[InsertOutcome]) -> None:
+    """Counts what the store created: an idempotent repeat of a submission is not a new one.
+    One increment per definition, not per execution: a batch is mostly of one definition."""
+    created = Counter(o.execution.definition_uri for o in outcomes if o.created)
+    submitted = process_metrics().submitted
+    for uri, count in created.items():
+        submitted.labels(definition_label(uri)).inc(count)

@@ -1,0 +1,119 @@
+"""The execution rules as a service, on both backends: what a submission did comes back as a
+typed outcome (created / same), a refused one as an error that wrote nothing, and a batch gives
+every item its own outcome (created / same / conflict / invalid)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from tests.factories import T0, definition
+from tickwheel.app.definitions import DefinitionService
+from tickwheel.app.executions import ExecutionService
+from tickwheel.app.outcomes import Outcome
+from tickwheel.domain.clock import FakeClock
+from tickwheel.domain.errors import Conflict, InvalidInput
+from tickwheel.domain.models import ExecutionFilter
+from tickwheel.domain.states import ExecutionStatus
+from tickwheel.domain.submission import SubmitRequest
+from tickwheel.store.protocol import Store
+
+URI = "registry://jobs/greet"
+
+
+def request(key: str | None = "k1", name: str = "Ada", **fields: Any) -> SubmitRequest:
+    return SubmitRequest(definition_uri=URI, inputs={"name": name}, idempotency_key=key, **fields)
+
+
+async def service(store: Store, tenant: str = "acme") -> ExecutionService:
+    clock = FakeClock(T0)
+    await DefinitionService(store, tenant, clock).apply(definition())
+    return ExecutionService(store, tenant, clock)
+
+
+async def stored_count(store: Store, tenant: str = "acme") -> int:
+    return len(await store.execution_list(tenant, ExecutionFilter(), None, 100))
+
+
+async def test_an_idempotent_submit_is_created_then_same_then_a_conflict(store: Store) -> None:
+    executions = await service(store)
+    first = await executions.submit(request())
+    assert first.outcome is Outcome.CREATED and first.created  # due now: READY at once
+    assert first.value.status is ExecutionStatus.READY and first.value.tenant == "acme"
+
+    again = await executions.submit(request())
+    assert again.outcome is Outcome.SAME and not again.created
+    assert again.value.execution_id == first.value.execution_id
+
+    with pytest.raises(Conflict) as conflict:
+        await executions.submit(request(name="Grace"))
+    assert conflict.value.details["executionId"] == str(first.value.execution_id)
+    assert await stored_count(store) == 1
+
+
+async def test_invalid_input_changes_nothing(store: Store) -> None:
+    executions = await service(store)
+    with pytest.raises(InvalidInput) as bad:
+        await executions.submit(request(priority=1000))
+    assert [e.path for e in bad.value.errors] == ["priority"]
+    with pytest.raises(InvalidInput, match="no definition is registered"):
+        await executions.submit(SubmitRequest(definition_uri="registry://jobs/nope"))
+    with pytest.raises(InvalidInput):
+        await executions.submit(request(execute_at=T0 + timedelta(days=1000)))
+    assert await stored_count(store) == 0
+    # Another tenant does not see acme's definition: its submission is invalid too.
+    with pytest.raises(InvalidInput):
+        await ExecutionService(store, "globex", FakeClock(T0)).submit(request())
+    assert await stored_count(store, "globex") == 0
+
+
+async def test_a_batch_gives_each_item_its_outcome_in_order(store: Store) -> None:
+    executions = await service(store)
+    existing = (await executions.submit(request("taken"))).value
+
+    results = await executions.submit_many(
+        [
+            request("new"),
+            request("bad", priority=-1000),
+            request("taken"),
+            request("taken", name="Grace"),
+        ]
+    )
+
+    assert [r.outcome for r in results] == [
+        Outcome.CREATED,
+        Outcome.INVALID,
+        Outcome.SAME,
+        Outcome.CONFLICT,
+    ]
+    created, invalid, same, conflict = results
+    assert created.value is not None and created.error is None
+    assert isinstance(invalid.error, InvalidInput) and invalid.value is None
+    assert same.value is not None and same.value.execution_id == existing.execution_id
+    assert isinstance(conflict.error, Conflict) and conflict.value is None
+    assert await stored_count(store) == 2
+
+
+async def test_the_list_says_whether_another_page_follows(store: Store) -> None:
+    executions = await service(store)
+    ids = [(await executions.submit(request(f"k{i}"))).value.execution_id for i in range(3)]
+    first = await executions.list(ExecutionFilter(), None, 2)
+    assert [e.execution_id for e in first.items] == ids[::-1][:2] and first.more
+    rest = await executions.list(ExecutionFilter(), first.items[-1].execution_id, 2)
+    assert [e.execution_id for e in rest.items] == [ids[0]] and not rest.more
+
+
+async def test_cancel_returns_the_execution_and_a_second_cancel_is_a_conflict(
+    store: Store,
+) -> None:
+    executions = await service(store)
+    submitted = (await executions.submit(request())).value
+    cancelled = await executions.cancel(submitted.execution_id)
+    assert cancelled.status is ExecutionStatus.CANCELLED
+    with pytest.raises(Conflict) as refused:
+        await executions.cancel(submitted.execution_id)
+    assert refused.value.details == {"status": "CANCELLED"}
+    history = await executions.history(submitted.execution_id)
+    assert [str(e.kind) for e in history] == ["cancelled"]
