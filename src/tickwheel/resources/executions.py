@@ -1,0 +1,139 @@
+"""Executions and what hangs off them: attempts, history events, output, batch results."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from pydantic import Field
+
+from tickwheel.domain.models import Attempt as AttemptRecord
+from tickwheel.domain.models import Execution as ExecutionRecord
+from tickwheel.domain.models import ExecutionEvent, ExecutionEventKind
+from tickwheel.domain.states import TERMINAL, AttemptStatus, ExecutionStatus
+from tickwheel.resources.base import Instant, ItemList, Page, Resource, omitted_when_none
+
+
+class Execution(Resource):
+    """One run of a Job Definition (``executionId``), from submission to its end."""
+
+    execution_id: uuid.UUID
+    status: ExecutionStatus
+    definition_uri: str
+    definition_version: int
+    inputs: dict[str, Any]
+    execute_at: Instant
+    priority: int
+    idempotency_key: str | None
+    attempt_count: int
+    max_attempts: int
+    next_attempt_at: Instant | None
+    output: Any = Field(description="the job's output; null when kept by outputReference")
+    output_reference: str | None
+    error: dict[str, Any] | None
+    created_at: Instant
+    updated_at: Instant
+    started_at: Instant | None
+    finished_at: Instant | None
+
+    @property
+    def finished(self) -> bool:
+        return self.status in TERMINAL
+
+    @classmethod
+    def of(cls, e: ExecutionRecord) -> Execution:
+        return cls(
+            execution_id=e.execution_id,
+            status=e.status,
+            definition_uri=e.definition_uri,
+            definition_version=e.definition_version,
+            inputs=e.inputs,
+            execute_at=e.execute_at,
+            priority=e.priority,
+            idempotency_key=e.idempotency_key,
+            attempt_count=e.attempt_count,
+            max_attempts=e.max_attempts,
+            next_attempt_at=e.next_attempt_at,
+            output=e.output,
+            output_reference=e.output_reference,
+            error=e.error,
+            created_at=e.created_at,
+            updated_at=e.updated_at,
+            started_at=e.started_at,
+            finished_at=e.finished_at,
+        )
+
+
+class Attempt(Resource):
+    """One try of an execution by a worker."""
+
+    attempt_number: int
+    status: AttemptStatus
+    worker_id: str
+    fencing_token: int
+    started_at: Instant
+    finished_at: Instant | None
+    error: dict[str, Any] | None
+
+    @classmethod
+    def of(cls, a: AttemptRecord) -> Attempt:
+        return cls(
+            attempt_number=a.attempt_number,
+            status=a.status,
+            worker_id=a.worker_id,
+            fencing_token=a.fencing_token,
+            started_at=a.started_at,
+            finished_at=a.finished_at,
+            error=a.error,
+        )
+
+
+class HistoryEvent(Resource):
+    """A cancel or a replay of an execution (attempts have their own list)."""
+
+    kind: ExecutionEventKind
+    at: Instant
+    detail: dict[str, Any]
+
+    @classmethod
+    def of(cls, ev: ExecutionEvent) -> HistoryEvent:
+        return cls(kind=ev.kind, at=ev.at, detail=ev.detail)
+
+
+class ExecutionOutput(Resource):
+    """The whole output, also when too large to keep inline (``outputReference`` says where)."""
+
+    output: Any
+    output_reference: str | None
+
+
+class BatchItemResult(Resource):
+    """One item of a batch submission: ``status`` is 201 (created), 200 (same key, same
+    request), 409 (key used for another request) or 422 (invalid); ``execution`` for the first
+    two, ``error`` for the others."""
+
+    status: int
+    execution: Execution | None = omitted_when_none()
+    error: dict[str, Any] | None = omitted_when_none(
+        "as in the error body: {code, message, details}"
+    )
+
+    @property
+    def ok(self) -> bool:
+        return self.status in (200, 201)
+
+
+class ExecutionPage(Page[Execution]):
+    """Executions, newest first."""
+
+
+class AttemptList(ItemList[Attempt]):
+    """Attempts, first to last."""
+
+
+class HistoryList(ItemList[HistoryEvent]):
+    """Cancels and replays, oldest first."""
+
+
+class BatchResult(ItemList[BatchItemResult]):
+    """One result per submitted item, in the order given."""
