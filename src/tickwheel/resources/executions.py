@@ -42,7 +42,9 @@ class Execution(Resource):
 
     @classmethod
     def of(cls, e: ExecutionRecord) -> Execution:
-        return cls(
+        # The record's fields are typed already: built without validating them again (a page
+        # of 500 executions took twice as long through validation).
+        return cls.model_construct(
             execution_id=e.execution_id,
             status=e.status,
             definition_uri=e.definition_uri,
@@ -77,7 +79,7 @@ class Attempt(Resource):
 
     @classmethod
     def of(cls, a: AttemptRecord) -> Attempt:
-        return cls(
+        return cls.model_construct(
             attempt_number=a.attempt_number,
             status=a.status,
             worker_id=a.worker_id,
@@ -97,7 +99,7 @@ class HistoryEvent(Resource):
 
     @classmethod
     def of(cls, ev: ExecutionEvent) -> HistoryEvent:
-        return cls(kind=ev.kind, at=ev.at, detail=ev.detail)
+        return cls.model_construct(kind=ev.kind, at=ev.at, detail=ev.detail)
 
 
 class ExecutionOutput(Resource):

@@ -27,7 +27,8 @@ def checked(model: type[Resource], body: Any, what: str) -> Wire:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"]) or "body"
         raise ServerError(
-            f"the server's answer to {what} is not a {model.__name__}: {where}: {first['msg']}",
+            f"the server's answer to {what} does not match {model.__name__}: "
+            f"{where}: {first['msg']}",
             {"errors": exc.error_count()},
         ) from exc
     result: Wire = body
