@@ -1,17 +1,66 @@
-"""Executions and what hangs off them: attempts, history events, output, batch results."""
+"""Executions and what hangs off them: attempts, history events, output, batch results; and
+the submit request, which the API reads and the SDK writes."""
 
 from __future__ import annotations
 
 import uuid
 from typing import Any
 
-from pydantic import Field
+from pydantic import BaseModel, ConfigDict, Field, StrictInt
 
 from tickwheel.domain.models import Attempt as AttemptRecord
 from tickwheel.domain.models import Execution as ExecutionRecord
 from tickwheel.domain.models import ExecutionEvent, ExecutionEventKind
 from tickwheel.domain.states import TERMINAL, AttemptStatus, ExecutionStatus
+from tickwheel.domain.submission import SubmitRequest
 from tickwheel.resources.base import Instant, ItemList, Page, Resource, omitted_when_none
+from tickwheel.resources.fields import Rfc3339
+
+MAX_BATCH = 1000
+
+
+class SubmitBody(BaseModel):
+    """The body of a submission. Strict types: ``"1"`` is not a version and ``true`` is not a
+    priority."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    definitionUri: str = Field(min_length=1, max_length=300)
+    definitionVersion: StrictInt | None = None
+    inputs: dict[str, Any] = Field(default_factory=dict)
+    executeAt: Rfc3339 | None = None
+    priority: StrictInt = 0
+
+    def to_request(self, idempotency_key: str | None) -> SubmitRequest:
+        return SubmitRequest(
+            definition_uri=self.definitionUri,
+            inputs=self.inputs,
+            definition_version=self.definitionVersion,
+            execute_at=self.executeAt,
+            priority=self.priority,
+            idempotency_key=idempotency_key,
+        )
+
+    @classmethod
+    def body(cls, request: SubmitRequest) -> dict[str, Any]:
+        """What the SDK sends for ``request``: what it leaves at its default is left out."""
+        return cls.model_construct(
+            definitionUri=request.definition_uri,
+            definitionVersion=request.definition_version,
+            inputs=request.inputs,
+            executeAt=request.execute_at,
+            priority=request.priority,
+        ).model_dump(mode="json", exclude_defaults=True)
+
+
+class BatchItem(SubmitBody):
+    idempotencyKey: str | None = None
+
+
+class BatchBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    items: list[BatchItem] = Field(min_length=1, max_length=MAX_BATCH)
 
 
 class Execution(Resource):

@@ -41,6 +41,7 @@ from tickwheel.resources.executions import (
     ExecutionOutput,
     ExecutionPage,
     HistoryList,
+    SubmitBody,
 )
 
 _CONTENT_TYPES = {"yaml": "application/yaml", "json": "application/json", "xml": "application/xml"}
@@ -50,17 +51,6 @@ NO_KEY = (
     "the server needs an API key and none was given: set TICKWHEEL_API_KEY "
     "(or pass api_key=... to the SDK, --api-key to the CLI)"
 )
-
-
-def request_body(request: SubmitRequest) -> dict[str, Any]:
-    body: dict[str, Any] = {"definitionUri": request.definition_uri, "inputs": request.inputs}
-    if request.definition_version is not None:
-        body["definitionVersion"] = request.definition_version
-    if request.execute_at is not None:
-        body["executeAt"] = request.execute_at.isoformat()
-    if request.priority:
-        body["priority"] = request.priority
-    return body
 
 
 class HttpTransport(HttpCronMethods, HttpWorkflowMethods):
@@ -152,14 +142,14 @@ class HttpTransport(HttpCronMethods, HttpWorkflowMethods):
             Execution,
             "POST",
             "/v1/executions",
-            json=request_body(request),
+            json=SubmitBody.body(request),
             headers={"Idempotency-Key": key},
         )
         return data, status == 201
 
     async def submit_many(self, requests: builtins.list[SubmitRequest]) -> builtins.list[Wire]:
         items = [
-            {**request_body(r), "idempotencyKey": r.idempotency_key or f"sdk-{uuid.uuid4()}"}
+            {**SubmitBody.body(r), "idempotencyKey": r.idempotency_key or f"sdk-{uuid.uuid4()}"}
             for r in requests
         ]
         path = "/v1/executions/batch"
