@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Annotated
 
-from fastapi import Request
+from fastapi import Depends, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from tickwheel.api.auth import Principal, authenticate
 from tickwheel.client.transports.inprocess import InProcessTransport
@@ -34,7 +36,20 @@ def app_state(request: Request) -> AppState:
     return state
 
 
-async def principal(request: Request) -> Principal:
+BEARER = HTTPBearer(
+    auto_error=False,
+    scheme_name="apiKey",
+    bearerFormat="tw_<key id>_<secret>",
+    description="An API key of the tenant (tickwheel keys create): 'Authorization: Bearer <key>'.",
+)
+"""Declares the scheme in OpenAPI, and on every route that needs a key. It refuses nothing
+itself (``authenticate`` does, with the API's error body)."""
+
+
+async def principal(
+    request: Request,
+    _declared: Annotated[HTTPAuthorizationCredentials | None, Depends(BEARER)] = None,
+) -> Principal:
     state = app_state(request)
     if state.auth_disabled:
         # Without keys whoever reaches the server runs the cluster: the operator.

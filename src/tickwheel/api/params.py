@@ -8,9 +8,8 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, AwareDatetime, BeforeValidator, Field, StrictInt, StrictStr
+from pydantic import AfterValidator, Field, StrictInt, StrictStr
 
-from tickwheel.domain.fieldtypes import FieldType, value_problem
 from tickwheel.domain.jsonvalues import (
     INT64_MAX,
     INT64_MIN,
@@ -18,6 +17,7 @@ from tickwheel.domain.jsonvalues import (
     problems,
     text_problem,
 )
+from tickwheel.resources.fields import Rfc3339 as Rfc3339  # the submit body's, shared
 
 Int64 = Annotated[StrictInt, Field(ge=INT64_MIN, le=INT64_MAX)]
 """Any integer a signed 64-bit column holds (a JSON number with no fraction, not a string)."""
@@ -27,19 +27,6 @@ Version = Annotated[int, Field(ge=1, le=VERSION_MAX)]
 
 StrictVersion = Annotated[StrictInt, Field(ge=1, le=VERSION_MAX)]
 """A version in a JSON body: a whole number, not ``"1"`` and not ``1.0``."""
-
-
-def _rfc3339_only(value: Any) -> Any:
-    if isinstance(value, str) and value_problem(FieldType.DATETIME, value) is None:
-        return value
-    raise ValueError(
-        "must be an RFC 3339 date-time string with an offset, e.g. 2026-01-01T09:00:00Z "
-        "(numbers are not read as Unix time)"
-    )
-
-
-Rfc3339 = Annotated[AwareDatetime, BeforeValidator(_rfc3339_only)]
-"""An instant written as RFC 3339 text with an offset: ``2026-03-01T09:30:00+01:00``."""
 
 
 def _text(value: str) -> str:

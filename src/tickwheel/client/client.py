@@ -16,7 +16,8 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, TypeVar
 
-from tickwheel.client.cron import CronClient, CronSync, CronTransport
+from tickwheel.client.cron import CronClient, CronTransport
+from tickwheel.client.cron_sync import CronSync
 from tickwheel.client.models import (
     AttemptInfo,
     BatchItemResult,
@@ -191,10 +192,7 @@ class AsyncClient:
             execute_from=execute_from,
             execute_to=execute_to,
         )
-        wire = await self.transport.list(flt, cursor, limit)
-        return ExecutionPage(
-            [ExecutionInfo.from_wire(w) for w in wire["items"]], wire.get("nextCursor")
-        )
+        return ExecutionPage.from_wire(await self.transport.list(flt, cursor, limit))
 
     async def attempts(self, execution_id: ExecutionRef) -> builtins.list[AttemptInfo]:
         return [AttemptInfo.from_wire(w) for w in await self.transport.attempts(_id(execution_id))]
@@ -286,9 +284,20 @@ class Client:
         inputs: dict[str, Any] | None = None,
         execute_at: datetime | None = None,
         idempotency_key: str | None = None,
-        **kw: Any,
+        *,
+        version: int | None = None,
+        priority: int = 0,
     ) -> ExecutionInfo:
-        return self._run(self._async.submit(definition, inputs, execute_at, idempotency_key, **kw))
+        return self._run(
+            self._async.submit(
+                definition,
+                inputs,
+                execute_at,
+                idempotency_key,
+                version=version,
+                priority=priority,
+            )
+        )
 
     def submit_after(
         self,
@@ -296,9 +305,20 @@ class Client:
         definition: str,
         inputs: dict[str, Any] | None = None,
         idempotency_key: str | None = None,
-        **kw: Any,
+        *,
+        version: int | None = None,
+        priority: int = 0,
     ) -> ExecutionInfo:
-        return self._run(self._async.submit_after(delay, definition, inputs, idempotency_key, **kw))
+        return self._run(
+            self._async.submit_after(
+                delay,
+                definition,
+                inputs,
+                idempotency_key,
+                version=version,
+                priority=priority,
+            )
+        )
 
     def submit_many(self, requests: Iterable[SubmitRequest]) -> builtins.list[BatchItemResult]:
         return self._run(self._async.submit_many(list(requests)))
@@ -306,8 +326,28 @@ class Client:
     def get(self, execution_id: ExecutionRef) -> ExecutionInfo:
         return self._run(self._async.get(execution_id))
 
-    def list(self, **filters: Any) -> ExecutionPage:
-        return self._run(self._async.list(**filters))
+    def list(
+        self,
+        *,
+        status: Iterable[ExecutionStatus | str] = (),
+        definition: str | None = None,
+        idempotency_key: str | None = None,
+        execute_from: datetime | None = None,
+        execute_to: datetime | None = None,
+        cursor: str | None = None,
+        limit: int = 50,
+    ) -> ExecutionPage:
+        return self._run(
+            self._async.list(
+                status=status,
+                definition=definition,
+                idempotency_key=idempotency_key,
+                execute_from=execute_from,
+                execute_to=execute_to,
+                cursor=cursor,
+                limit=limit,
+            )
+        )
 
     def attempts(self, execution_id: ExecutionRef) -> builtins.list[AttemptInfo]:
         return self._run(self._async.attempts(execution_id))
@@ -324,8 +364,10 @@ class Client:
     def replay(self, execution_id: ExecutionRef) -> ExecutionInfo:
         return self._run(self._async.replay(execution_id))
 
-    def wait(self, execution_id: ExecutionRef, timeout: float = 60.0) -> ExecutionInfo:
-        return self._run(self._async.wait(execution_id, timeout))
+    def wait(
+        self, execution_id: ExecutionRef, timeout: float = 60.0, *, poll: float = 0.2
+    ) -> ExecutionInfo:
+        return self._run(self._async.wait(execution_id, timeout, poll=poll))
 
 
 async def _make_async(url: str | None, api_key: str | None, timeout: float) -> AsyncClient:

@@ -1,7 +1,7 @@
 """Cron jobs in the SDK: ``client.cron`` on both ``AsyncClient`` and ``Client``.
 
-``CronClient`` holds the logic (async); ``CronSync`` is the blocking facade the sync ``Client``
-exposes, one line per method. Both speak to a ``CronTransport``: the HTTP transport, or the Cron
+``CronClient`` holds the logic (async); ``CronSync`` (``cron_sync.py``) is the blocking facade
+the sync ``Client`` exposes. Both speak to a ``CronTransport``: the HTTP transport, or the Cron
 Service's in-process rules (``tickwheel.cron.jobs.CronJobs``) for code running in the server.
 
 A job targets a Job Definition (``definition``, as a name or ``registry://jobs/<name>``) or a
@@ -14,18 +14,43 @@ from __future__ import annotations
 import builtins
 import json
 import uuid
-from collections.abc import Callable, Coroutine
-from dataclasses import dataclass, field
 from datetime import datetime
+from enum import Enum
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import Any, Literal, Protocol, TypeAlias, TypeVar
 
 import yaml
 
 from tickwheel.client.cron_wire import Wire
+from tickwheel.resources.cron import CronJob as CronJobInfo
+from tickwheel.resources.cron import CronJobPage, FireTime, OccurrencePage
+from tickwheel.resources.cron import Occurrence as OccurrenceInfo
+
+__all__ = [
+    "UNSET",
+    "CronClient",
+    "CronJobInfo",
+    "CronJobPage",
+    "FireTime",
+    "OccurrenceInfo",
+    "OccurrencePage",
+    "load_cron_file",
+]
 
 T = TypeVar("T")
-Runner = Callable[[Coroutine[Any, Any, T]], T]
+
+
+class _Unset(Enum):
+    UNSET = "unset"
+
+
+UNSET = _Unset.UNSET
+"""A keyword not given: the field is left out of the request (None sends null, which for a
+version means *latest* and for a bound means none)."""
+
+Opt: TypeAlias = T | _Unset
+Misfire = Literal["skip", "run_once", "catch_up"]
+Overlap = Literal["allow", "forbid", "replace"]
 
 # SDK keyword -> API field, for create() and update().
 _FIELDS = {
@@ -89,117 +114,9 @@ class CronTransport(Protocol):
     async def cron_backfill(self, ref: str, start: datetime, end: datetime) -> Wire: ...
 
 
-def _time(value: str | None) -> datetime | None:
-    return datetime.fromisoformat(value) if value else None
-
-
-@dataclass(frozen=True)
-class FireTime:
-    """A fire time in UTC (``at``) and in the job's zone (``local``); ``dst`` says what a DST
-    rule did to it (shifted, first, second, repeated, skipped) and ``reason`` why."""
-
-    at: datetime
-    local: datetime
-    zone: str | None
-    fires: bool
-    dst: str | None
-    reason: str | None
-
-    @classmethod
-    def from_wire(cls, w: Wire) -> FireTime:
-        at, local = _time(w["at"]), _time(w["local"])
-        assert at and local
-        return cls(at, local, w.get("zone"), w["fires"], w.get("dst"), w.get("reason"))
-
-
-@dataclass(frozen=True)
-class CronJobInfo:
-    cron_job_id: uuid.UUID
-    name: str
-    definition_uri: str | None
-    """None when the job targets a workflow."""
-    definition_version: int | None
-    expression: str
-    timezone: str
-    status: str
-    version: int
-    next_run_at: datetime | None
-    next_fire_times: list[FireTime]
-    wire: Wire = field(repr=False)
-    """Every field as the API sent it (policies, bounds, timestamps)."""
-    target: str = "definition"
-    """``definition`` or ``workflow``: what each occurrence starts."""
-    workflow: str | None = None
-    workflow_version: int | None = None
-
-    def to_wire(self) -> Wire:
-        return dict(self.wire)
-
-    @classmethod
-    def from_wire(cls, w: Wire) -> CronJobInfo:
-        return cls(
-            cron_job_id=uuid.UUID(w["cronJobId"]),
-            name=w["name"],
-            definition_uri=w["definitionUri"],
-            definition_version=w.get("definitionVersion"),
-            expression=w["expression"],
-            timezone=w["timezone"],
-            status=w["status"],
-            version=w["version"],
-            next_run_at=_time(w.get("nextRunAt")),
-            next_fire_times=[FireTime.from_wire(f) for f in w.get("nextFireTimes") or []],
-            wire=w,
-            target=w.get("target") or "definition",
-            workflow=(w.get("workflow") or {}).get("name"),
-            workflow_version=(w.get("workflow") or {}).get("version"),
-        )
-
-
-@dataclass(frozen=True)
-class CronJobPage:
-    items: list[CronJobInfo]
-    next_cursor: str | None
-
-
-@dataclass(frozen=True)
-class OccurrenceInfo:
-    """One line of a cron job's history: the execution (or workflow run) an occurrence became,
-    or why not."""
-
-    occurrence: datetime
-    outcome: str
-    execution_id: uuid.UUID | None
-    execution_status: str | None
-    execute_at: datetime | None
-    reason: str | None
-    workflow_run_id: uuid.UUID | None = None
-    workflow_run_status: str | None = None
-
-    @classmethod
-    def from_wire(cls, w: Wire) -> OccurrenceInfo:
-        occurrence = _time(w["occurrence"])
-        assert occurrence
-        execution, run = w.get("executionId"), w.get("workflowRunId")
-        return cls(
-            occurrence,
-            w["outcome"],
-            uuid.UUID(execution) if execution else None,
-            w.get("executionStatus"),
-            _time(w.get("executeAt")),
-            w.get("reason"),
-            uuid.UUID(run) if run else None,
-            w.get("workflowRunStatus"),
-        )
-
-
-@dataclass(frozen=True)
-class OccurrencePage:
-    items: list[OccurrenceInfo]
-    next_cursor: str | None
-
-
 def _document(**given: Any) -> Wire:
     doc: Wire = {}
+    given = {k: v for k, v in given.items() if v is not UNSET}
     workflow, version = given.pop("workflow", None), given.pop("workflow_version", None)
     if workflow is not None:
         doc["workflow"] = {"name": workflow, "version": version}
@@ -244,15 +161,23 @@ class CronClient:
         expression: str,
         timezone: str = "UTC",
         inputs: dict[str, Any] | None = None,
-        **options: Any,
+        *,
+        definition_version: Opt[int | None] = UNSET,
+        workflow: Opt[str | None] = UNSET,
+        workflow_version: Opt[int | None] = UNSET,
+        dst_policy: Opt[dict[str, str] | None] = UNSET,
+        misfire_policy: Opt[Misfire | None] = UNSET,
+        max_catch_up: Opt[int | None] = UNSET,
+        overlap_policy: Opt[Overlap | None] = UNSET,
+        jitter: Opt[int | None] = UNSET,
+        start_at: Opt[datetime | None] = UNSET,
+        end_at: Opt[datetime | None] = UNSET,
     ) -> CronJobInfo:
-        """``definition`` None and ``workflow="<name>"`` (with ``workflow_version``) among the
-        options: each occurrence starts a run of that workflow instead of an execution.
-        ``options``: definition_version, workflow, workflow_version, dst_policy,
-        misfire_policy, max_catch_up, overlap_policy, jitter (seconds), start_at, end_at.
-        Creating the same job again returns it; a different job under the same name raises
-        ``Conflict``; a bad job (both targets, neither, an unknown one, inputs that do not fit
-        it) raises ``InvalidInput``."""
+        """``definition`` None and ``workflow="<name>"`` (with ``workflow_version``): each
+        occurrence starts a run of that workflow instead of an execution. ``jitter`` is in
+        seconds; a keyword not given is left to the API's default. Creating the same job again
+        returns it; a different job under the same name raises ``Conflict``; a bad job (both
+        targets, neither, an unknown one, inputs that do not fit it) raises ``InvalidInput``."""
         target = {"definition": definition} if definition is not None else {}
         doc = _document(
             name=name,
@@ -260,26 +185,69 @@ class CronClient:
             timezone=timezone,
             inputs=inputs or {},
             **target,
-            **options,
+            definition_version=definition_version,
+            workflow=workflow,
+            workflow_version=workflow_version,
+            dst_policy=dst_policy,
+            misfire_policy=misfire_policy,
+            max_catch_up=max_catch_up,
+            overlap_policy=overlap_policy,
+            jitter=jitter,
+            start_at=start_at,
+            end_at=end_at,
         )
         wire, _ = await self.transport.cron_create(doc)
         return CronJobInfo.from_wire(wire)
 
     async def list(self, cursor: str | None = None, limit: int = 50) -> CronJobPage:
         wire = await self.transport.cron_list(cursor, limit)
-        return CronJobPage([CronJobInfo.from_wire(w) for w in wire["items"]], wire["nextCursor"])
+        return CronJobPage.from_wire(wire)
 
     async def get(self, ref: str | uuid.UUID) -> CronJobInfo:
         """By id or by name."""
         return CronJobInfo.from_wire(await self.transport.cron_get(str(ref)))
 
     async def update(
-        self, ref: str | uuid.UUID, *, version: int | None = None, **changes: Any
+        self,
+        ref: str | uuid.UUID,
+        *,
+        version: int | None = None,
+        name: Opt[str] = UNSET,
+        definition: Opt[str | None] = UNSET,
+        expression: Opt[str] = UNSET,
+        timezone: Opt[str] = UNSET,
+        inputs: Opt[dict[str, Any]] = UNSET,
+        definition_version: Opt[int | None] = UNSET,
+        workflow: Opt[str | None] = UNSET,
+        workflow_version: Opt[int | None] = UNSET,
+        dst_policy: Opt[dict[str, str] | None] = UNSET,
+        misfire_policy: Opt[Misfire | None] = UNSET,
+        max_catch_up: Opt[int | None] = UNSET,
+        overlap_policy: Opt[Overlap | None] = UNSET,
+        jitter: Opt[int | None] = UNSET,
+        start_at: Opt[datetime | None] = UNSET,
+        end_at: Opt[datetime | None] = UNSET,
     ) -> CronJobInfo:
         """Changes the fields given (create's keywords; ``workflow=`` or ``definition=``
         switches the job to that target); ``version`` guards against a change made since you
         read the job (``Conflict``)."""
-        doc = _document(**changes)
+        doc = _document(
+            name=name,
+            definition=definition,
+            expression=expression,
+            timezone=timezone,
+            inputs=inputs,
+            definition_version=definition_version,
+            workflow=workflow,
+            workflow_version=workflow_version,
+            dst_policy=dst_policy,
+            misfire_policy=misfire_policy,
+            max_catch_up=max_catch_up,
+            overlap_policy=overlap_policy,
+            jitter=jitter,
+            start_at=start_at,
+            end_at=end_at,
+        )
         if version is not None:
             doc["version"] = version
         return CronJobInfo.from_wire(await self.transport.cron_update(str(ref), doc))
@@ -297,9 +265,7 @@ class CronClient:
         self, ref: str | uuid.UUID, cursor: str | None = None, limit: int = 50
     ) -> OccurrencePage:
         """Newest occurrence first."""
-        wire = await self.transport.cron_history(str(ref), cursor, limit)
-        items = [OccurrenceInfo.from_wire(w) for w in wire["items"]]
-        return OccurrencePage(items, wire["nextCursor"])
+        return OccurrencePage.from_wire(await self.transport.cron_history(str(ref), cursor, limit))
 
     async def audit(self, ref: str | uuid.UUID) -> builtins.list[Wire]:
         return list((await self.transport.cron_audit(str(ref)))["items"])
@@ -344,64 +310,3 @@ class CronClient:
         last 7 days), each under the key the service uses for it; ``items`` says which were
         created and which existed already."""
         return await self.transport.cron_backfill(str(ref), start, end)
-
-
-class CronSync:
-    """``Client.cron``: each method runs its ``CronClient`` twin on the client's loop."""
-
-    def __init__(self, run: Runner[Any], inner: CronClient) -> None:
-        self._run, self._inner = run, inner
-
-    def create(self, name: str, definition: str | None, expression: str, **kw: Any) -> CronJobInfo:
-        result: CronJobInfo = self._run(self._inner.create(name, definition, expression, **kw))
-        return result
-
-    def list(self, cursor: str | None = None, limit: int = 50) -> CronJobPage:
-        result: CronJobPage = self._run(self._inner.list(cursor, limit))
-        return result
-
-    def get(self, ref: str | uuid.UUID) -> CronJobInfo:
-        result: CronJobInfo = self._run(self._inner.get(ref))
-        return result
-
-    def update(self, ref: str | uuid.UUID, **kw: Any) -> CronJobInfo:
-        result: CronJobInfo = self._run(self._inner.update(ref, **kw))
-        return result
-
-    def pause(self, ref: str | uuid.UUID) -> CronJobInfo:
-        result: CronJobInfo = self._run(self._inner.pause(ref))
-        return result
-
-    def resume(self, ref: str | uuid.UUID, catch_up: bool = False) -> CronJobInfo:
-        result: CronJobInfo = self._run(self._inner.resume(ref, catch_up))
-        return result
-
-    def delete(self, ref: str | uuid.UUID, version: int | None = None) -> Wire:
-        result: Wire = self._run(self._inner.delete(ref, version))
-        return result
-
-    def history(
-        self, ref: str | uuid.UUID, cursor: str | None = None, limit: int = 50
-    ) -> OccurrencePage:
-        result: OccurrencePage = self._run(self._inner.history(ref, cursor, limit))
-        return result
-
-    def audit(self, ref: str | uuid.UUID) -> builtins.list[Wire]:
-        result: builtins.list[Wire] = self._run(self._inner.audit(ref))
-        return result
-
-    def preview(self, expression: str, **kw: Any) -> builtins.list[FireTime]:
-        result: builtins.list[FireTime] = self._run(self._inner.preview(expression, **kw))
-        return result
-
-    def apply(self, jobs: builtins.list[Any] | str | Path, **kw: Any) -> Wire:
-        result: Wire = self._run(self._inner.apply(jobs, **kw))
-        return result
-
-    def trigger(self, ref: str | uuid.UUID, key: str | None = None) -> Wire:
-        result: Wire = self._run(self._inner.trigger(ref, key))
-        return result
-
-    def backfill(self, ref: str | uuid.UUID, start: datetime, end: datetime) -> Wire:
-        result: Wire = self._run(self._inner.backfill(ref, start, end))
-        return result

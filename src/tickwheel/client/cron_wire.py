@@ -12,7 +12,7 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import replace
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 from tickwheel.client.wire import BAD_CURSOR, cursor_bytes, cursor_from_bytes, iso
 from tickwheel.domain.cron import DstPolicy, FirePreview
@@ -29,6 +29,7 @@ from tickwheel.domain.cron_jobs import (
 from tickwheel.domain.errors import BadRequest, ErrorList, FieldError, InvalidInput
 from tickwheel.domain.jsonvalues import VERSION_MAX, int64_problem, text_problem
 from tickwheel.domain.submission import DEFINITION_URI_PREFIX
+from tickwheel.resources import cron as resources
 from tickwheel.store.cron_protocol import HistoryCursor
 
 Wire = dict[str, Any]
@@ -255,50 +256,70 @@ class _Reader:
 
 
 def job_to_wire(job: CronJob, next_fires: list[FirePreview] | None = None) -> Wire:
-    wire: Wire = {
-        "cronJobId": str(job.cron_job_id),
-        **spec_to_wire(job.spec),
-        "target": str(job.spec.target),
-        "definitionVersionPolicy": _version_policy(job.spec, CronTarget.DEFINITION),
-        "workflowVersionPolicy": _version_policy(job.spec, CronTarget.WORKFLOW),
-        "status": str(job.status),
-        "nextRunAt": iso(job.next_run_at),
-        "lastOccurrence": iso(job.last_occurrence),
-        "lastExecutionId": str(job.last_execution_id) if job.last_execution_id else None,
-        "lastWorkflowRunId": _opt(job.last_workflow_run_id),
-        "version": job.version,
-        "createdAt": iso(job.created_at),
-        "updatedAt": iso(job.updated_at),
-        "pausedAt": iso(job.paused_at),
-        "label": job.label,
-    }
-    if next_fires is not None:
-        wire["nextFireTimes"] = [preview_to_wire(p) for p in next_fires]
-    return wire
+    spec = job.spec
+    workflow = None
+    if spec.workflow_name is not None:
+        workflow = resources.WorkflowTarget.model_construct(
+            name=spec.workflow_name, version=spec.workflow_version
+        )
+    fires = None if next_fires is None else [_fire_time(p) for p in next_fires]
+    return resources.CronJob.model_construct(
+        cron_job_id=job.cron_job_id,
+        name=spec.name,
+        definition_uri=spec.definition_uri,
+        definition_version=spec.definition_version,
+        workflow_target=workflow,
+        inputs=spec.inputs,
+        expression=spec.expression,
+        timezone=spec.timezone,
+        dst_policy=resources.DstPolicy.model_construct(
+            nonexistent=spec.dst_policy.nonexistent, ambiguous=spec.dst_policy.ambiguous
+        ),
+        misfire_policy=spec.misfire_policy,
+        max_catch_up=spec.max_catch_up,
+        overlap_policy=spec.overlap_policy,
+        jitter=spec.jitter_seconds,
+        start_at=spec.start_at,
+        end_at=spec.end_at,
+        target=spec.target,
+        definition_version_policy=_version_policy(spec, CronTarget.DEFINITION),
+        workflow_version_policy=_version_policy(spec, CronTarget.WORKFLOW),
+        status=job.status,
+        next_run_at=job.next_run_at,
+        last_occurrence=job.last_occurrence,
+        last_execution_id=job.last_execution_id,
+        last_workflow_run_id=job.last_workflow_run_id,
+        version=job.version,
+        created_at=job.created_at,
+        updated_at=job.updated_at,
+        paused_at=job.paused_at,
+        label=job.label,
+        fire_times=fires,
+    ).to_wire()
 
 
-def _version_policy(spec: CronJobSpec, target: CronTarget) -> str | None:
+def _version_policy(spec: CronJobSpec, target: CronTarget) -> Literal["latest", "pinned"] | None:
     if spec.target is not target:
         return None
     version = spec.definition_version if target is CronTarget.DEFINITION else spec.workflow_version
     return "latest" if version is None else "pinned"
 
 
-def _opt(value: uuid.UUID | None) -> str | None:
-    return str(value) if value is not None else None
+def _fire_time(preview: FirePreview) -> resources.FireTime:
+    return resources.FireTime.model_construct(
+        at=preview.at,
+        local=preview.local,
+        zone=preview.local.tzname(),
+        fires=preview.fires,
+        dst=preview.dst,
+        reason=preview.reason,
+    )
 
 
 def preview_to_wire(preview: FirePreview) -> Wire:
     """One fire time, in UTC (``at``) and in the job's zone (``local``), and what a DST rule
     did to it (``dst``: shifted, first, second, repeated, skipped) and why."""
-    return {
-        "at": iso(preview.at),
-        "local": preview.local.isoformat(),
-        "zone": preview.local.tzname(),
-        "fires": preview.fires,
-        "dst": preview.dst,
-        "reason": preview.reason,
-    }
+    return _fire_time(preview).to_wire()
 
 
 def record_to_wire(
@@ -306,27 +327,23 @@ def record_to_wire(
     execution_status: str | None = None,
     workflow_run_status: str | None = None,
 ) -> Wire:
-    return {
-        "occurrence": iso(record.occurrence),
-        "outcome": str(record.outcome),
-        "executionId": str(record.execution_id) if record.execution_id else None,
-        "executionStatus": execution_status,
-        "workflowRunId": _opt(record.workflow_run_id),
-        "workflowRunStatus": workflow_run_status,
-        "executeAt": iso(record.execute_at),
-        "reason": record.reason,
-        "recordedAt": iso(record.recorded_at),
-    }
+    return resources.Occurrence.model_construct(
+        occurrence=record.occurrence,
+        outcome=record.outcome,
+        execution_id=record.execution_id,
+        execution_status=execution_status,
+        workflow_run_id=record.workflow_run_id,
+        workflow_run_status=workflow_run_status,
+        execute_at=record.execute_at,
+        reason=record.reason,
+        recorded_at=record.recorded_at,
+    ).to_wire()
 
 
 def audit_to_wire(entry: AuditEntry) -> Wire:
-    return {
-        "action": str(entry.action),
-        "actor": entry.actor,
-        "at": iso(entry.at),
-        "before": entry.before,
-        "after": entry.after,
-    }
+    return resources.AuditEntry.model_construct(
+        action=entry.action, actor=entry.actor, at=entry.at, before=entry.before, after=entry.after
+    ).to_wire()
 
 
 def parse_ref(ref: str) -> uuid.UUID | str:

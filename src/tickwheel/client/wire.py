@@ -1,11 +1,11 @@
-"""The JSON shapes of the API (camelCase), shared by the server that renders them and the
-HTTP transport that reads them back, so the two cannot drift apart."""
+"""The API's answers made from the store's records. The JSON shape of each is its resource model
+(``tickwheel.resources``), which the server renders and the HTTP transport reads back; here
+only which record field goes where, credentials masked, and the cursors."""
 
 from __future__ import annotations
 
 import base64
 import uuid
-from datetime import datetime
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
@@ -13,63 +13,38 @@ from tickwheel.domain.definitions import definition_to_document
 from tickwheel.domain.errors import BadRequest
 from tickwheel.domain.models import Attempt, Execution, ExecutionEvent
 from tickwheel.domain.secret_refs import has_literal_credential, is_sensitive_name
+from tickwheel.resources import executions as resources
+from tickwheel.resources.base import iso as iso  # re-exported: cron_wire and the CLI use it
+from tickwheel.resources.definitions import Definition
 from tickwheel.store.protocol import StoredDefinition
 
 
-def iso(value: datetime | None) -> str | None:
-    return value.isoformat().replace("+00:00", "Z") if value is not None else None
-
-
 def execution_to_wire(e: Execution) -> dict[str, Any]:
-    return {
-        "executionId": str(e.execution_id),
-        "status": str(e.status),
-        "definitionUri": e.definition_uri,
-        "definitionVersion": e.definition_version,
-        "inputs": e.inputs,
-        "executeAt": iso(e.execute_at),
-        "priority": e.priority,
-        "idempotencyKey": e.idempotency_key,
-        "attemptCount": e.attempt_count,
-        "maxAttempts": e.max_attempts,
-        "nextAttemptAt": iso(e.next_attempt_at),
-        "output": e.output,
-        "outputReference": e.output_reference,
-        "error": e.error,
-        "createdAt": iso(e.created_at),
-        "updatedAt": iso(e.updated_at),
-        "startedAt": iso(e.started_at),
-        "finishedAt": iso(e.finished_at),
-    }
+    return resources.Execution.of(e).to_wire()
 
 
 def attempt_to_wire(a: Attempt) -> dict[str, Any]:
-    return {
-        "attemptNumber": a.attempt_number,
-        "status": str(a.status),
-        "workerId": a.worker_id,
-        "fencingToken": a.fencing_token,
-        "startedAt": iso(a.started_at),
-        "finishedAt": iso(a.finished_at),
-        "error": a.error,
-    }
+    return resources.Attempt.of(a).to_wire()
 
 
 def event_to_wire(ev: ExecutionEvent) -> dict[str, Any]:
-    return {"kind": str(ev.kind), "at": iso(ev.at), "detail": ev.detail}
+    return resources.HistoryEvent.of(ev).to_wire()
 
 
 def definition_to_wire(stored: StoredDefinition) -> dict[str, Any]:
     d = stored.definition
-    return {
-        "uri": d.uri,
-        **_without_credentials(definition_to_document(d)),
-        "contentHash": stored.content_hash,
-        "createdAt": iso(stored.created_at),
-        # Whose it is: the caller's own tenant, or the operator's shared registry (owner null).
-        "owner": stored.owner or None,
-        "shared": stored.owner == "",
-    }
+    document = _without_credentials(definition_to_document(d))
+    return Definition.model_validate(
+        {
+            "uri": d.uri,
+            **document,
+            "contentHash": stored.content_hash,
+            "createdAt": stored.created_at,
+            # Whose it is: the caller's own tenant, or the operator's shared registry (owner null).
+            "owner": stored.owner or None,
+            "shared": stored.owner == "",
+        }
+    ).to_wire()
 
 
 HIDDEN = "***hidden: a credential stored before references were required***"

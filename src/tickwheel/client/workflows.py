@@ -120,8 +120,17 @@ class WorkflowsSync:
         result: Wire = self._run(self._inner.get(name, version))
         return result
 
-    def run(self, workflow: str, inputs: dict[str, Any] | None = None, **kw: Any) -> Wire:
-        result: Wire = self._run(self._inner.run(workflow, inputs, **kw))
+    def run(
+        self,
+        workflow: str,
+        inputs: dict[str, Any] | None = None,
+        idempotency_key: str | None = None,
+        *,
+        version: int | None = None,
+    ) -> Wire:
+        result: Wire = self._run(
+            self._inner.run(workflow, inputs, idempotency_key, version=version)
+        )
         return result
 
     def get_run(self, run_id: RunRef) -> Wire:

@@ -21,9 +21,19 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr
 
 from tickwheel.api.auth import Principal
 from tickwheel.api.deps import app_state, principal
+from tickwheel.api.error_schema import refusals
 from tickwheel.api.params import Int64, JsonObject, Rfc3339, StrictVersion, Text, Version
 from tickwheel.cron.jobs import CronJobs
 from tickwheel.domain.models import Scope
+from tickwheel.resources.cron import (
+    ApplyResult,
+    AuditList,
+    CronJob,
+    CronJobPage,
+    Deleted,
+    OccurrencePage,
+    Preview,
+)
 
 router = APIRouter(prefix="/v1", tags=["cron"])
 Who = Annotated[Principal, Depends(principal)]
@@ -106,7 +116,15 @@ def jobs_for(request: Request, who: Principal) -> CronJobs:
     return CronJobs(state.cron, state.store, who.tenant, actor, state.clock, state.workflows)
 
 
-@router.post("/cron-jobs", status_code=201)
+@router.post(
+    "/cron-jobs",
+    status_code=201,
+    response_model=CronJob,
+    responses={
+        200: {"model": CronJob, "description": "a job of that name with the same settings"},
+        **refusals(400, 403, 409, 413, 422),
+    },
+)
 async def create_cron_job(
     body: CronJobBody, request: Request, response: Response, who: Who
 ) -> dict[str, Any]:
@@ -118,7 +136,7 @@ async def create_cron_job(
     return wire
 
 
-@router.get("/cron-jobs")
+@router.get("/cron-jobs", response_model=CronJobPage, responses=refusals(400, 422))
 async def list_cron_jobs(
     request: Request,
     who: Who,
@@ -129,7 +147,11 @@ async def list_cron_jobs(
     return await jobs_for(request, who).cron_list(cursor, limit)
 
 
-@router.post("/cron-jobs/apply")
+@router.post(
+    "/cron-jobs/apply",
+    response_model=ApplyResult,
+    responses=refusals(400, 403, 409, 413, 422),
+)
 async def apply_cron_jobs(
     body: ApplyBody,
     request: Request,
@@ -148,14 +170,16 @@ async def apply_cron_jobs(
     )
 
 
-@router.get("/cron-jobs/{ref}")
+@router.get("/cron-jobs/{ref}", response_model=CronJob, responses=refusals(404))
 async def get_cron_job(ref: str, request: Request, who: Who) -> dict[str, Any]:
     """The job, with ``nextFireTimes``: the next 5 fire instants in UTC (``at``) and in the
     job's zone (``local``), each marked where a DST rule moved, doubled or skipped it."""
     return await jobs_for(request, who).cron_get(ref)
 
 
-@router.patch("/cron-jobs/{ref}")
+@router.patch(
+    "/cron-jobs/{ref}", response_model=CronJob, responses=refusals(400, 403, 404, 409, 413, 422)
+)
 async def update_cron_job(
     ref: str, body: CronJobPatch, request: Request, who: Who
 ) -> dict[str, Any]:
@@ -169,7 +193,7 @@ async def update_cron_job(
     return await jobs_for(request, who).cron_update(ref, document)
 
 
-@router.post("/cron-jobs/{ref}/pause")
+@router.post("/cron-jobs/{ref}/pause", response_model=CronJob, responses=refusals(403, 404))
 async def pause_cron_job(ref: str, request: Request, who: Who) -> dict[str, Any]:
     """Stops materialising occurrences (idempotent). Those already materialised, at most the
     service's lead (60 s) ahead, still run."""
@@ -177,7 +201,9 @@ async def pause_cron_job(ref: str, request: Request, who: Who) -> dict[str, Any]
     return await jobs_for(request, who).cron_pause(ref)
 
 
-@router.post("/cron-jobs/{ref}/resume")
+@router.post(
+    "/cron-jobs/{ref}/resume", response_model=CronJob, responses=refusals(400, 403, 404, 422)
+)
 async def resume_cron_job(
     ref: str, request: Request, who: Who, body: Annotated[ResumeBody | None, Body()] = None
 ) -> dict[str, Any]:
@@ -186,7 +212,7 @@ async def resume_cron_job(
     return await jobs_for(request, who).cron_resume(ref, catch_up)
 
 
-@router.delete("/cron-jobs/{ref}")
+@router.delete("/cron-jobs/{ref}", response_model=Deleted, responses=refusals(403, 404, 409, 422))
 async def delete_cron_job(
     ref: str, request: Request, who: Who, version: Version | None = None
 ) -> dict[str, Any]:
@@ -196,7 +222,11 @@ async def delete_cron_job(
     return await jobs_for(request, who).cron_delete(ref, version)
 
 
-@router.get("/cron-jobs/{ref}/executions")
+@router.get(
+    "/cron-jobs/{ref}/executions",
+    response_model=OccurrencePage,
+    responses=refusals(400, 404, 422),
+)
 async def cron_job_executions(
     ref: str,
     request: Request,
@@ -210,13 +240,13 @@ async def cron_job_executions(
     return await jobs_for(request, who).cron_history(ref, cursor, limit)
 
 
-@router.get("/cron-jobs/{ref}/audit")
+@router.get("/cron-jobs/{ref}/audit", response_model=AuditList, responses=refusals(404))
 async def cron_job_audit(ref: str, request: Request, who: Who) -> dict[str, Any]:
     """Who changed the job, when, and what it was before and after."""
     return await jobs_for(request, who).cron_audit(ref)
 
 
-@router.get("/cron/preview")
+@router.get("/cron/preview", response_model=Preview, responses=refusals(422))
 async def preview(
     request: Request,
     who: Who,

@@ -12,10 +12,12 @@ from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, StrictStr
 
 from tickwheel.api.auth import Principal
 from tickwheel.api.deps import app_state, principal, transport_for
+from tickwheel.api.error_schema import refusals
 from tickwheel.api.inprocess_workflows import InProcessWorkflowsTransport
 from tickwheel.api.routes.cron import jobs_for
 from tickwheel.client.client import AsyncClient
 from tickwheel.domain.models import Scope
+from tickwheel.resources.cron import Backfill, Triggered
 
 router = APIRouter(prefix="/v1", tags=["cron"])
 Who = Annotated[Principal, Depends(principal)]
@@ -44,7 +46,11 @@ def _client(request: Request, who: Principal) -> AsyncClient:
     return AsyncClient(transport=transport, clock=state.clock, workflows_transport=runs)
 
 
-@router.post("/cron-jobs/{ref}/trigger")
+@router.post(
+    "/cron-jobs/{ref}/trigger",
+    response_model=Triggered,
+    responses=refusals(400, 403, 404, 409, 413, 422),
+)
 async def trigger_cron_job(
     ref: str, request: Request, who: Who, body: Annotated[TriggerBody | None, Body()] = None
 ) -> dict[str, Any]:
@@ -55,7 +61,11 @@ async def trigger_cron_job(
     return await jobs_for(request, who).cron_trigger(ref, key, _client(request, who))
 
 
-@router.post("/cron-jobs/{ref}/backfill")
+@router.post(
+    "/cron-jobs/{ref}/backfill",
+    response_model=Backfill,
+    responses=refusals(400, 403, 404, 409, 413, 422),
+)
 async def backfill_cron_job(
     ref: str, request: Request, who: Who, body: BackfillBody
 ) -> dict[str, Any]:

@@ -10,15 +10,25 @@ from fastapi import APIRouter, Depends, Request, Response
 
 from tickwheel.api.auth import Principal, require_operator
 from tickwheel.api.deps import principal, transport_for
+from tickwheel.api.error_schema import refusals
 from tickwheel.api.params import Version
 from tickwheel.domain.definition_files import format_from_content_type
 from tickwheel.domain.models import Scope
+from tickwheel.resources.definitions import Definition, DefinitionList
 
 router = APIRouter(prefix="/v1/definitions", tags=["definitions"])
 Who = Annotated[Principal, Depends(principal)]
 
 
-@router.put("", status_code=201)
+@router.put(
+    "",
+    status_code=201,
+    response_model=Definition,
+    responses={
+        200: {"model": Definition, "description": "the same content again: nothing changed"},
+        **refusals(400, 403, 409, 413, 422),
+    },
+)
 async def apply_definition(
     request: Request, response: Response, who: Who, shared: bool = False
 ) -> dict[str, Any]:
@@ -36,17 +46,17 @@ async def apply_definition(
     return wire
 
 
-@router.get("")
+@router.get("", response_model=DefinitionList, responses=refusals())
 async def list_definitions(request: Request, who: Who) -> dict[str, Any]:
     return {"items": await transport_for(request, who).definition_list()}
 
 
-@router.get("/{name}")
+@router.get("/{name}", response_model=DefinitionList, responses=refusals(404))
 async def definition_versions(name: str, request: Request, who: Who) -> dict[str, Any]:
     return {"items": await transport_for(request, who).definition_versions(name)}
 
 
-@router.get("/{name}/versions/{version}")
+@router.get("/{name}/versions/{version}", response_model=Definition, responses=refusals(404, 422))
 async def definition_version(
     name: str, version: Version, request: Request, who: Who
 ) -> dict[str, Any]:

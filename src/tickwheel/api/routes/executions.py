@@ -9,18 +9,36 @@ from fastapi import APIRouter, Depends, Header, Query, Request, Response
 
 from tickwheel.api.auth import Principal
 from tickwheel.api.deps import principal, transport_for
+from tickwheel.api.error_schema import refusals
 from tickwheel.api.params import Rfc3339
-from tickwheel.api.schemas import BatchBody, SubmitBody
 from tickwheel.client.client import definition_uri
 from tickwheel.domain.errors import InvalidInput
 from tickwheel.domain.models import ExecutionFilter, Scope
 from tickwheel.domain.states import ExecutionStatus
+from tickwheel.resources.executions import (
+    AttemptList,
+    BatchBody,
+    BatchResult,
+    Execution,
+    ExecutionOutput,
+    ExecutionPage,
+    HistoryList,
+    SubmitBody,
+)
 
 router = APIRouter(prefix="/v1/executions", tags=["executions"])
 Who = Annotated[Principal, Depends(principal)]
 
 
-@router.post("", status_code=201)
+@router.post(
+    "",
+    status_code=201,
+    response_model=Execution,
+    responses={
+        200: {"model": Execution, "description": "the same key with the same body: the original"},
+        **refusals(400, 403, 409, 413, 422),
+    },
+)
 async def submit(
     body: SubmitBody,
     request: Request,
@@ -36,7 +54,7 @@ async def submit(
     return wire
 
 
-@router.post("/batch")
+@router.post("/batch", response_model=BatchResult, responses=refusals(400, 403, 413, 422))
 async def submit_batch(body: BatchBody, request: Request, who: Who) -> dict[str, Any]:
     """Up to 1,000 executions in one transaction, each with its own result."""
     who.require(Scope.SUBMIT)
@@ -44,7 +62,7 @@ async def submit_batch(body: BatchBody, request: Request, who: Who) -> dict[str,
     return {"items": await transport_for(request, who).submit_many(requests)}
 
 
-@router.get("")
+@router.get("", response_model=ExecutionPage, responses=refusals(400, 422))
 async def list_executions(
     request: Request,
     who: Who,
@@ -82,36 +100,38 @@ def _statuses(raw: list[str]) -> tuple[ExecutionStatus, ...]:
     return tuple(ExecutionStatus(n) for n in dict.fromkeys(names))
 
 
-@router.get("/{execution_id}")
+@router.get("/{execution_id}", response_model=Execution, responses=refusals(404, 422))
 async def get_execution(execution_id: uuid.UUID, request: Request, who: Who) -> dict[str, Any]:
     return await transport_for(request, who).get(execution_id)
 
 
-@router.get("/{execution_id}/attempts")
+@router.get("/{execution_id}/attempts", response_model=AttemptList, responses=refusals(404, 422))
 async def get_attempts(execution_id: uuid.UUID, request: Request, who: Who) -> dict[str, Any]:
     return {"items": await transport_for(request, who).attempts(execution_id)}
 
 
-@router.get("/{execution_id}/output")
+@router.get("/{execution_id}/output", response_model=ExecutionOutput, responses=refusals(404, 422))
 async def get_output(execution_id: uuid.UUID, request: Request, who: Who) -> dict[str, Any]:
     """The whole output, also when it was too large to keep in the execution (outputReference)."""
     return await transport_for(request, who).output(execution_id)
 
 
-@router.get("/{execution_id}/history")
+@router.get("/{execution_id}/history", response_model=HistoryList, responses=refusals(404, 422))
 async def get_history(execution_id: uuid.UUID, request: Request, who: Who) -> dict[str, Any]:
     """Cancels and replays, oldest first (attempts have their own route)."""
     return {"items": await transport_for(request, who).history(execution_id)}
 
 
-@router.delete("/{execution_id}")
+@router.delete("/{execution_id}", response_model=Execution, responses=refusals(403, 404, 409, 422))
 async def cancel(execution_id: uuid.UUID, request: Request, who: Who) -> dict[str, Any]:
     """Cancels a SCHEDULED, READY or RETRY_WAIT execution; 409 says why when it cannot."""
     who.require(Scope.SUBMIT)
     return await transport_for(request, who).cancel(execution_id)
 
 
-@router.post("/{execution_id}/replay")
+@router.post(
+    "/{execution_id}/replay", response_model=Execution, responses=refusals(403, 404, 409, 422)
+)
 async def replay(execution_id: uuid.UUID, request: Request, who: Who) -> dict[str, Any]:
     """Brings a FAILED execution (a dead letter) back to READY with a fresh attempt budget."""
     who.require(Scope.SUBMIT)

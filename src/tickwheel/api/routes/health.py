@@ -8,16 +8,21 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
 from tickwheel.api.deps import app_state
+from tickwheel.resources.health import Health, Readiness
 
 router = APIRouter(tags=["health"])
 
 
-@router.get("/healthz")
+@router.get("/healthz", response_model=Health)
 async def healthz() -> dict[str, str]:
     return {"status": "ok"}
 
 
-@router.get("/readyz", response_model=None)
+@router.get(
+    "/readyz",
+    response_model=Readiness,
+    responses={503: {"model": Readiness, "description": "not ready: the reason says why"}},
+)
 async def readyz(request: Request) -> dict[str, Any] | JSONResponse:
     store = app_state(request).store
     try:

@@ -18,10 +18,12 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from tickwheel.api.auth import Principal, require_operator
 from tickwheel.api.deps import app_state, principal, transport_for
+from tickwheel.api.error_schema import refusals
 from tickwheel.api.params import JsonObject, StrictVersion, Text, Version
 from tickwheel.client.client import AsyncClient
 from tickwheel.domain.definition_files import format_from_content_type
 from tickwheel.domain.models import Scope
+from tickwheel.resources.workflows import WorkflowDefinition, WorkflowList, WorkflowRun
 from tickwheel.workflows.definitions import WorkflowDefinitions
 from tickwheel.workflows.runs import WorkflowRuns
 
@@ -48,7 +50,15 @@ def runs_for(request: Request, who: Principal) -> WorkflowRuns:
     return WorkflowRuns(state.workflows, client, who.tenant, state.clock)
 
 
-@router.put("/workflows", status_code=201)
+@router.put(
+    "/workflows",
+    status_code=201,
+    response_model=WorkflowDefinition,
+    responses={
+        200: {"model": WorkflowDefinition, "description": "the same content again"},
+        **refusals(400, 403, 409, 413, 422),
+    },
+)
 async def apply_workflow(
     request: Request, response: Response, who: Who, shared: bool = False
 ) -> dict[str, Any]:
@@ -67,13 +77,13 @@ async def apply_workflow(
     return wire
 
 
-@router.get("/workflows")
+@router.get("/workflows", response_model=WorkflowList, responses=refusals())
 async def list_workflows(request: Request, who: Who) -> dict[str, Any]:
     """The latest version of each workflow, by name."""
     return {"items": await definitions_for(request, who.tenant).list()}
 
 
-@router.get("/workflows/{name}")
+@router.get("/workflows/{name}", response_model=WorkflowDefinition, responses=refusals(404, 422))
 async def get_workflow(
     name: str, request: Request, who: Who, version: Version | None = None
 ) -> dict[str, Any]:
@@ -81,7 +91,15 @@ async def get_workflow(
     return await definitions_for(request, who.tenant).get(name, version)
 
 
-@router.post("/workflow-runs", status_code=201)
+@router.post(
+    "/workflow-runs",
+    status_code=201,
+    response_model=WorkflowRun,
+    responses={
+        200: {"model": WorkflowRun, "description": "the same key and body: the original run"},
+        **refusals(400, 403, 409, 413, 422),
+    },
+)
 async def start_run(
     body: RunBody,
     request: Request,
@@ -98,20 +116,30 @@ async def start_run(
     return wire
 
 
-@router.get("/workflow-runs/{workflow_run_id}")
+@router.get(
+    "/workflow-runs/{workflow_run_id}", response_model=WorkflowRun, responses=refusals(404, 422)
+)
 async def get_run(workflow_run_id: uuid.UUID, request: Request, who: Who) -> dict[str, Any]:
     """The run and each task run's status, execution id and output."""
     return await runs_for(request, who).get(workflow_run_id)
 
 
-@router.delete("/workflow-runs/{workflow_run_id}")
+@router.delete(
+    "/workflow-runs/{workflow_run_id}",
+    response_model=WorkflowRun,
+    responses=refusals(403, 404, 409, 422),
+)
 async def cancel_run(workflow_run_id: uuid.UUID, request: Request, who: Who) -> dict[str, Any]:
     """Cancels tasks not yet started; the run ends CANCELLED (409 if it already ended)."""
     who.require(Scope.SUBMIT)
     return await runs_for(request, who).cancel(workflow_run_id)
 
 
-@router.post("/workflow-runs/{workflow_run_id}/retry")
+@router.post(
+    "/workflow-runs/{workflow_run_id}/retry",
+    response_model=WorkflowRun,
+    responses=refusals(403, 404, 409, 422),
+)
 async def retry_run(workflow_run_id: uuid.UUID, request: Request, who: Who) -> dict[str, Any]:
     """Re-runs failed, skipped and cancelled tasks, keeping succeeded ones (409 unless the run
     is FAILED or CANCELLED)."""

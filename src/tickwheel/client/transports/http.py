@@ -14,6 +14,8 @@ from typing import Any
 import httpx
 
 from tickwheel.client.transport import Wire
+from tickwheel.client.transports.answers import ServerError as ServerError
+from tickwheel.client.transports.answers import checked
 from tickwheel.client.transports.http_cron import HttpCronMethods
 from tickwheel.client.transports.http_workflows import HttpWorkflowMethods
 from tickwheel.domain.errors import (
@@ -30,6 +32,17 @@ from tickwheel.domain.errors import (
 )
 from tickwheel.domain.models import ExecutionFilter
 from tickwheel.domain.submission import SubmitRequest
+from tickwheel.resources.base import Resource
+from tickwheel.resources.definitions import Definition, DefinitionList
+from tickwheel.resources.executions import (
+    AttemptList,
+    BatchResult,
+    Execution,
+    ExecutionOutput,
+    ExecutionPage,
+    HistoryList,
+    SubmitBody,
+)
 
 _CONTENT_TYPES = {"yaml": "application/yaml", "json": "application/json", "xml": "application/xml"}
 _RETRY_STATUSES = {502, 503, 504}
@@ -38,21 +51,6 @@ NO_KEY = (
     "the server needs an API key and none was given: set TICKWHEEL_API_KEY "
     "(or pass api_key=... to the SDK, --api-key to the CLI)"
 )
-
-
-class ServerError(TickwheelError):
-    code = "server_error"
-
-
-def request_body(request: SubmitRequest) -> dict[str, Any]:
-    body: dict[str, Any] = {"definitionUri": request.definition_uri, "inputs": request.inputs}
-    if request.definition_version is not None:
-        body["definitionVersion"] = request.definition_version
-    if request.execute_at is not None:
-        body["executeAt"] = request.execute_at.isoformat()
-    if request.priority:
-        body["priority"] = request.priority
-    return body
 
 
 class HttpTransport(HttpCronMethods, HttpWorkflowMethods):
@@ -102,6 +100,13 @@ class HttpTransport(HttpCronMethods, HttpWorkflowMethods):
             raise self._error(status, body)
         return status, body
 
+    async def _read(
+        self, model: type[Resource], method: str, path: str, **kwargs: Any
+    ) -> tuple[int, Wire]:
+        """``_ok``, with the answer read into ``model`` (``answers.py``)."""
+        status, body = await self._ok(method, path, **kwargs)
+        return status, checked(model, body, f"{method} {path}")
+
     def _error(self, status: int, body: Any) -> TickwheelError:
         """The API's error, except that a 401 to a request sent without any key says so: the
         server's "no or bad key" cannot know the key was never found."""
@@ -115,38 +120,44 @@ class HttpTransport(HttpCronMethods, HttpWorkflowMethods):
     ) -> tuple[Wire, bool]:
         headers = {"Content-Type": _CONTENT_TYPES[fmt]}
         params = {"shared": "true"} if shared else {}
-        status, data = await self._ok(
-            "PUT", "/v1/definitions", content=body, headers=headers, params=params
+        status, data = await self._read(
+            Definition, "PUT", "/v1/definitions", content=body, headers=headers, params=params
         )
         return data, status == 201
 
     async def definition_list(self) -> builtins.list[Wire]:
-        return list((await self._ok("GET", "/v1/definitions"))[1]["items"])
+        return list((await self._read(DefinitionList, "GET", "/v1/definitions"))[1]["items"])
 
     async def definition_versions(self, name: str) -> builtins.list[Wire]:
-        return list((await self._ok("GET", f"/v1/definitions/{name}"))[1]["items"])
+        path = f"/v1/definitions/{name}"
+        return list((await self._read(DefinitionList, "GET", path))[1]["items"])
 
     async def definition_get(self, name: str, version: int) -> Wire:
-        return dict((await self._ok("GET", f"/v1/definitions/{name}/versions/{version}"))[1])
+        path = f"/v1/definitions/{name}/versions/{version}"
+        return (await self._read(Definition, "GET", path))[1]
 
     async def submit(self, request: SubmitRequest) -> tuple[Wire, bool]:
         key = request.idempotency_key or f"sdk-{uuid.uuid4()}"
-        status, data = await self._ok(
-            "POST", "/v1/executions", json=request_body(request), headers={"Idempotency-Key": key}
+        status, data = await self._read(
+            Execution,
+            "POST",
+            "/v1/executions",
+            json=SubmitBody.body(request),
+            headers={"Idempotency-Key": key},
         )
         return data, status == 201
 
     async def submit_many(self, requests: builtins.list[SubmitRequest]) -> builtins.list[Wire]:
         items = [
-            {**request_body(r), "idempotencyKey": r.idempotency_key or f"sdk-{uuid.uuid4()}"}
+            {**SubmitBody.body(r), "idempotencyKey": r.idempotency_key or f"sdk-{uuid.uuid4()}"}
             for r in requests
         ]
-        return list(
-            (await self._ok("POST", "/v1/executions/batch", json={"items": items}))[1]["items"]
-        )
+        path = "/v1/executions/batch"
+        _, data = await self._read(BatchResult, "POST", path, json={"items": items})
+        return list(data["items"])
 
     async def get(self, execution_id: uuid.UUID) -> Wire:
-        return dict((await self._ok("GET", f"/v1/executions/{execution_id}"))[1])
+        return (await self._read(Execution, "GET", f"/v1/executions/{execution_id}"))[1]
 
     async def list(self, flt: ExecutionFilter, cursor: str | None, limit: int) -> Wire:
         params: list[tuple[str, str]] = [("limit", str(limit))]
@@ -161,18 +172,19 @@ class HttpTransport(HttpCronMethods, HttpWorkflowMethods):
         ):
             if value is not None:
                 params.append((name, value))
-        return dict((await self._ok("GET", "/v1/executions", params=params))[1])
+        return (await self._read(ExecutionPage, "GET", "/v1/executions", params=params))[1]
 
     async def attempts(self, execution_id: uuid.UUID) -> builtins.list[Wire]:
         path = f"/v1/executions/{execution_id}/attempts"
-        return list((await self._ok("GET", path))[1]["items"])
+        return list((await self._read(AttemptList, "GET", path))[1]["items"])
 
     async def output(self, execution_id: uuid.UUID) -> Wire:
-        return dict((await self._ok("GET", f"/v1/executions/{execution_id}/output"))[1])
+        path = f"/v1/executions/{execution_id}/output"
+        return (await self._read(ExecutionOutput, "GET", path))[1]
 
     async def history(self, execution_id: uuid.UUID) -> builtins.list[Wire]:
         path = f"/v1/executions/{execution_id}/history"
-        return list((await self._ok("GET", path))[1]["items"])
+        return list((await self._read(HistoryList, "GET", path))[1]["items"])
 
     async def cancel(self, execution_id: uuid.UUID) -> Wire:
         return await self._transition("DELETE", f"/v1/executions/{execution_id}", {"CANCELLED"})
@@ -187,7 +199,7 @@ class HttpTransport(HttpCronMethods, HttpWorkflowMethods):
         the state the first try produced, the first try won and that is the answer."""
         status, body, retried = await self._call(method, path)
         if status < 400:
-            return dict(body)
+            return checked(Execution, body, f"{method} {path}")
         exc = self._error(status, body)
         current = exc.details.get("status") if isinstance(exc.details, dict) else None
         if retried and isinstance(exc, Conflict) and current in done:

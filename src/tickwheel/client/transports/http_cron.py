@@ -15,6 +15,18 @@ from urllib.parse import quote
 
 from tickwheel.client.cron_wire import Wire
 from tickwheel.domain.errors import Conflict
+from tickwheel.resources.base import Resource
+from tickwheel.resources.cron import (
+    ApplyResult,
+    AuditList,
+    Backfill,
+    CronJob,
+    CronJobPage,
+    Deleted,
+    OccurrencePage,
+    Preview,
+    Triggered,
+)
 
 APPLY_TIMEOUT = 300.0
 """Seconds one apply request may take (100,000 jobs take well under a minute)."""
@@ -23,7 +35,9 @@ APPLY_PATIENCE = 600.0
 
 
 class HttpCronMethods:
-    async def _ok(self, method: str, path: str, **kwargs: Any) -> tuple[int, Any]:
+    async def _read(
+        self, model: type[Resource], method: str, path: str, **kwargs: Any
+    ) -> tuple[int, Wire]:
         raise NotImplementedError  # HttpTransport's
 
     @staticmethod
@@ -31,36 +45,37 @@ class HttpCronMethods:
         return f"/v1/cron-jobs/{quote(ref, safe='')}{tail}"
 
     async def cron_create(self, doc: Wire) -> tuple[Wire, bool]:
-        status, body = await self._ok("POST", "/v1/cron-jobs", json=doc)
-        return dict(body), status == 201
+        status, body = await self._read(CronJob, "POST", "/v1/cron-jobs", json=doc)
+        return body, status == 201
 
     async def cron_list(self, cursor: str | None, limit: int) -> Wire:
         params: dict[str, Any] = {"limit": limit, **({"cursor": cursor} if cursor else {})}
-        return dict((await self._ok("GET", "/v1/cron-jobs", params=params))[1])
+        return (await self._read(CronJobPage, "GET", "/v1/cron-jobs", params=params))[1]
 
     async def cron_get(self, ref: str) -> Wire:
-        return dict((await self._ok("GET", self._job(ref)))[1])
+        return (await self._read(CronJob, "GET", self._job(ref)))[1]
 
     async def cron_update(self, ref: str, doc: Wire) -> Wire:
-        return dict((await self._ok("PATCH", self._job(ref), json=doc))[1])
+        return (await self._read(CronJob, "PATCH", self._job(ref), json=doc))[1]
 
     async def cron_pause(self, ref: str) -> Wire:
-        return dict((await self._ok("POST", self._job(ref, "/pause")))[1])
+        return (await self._read(CronJob, "POST", self._job(ref, "/pause")))[1]
 
     async def cron_resume(self, ref: str, catch_up: bool) -> Wire:
         body = {"catchUp": catch_up}
-        return dict((await self._ok("POST", self._job(ref, "/resume"), json=body))[1])
+        return (await self._read(CronJob, "POST", self._job(ref, "/resume"), json=body))[1]
 
     async def cron_delete(self, ref: str, version: int | None = None) -> Wire:
         params = {"version": version} if version is not None else {}
-        return dict((await self._ok("DELETE", self._job(ref), params=params))[1])
+        return (await self._read(Deleted, "DELETE", self._job(ref), params=params))[1]
 
     async def cron_history(self, ref: str, cursor: str | None, limit: int) -> Wire:
         params: dict[str, Any] = {"limit": limit, **({"cursor": cursor} if cursor else {})}
-        return dict((await self._ok("GET", self._job(ref, "/executions"), params=params))[1])
+        path = self._job(ref, "/executions")
+        return (await self._read(OccurrencePage, "GET", path, params=params))[1]
 
     async def cron_audit(self, ref: str) -> Wire:
-        return dict((await self._ok("GET", self._job(ref, "/audit")))[1])
+        return (await self._read(AuditList, "GET", self._job(ref, "/audit")))[1]
 
     async def cron_preview(
         self,
@@ -74,15 +89,15 @@ class HttpCronMethods:
         if after is not None:
             params["from"] = after.isoformat()
         params.update({k: v for k, v in (dst_policy or {}).items() if v is not None})
-        return dict((await self._ok("GET", "/v1/cron/preview", params=params))[1])
+        return (await self._read(Preview, "GET", "/v1/cron/preview", params=params))[1]
 
     async def cron_trigger(self, ref: str, key: str | None) -> Wire:
         body = {"key": key} if key else {}
-        return dict((await self._ok("POST", self._job(ref, "/trigger"), json=body))[1])
+        return (await self._read(Triggered, "POST", self._job(ref, "/trigger"), json=body))[1]
 
     async def cron_backfill(self, ref: str, start: datetime, end: datetime) -> Wire:
         body = {"from": start.isoformat(), "to": end.isoformat()}
-        return dict((await self._ok("POST", self._job(ref, "/backfill"), json=body))[1])
+        return (await self._read(Backfill, "POST", self._job(ref, "/backfill"), json=body))[1]
 
     async def cron_apply(
         self,
@@ -102,10 +117,15 @@ class HttpCronMethods:
         deadline = time.monotonic() + APPLY_PATIENCE
         while True:
             try:
-                _, data = await self._ok(
-                    "POST", "/v1/cron-jobs/apply", json=body, headers=headers, timeout=APPLY_TIMEOUT
+                _, data = await self._read(
+                    ApplyResult,
+                    "POST",
+                    "/v1/cron-jobs/apply",
+                    json=body,
+                    headers=headers,
+                    timeout=APPLY_TIMEOUT,
                 )
-                return dict(data)
+                return data
             except Conflict as exc:
                 running = isinstance(exc.details, dict) and exc.details.get("state") == "running"
                 if not (running and apply_key) or time.monotonic() >= deadline:

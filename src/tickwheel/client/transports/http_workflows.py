@@ -10,12 +10,17 @@ import uuid
 from typing import Any
 from urllib.parse import quote
 
+from tickwheel.resources.base import Resource
+from tickwheel.resources.workflows import WorkflowDefinition, WorkflowList, WorkflowRun
+
 Wire = dict[str, Any]
 _CONTENT_TYPES = {"yaml": "application/yaml", "json": "application/json"}
 
 
 class HttpWorkflowMethods:
-    async def _ok(self, method: str, path: str, **kwargs: Any) -> tuple[int, Any]:
+    async def _read(
+        self, model: type[Resource], method: str, path: str, **kwargs: Any
+    ) -> tuple[int, Wire]:
         raise NotImplementedError  # HttpTransport's
 
     async def workflow_apply(
@@ -23,29 +28,32 @@ class HttpWorkflowMethods:
     ) -> tuple[Wire, bool]:
         headers = {"Content-Type": _CONTENT_TYPES.get(fmt, f"application/{fmt}")}
         params = {"shared": "true"} if shared else {}
-        status, data = await self._ok(
-            "PUT", "/v1/workflows", content=body, headers=headers, params=params
+        status, data = await self._read(
+            WorkflowDefinition, "PUT", "/v1/workflows", content=body, headers=headers, params=params
         )
-        return dict(data), status == 201
+        return data, status == 201
 
     async def workflow_list(self) -> builtins.list[Wire]:
-        return list((await self._ok("GET", "/v1/workflows"))[1]["items"])
+        return list((await self._read(WorkflowList, "GET", "/v1/workflows"))[1]["items"])
 
     async def workflow_get(self, name: str, version: int | None) -> Wire:
         params = {"version": version} if version is not None else {}
         path = f"/v1/workflows/{quote(name, safe='')}"
-        return dict((await self._ok("GET", path, params=params))[1])
+        return (await self._read(WorkflowDefinition, "GET", path, params=params))[1]
 
     async def workflow_run_start(self, body: Wire, key: str | None) -> tuple[Wire, bool]:
         headers = {"Idempotency-Key": key} if key else {}
-        status, data = await self._ok("POST", "/v1/workflow-runs", json=body, headers=headers)
-        return dict(data), status == 201
+        status, data = await self._read(
+            WorkflowRun, "POST", "/v1/workflow-runs", json=body, headers=headers
+        )
+        return data, status == 201
 
     async def workflow_run_get(self, run_id: uuid.UUID) -> Wire:
-        return dict((await self._ok("GET", f"/v1/workflow-runs/{run_id}"))[1])
+        return (await self._read(WorkflowRun, "GET", f"/v1/workflow-runs/{run_id}"))[1]
 
     async def workflow_run_cancel(self, run_id: uuid.UUID) -> Wire:
-        return dict((await self._ok("DELETE", f"/v1/workflow-runs/{run_id}"))[1])
+        return (await self._read(WorkflowRun, "DELETE", f"/v1/workflow-runs/{run_id}"))[1]
 
     async def workflow_run_retry(self, run_id: uuid.UUID) -> Wire:
-        return dict((await self._ok("POST", f"/v1/workflow-runs/{run_id}/retry"))[1])
+        path = f"/v1/workflow-runs/{run_id}/retry"
+        return (await self._read(WorkflowRun, "POST", path))[1]

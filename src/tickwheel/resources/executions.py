@@ -1,0 +1,190 @@
+"""Executions and what hangs off them: attempts, history events, output, batch results; and
+the submit request, which the API reads and the SDK writes."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, StrictInt
+
+from tickwheel.domain.models import Attempt as AttemptRecord
+from tickwheel.domain.models import Execution as ExecutionRecord
+from tickwheel.domain.models import ExecutionEvent, ExecutionEventKind
+from tickwheel.domain.states import TERMINAL, AttemptStatus, ExecutionStatus
+from tickwheel.domain.submission import SubmitRequest
+from tickwheel.resources.base import Instant, ItemList, Page, Resource, omitted_when_none
+from tickwheel.resources.fields import Rfc3339
+
+MAX_BATCH = 1000
+
+
+class SubmitBody(BaseModel):
+    """The body of a submission. Strict types: ``"1"`` is not a version and ``true`` is not a
+    priority."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    definitionUri: str = Field(min_length=1, max_length=300)
+    definitionVersion: StrictInt | None = None
+    inputs: dict[str, Any] = Field(default_factory=dict)
+    executeAt: Rfc3339 | None = None
+    priority: StrictInt = 0
+
+    def to_request(self, idempotency_key: str | None) -> SubmitRequest:
+        return SubmitRequest(
+            definition_uri=self.definitionUri,
+            inputs=self.inputs,
+            definition_version=self.definitionVersion,
+            execute_at=self.executeAt,
+            priority=self.priority,
+            idempotency_key=idempotency_key,
+        )
+
+    @classmethod
+    def body(cls, request: SubmitRequest) -> dict[str, Any]:
+        """What the SDK sends for ``request``: what it leaves at its default is left out."""
+        return cls.model_construct(
+            definitionUri=request.definition_uri,
+            definitionVersion=request.definition_version,
+            inputs=request.inputs,
+            executeAt=request.execute_at,
+            priority=request.priority,
+        ).model_dump(mode="json", exclude_defaults=True)
+
+
+class BatchItem(SubmitBody):
+    idempotencyKey: str | None = None
+
+
+class BatchBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    items: list[BatchItem] = Field(min_length=1, max_length=MAX_BATCH)
+
+
+class Execution(Resource):
+    """One run of a Job Definition (``executionId``), from submission to its end."""
+
+    execution_id: uuid.UUID
+    status: ExecutionStatus
+    definition_uri: str
+    definition_version: int
+    inputs: dict[str, Any]
+    execute_at: Instant
+    priority: int
+    idempotency_key: str | None
+    attempt_count: int
+    max_attempts: int
+    next_attempt_at: Instant | None
+    output: Any = Field(description="the job's output; null when kept by outputReference")
+    output_reference: str | None
+    error: dict[str, Any] | None
+    created_at: Instant
+    updated_at: Instant
+    started_at: Instant | None
+    finished_at: Instant | None
+
+    @property
+    def finished(self) -> bool:
+        return self.status in TERMINAL
+
+    @classmethod
+    def of(cls, e: ExecutionRecord) -> Execution:
+        # The record's fields are typed already: built without validating them again (a page
+        # of 500 executions took twice as long through validation).
+        return cls.model_construct(
+            execution_id=e.execution_id,
+            status=e.status,
+            definition_uri=e.definition_uri,
+            definition_version=e.definition_version,
+            inputs=e.inputs,
+            execute_at=e.execute_at,
+            priority=e.priority,
+            idempotency_key=e.idempotency_key,
+            attempt_count=e.attempt_count,
+            max_attempts=e.max_attempts,
+            next_attempt_at=e.next_attempt_at,
+            output=e.output,
+            output_reference=e.output_reference,
+            error=e.error,
+            created_at=e.created_at,
+            updated_at=e.updated_at,
+            started_at=e.started_at,
+            finished_at=e.finished_at,
+        )
+
+
+class Attempt(Resource):
+    """One try of an execution by a worker."""
+
+    attempt_number: int
+    status: AttemptStatus
+    worker_id: str
+    fencing_token: int
+    started_at: Instant
+    finished_at: Instant | None
+    error: dict[str, Any] | None
+
+    @classmethod
+    def of(cls, a: AttemptRecord) -> Attempt:
+        return cls.model_construct(
+            attempt_number=a.attempt_number,
+            status=a.status,
+            worker_id=a.worker_id,
+            fencing_token=a.fencing_token,
+            started_at=a.started_at,
+            finished_at=a.finished_at,
+            error=a.error,
+        )
+
+
+class HistoryEvent(Resource):
+    """A cancel or a replay of an execution (attempts have their own list)."""
+
+    kind: ExecutionEventKind
+    at: Instant
+    detail: dict[str, Any]
+
+    @classmethod
+    def of(cls, ev: ExecutionEvent) -> HistoryEvent:
+        return cls.model_construct(kind=ev.kind, at=ev.at, detail=ev.detail)
+
+
+class ExecutionOutput(Resource):
+    """The whole output, also when too large to keep inline (``outputReference`` says where)."""
+
+    output: Any
+    output_reference: str | None
+
+
+class BatchItemResult(Resource):
+    """One item of a batch submission: ``status`` is 201 (created), 200 (same key, same
+    request), 409 (key used for another request) or 422 (invalid); ``execution`` for the first
+    two, ``error`` for the others."""
+
+    status: int
+    execution: Execution | None = omitted_when_none()
+    error: dict[str, Any] | None = omitted_when_none(
+        "as in the error body: {code, message, details}"
+    )
+
+    @property
+    def ok(self) -> bool:
+        return self.status in (200, 201)
+
+
+class ExecutionPage(Page[Execution]):
+    """Executions, newest first."""
+
+
+class AttemptList(ItemList[Attempt]):
+    """Attempts, first to last."""
+
+
+class HistoryList(ItemList[HistoryEvent]):
+    """Cancels and replays, oldest first."""
+
+
+class BatchResult(ItemList[BatchItemResult]):
+    """One result per submitted item, in the order given."""

@@ -1,0 +1,113 @@
+"""The resource models: the JSON shape the API has always written, read back by the SDK."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime, timedelta, timezone
+from zoneinfo import ZoneInfo
+
+import pytest
+from pydantic import TypeAdapter
+
+from tests.factories import T0
+from tickwheel.client.transports.answers import ServerError, checked
+from tickwheel.domain.models import Execution as ExecutionRecord
+from tickwheel.domain.states import ExecutionStatus
+from tickwheel.resources.base import Instant, iso
+from tickwheel.resources.cron import CronJob
+from tickwheel.resources.executions import BatchItemResult, Execution
+
+RECORD = ExecutionRecord(
+    execution_id=uuid.UUID("019ca945-38e0-7fc1-ac6b-dd6af1fcd7ec"),
+    tenant="acme",
+    definition_uri="registry://jobs/greet",
+    definition_version=2,
+    inputs={"name": "Ada"},
+    execute_at=T0,
+    status=ExecutionStatus.READY,
+    priority=3,
+    attempt_count=0,
+    max_attempts=4,
+    shard_id=7,
+    bucket_start=T0,
+    created_at=T0,
+    updated_at=T0 + timedelta(microseconds=1500),
+)
+
+
+@pytest.mark.parametrize(
+    "at",
+    [
+        T0,
+        T0 + timedelta(microseconds=120),
+        datetime(2026, 3, 1, 12, tzinfo=timezone(timedelta(hours=5, minutes=30))),
+        datetime(2026, 7, 1, tzinfo=ZoneInfo("Europe/Berlin")),
+        datetime(2026, 1, 1, tzinfo=ZoneInfo("Europe/London")),
+        datetime(1, 1, 1, tzinfo=UTC),
+    ],
+)
+def test_an_instant_is_written_as_the_api_always_wrote_it(at: datetime) -> None:
+    assert TypeAdapter(Instant).dump_python(at, mode="json") == iso(at)
+
+
+def test_an_execution_on_the_wire_is_camel_case_in_its_order_and_reads_back() -> None:
+    wire = Execution.of(RECORD).to_wire()
+    assert list(wire)[:4] == ["executionId", "status", "definitionUri", "definitionVersion"]
+    assert wire["updatedAt"] == "2026-03-01T12:00:00.001500Z"
+    assert (wire["priority"], wire["nextAttemptAt"]) == (3, None)
+    info = Execution.from_wire(wire)
+    assert (info.execution_id, info.status, info.priority) == (RECORD.execution_id, "READY", 3)
+    assert info.execute_at == T0 and not info.finished
+    assert info.to_wire() == wire
+
+
+def test_keys_the_api_leaves_out_stay_out() -> None:
+    refused = BatchItemResult.from_wire({"status": 409, "error": {"code": "conflict"}})
+    assert refused.to_wire() == {"status": 409, "error": {"code": "conflict"}}
+    assert not refused.ok and refused.execution is None
+
+
+def test_a_cron_job_keeps_the_sdk_names_of_its_target() -> None:
+    job = {
+        "cronJobId": str(uuid.uuid4()),
+        "name": "n",
+        "definitionUri": None,
+        "definitionVersion": None,
+        "workflow": {"name": "report", "version": 2},
+        "inputs": {},
+        "expression": "* * * * *",
+        "timezone": "UTC",
+        "dstPolicy": {"nonexistent": "shift_forward", "ambiguous": "first"},
+        "misfirePolicy": "run_once",
+        "maxCatchUp": 10,
+        "overlapPolicy": "allow",
+        "jitter": 0,
+        "startAt": None,
+        "endAt": None,
+        "target": "workflow",
+        "definitionVersionPolicy": None,
+        "workflowVersionPolicy": "pinned",
+        "status": "ACTIVE",
+        "nextRunAt": "2026-03-01T12:01:00Z",
+        "lastOccurrence": None,
+        "lastExecutionId": None,
+        "lastWorkflowRunId": None,
+        "version": 1,
+        "createdAt": "2026-03-01T12:00:00Z",
+        "updatedAt": "2026-03-01T12:00:00Z",
+        "pausedAt": None,
+        "label": None,
+    }
+    info = CronJob.from_wire(job)
+    assert (info.target, info.workflow, info.workflow_version) == ("workflow", "report", 2)
+    assert info.next_fire_times == [] and "nextFireTimes" not in info.wire
+    assert info.wire == job
+
+
+def test_the_http_transport_refuses_an_answer_of_another_shape() -> None:
+    wire = Execution.of(RECORD).to_wire()
+    assert checked(Execution, wire, "GET /v1/executions/x") is wire
+    with pytest.raises(ServerError, match=r"does not match Execution: status: Input should be"):
+        checked(Execution, {**wire, "status": "NAPPING"}, "GET /v1/executions/x")
+    with pytest.raises(ServerError, match="executionId: Field required"):
+        checked(Execution, {k: v for k, v in wire.items() if k != "executionId"}, "GET x")
