@@ -1006,8 +1006,9 @@ def test_diff_when_execution_type_changes() -> None:
 # -- round trip (property) ------------------------------------------------------------------------
 
 INT64 = st.integers(min_value=-(2**63), max_value=2**63 - 1)
-TEXT = st.characters(blacklist_characters="\x00")
-"""Storable text: tickwheel refuses NUL in every stored value (domain.jsonvalues)."""
+TEXT = st.characters(exclude_characters="\x00", exclude_categories=("Cs",))
+"""Storable text: tickwheel refuses NUL and lone surrogates in every stored value
+(domain.jsonvalues); with any exclusion given, hypothesis no longer leaves surrogates out itself."""
 JSON_SCALARS = st.one_of(
     st.none(),
     st.booleans(),
