@@ -23,8 +23,8 @@ from tickwheel.store.postgres.notify import topics_for
 from tickwheel.store.postgres.rows import execution_from_row, jsonb, opt_aware, require_aware
 from tickwheel.store.postgres.workflows import workflow_event_record
 from tickwheel.store.protocol import AttemptResult, Topic
-from tickwheel.store.workflow_protocol import WORKFLOW_KEY_PREFIX
 from tickwheel.store.sqlfile import load_queries
+from tickwheel.store.workflow_protocol import WORKFLOW_KEY_PREFIX
 
 Q = load_queries("tickwheel.store.postgres.sql")
 Conn = AsyncConnection[DictRow]
