@@ -293,3 +293,25 @@ async def test_an_idle_worker_is_woken_by_notify_not_by_its_poll(
         await worker.shutdown(grace=5)
         await running
     assert await _statuses(submitter, [e]) == [ExecutionStatus.SUCCEEDED]
+
+
+async def test_attempts_that_miss_the_definition_cache_together_share_one_lookup(
+    greet: Store,
+) -> None:
+    """A herd's first claim starts ten attempts of one definition with the cache still empty:
+    one ``definition_get``, not ten, and every attempt runs with what it returned."""
+    lookups: list[str] = []
+
+    class Lookups(CountingStore):
+        async def definition_get(self, tenant: str, name: str, version: int | None = None) -> Any:
+            lookups.append(name)
+            await asyncio.sleep(0.01)  # the lookup's round trip: the other attempts miss too
+            return await self.store.definition_get(tenant, name, version)
+
+    worker = Worker(cast(Store, Lookups(greet)), FakeClock(T0), worker_id="w1", concurrency=10)
+    executions = await _submit(greet, 10)
+    assert await worker.run_once() == 10
+    await worker.drain()
+    assert lookups == ["greet"]
+    assert worker.finished == 10 and worker.stale_writes == 0
+    assert await _statuses(greet, executions) == [ExecutionStatus.SUCCEEDED] * 10

@@ -5,11 +5,15 @@ from __future__ import annotations
 
 import uuid
 from datetime import timedelta
+from typing import Any
+
+import pytest
 
 from tests.factories import T0, new_execution
 from tickwheel.domain.models import Execution
 from tickwheel.domain.states import AttemptStatus, ExecutionStatus
 from tickwheel.store.factory import workflow_store_for
+from tickwheel.store.postgres.store import PostgresStore
 from tickwheel.store.protocol import AttemptResult, Store
 
 LEASE = timedelta(seconds=30)
@@ -193,3 +197,42 @@ async def test_claims_record_attempts_and_hand_out_growing_tokens_across_batches
     assert await store.execution_claim_ready("w2", 5, LEASE, T0, ["registry://jobs/other"]) == []
     [only] = await store.execution_claim_ready("w2", 5, LEASE, T0, ["registry://jobs/greet"])
     assert _token(only) > max(tokens)
+
+
+async def test_postgres_finishes_plain_results_without_a_transaction(store: Store) -> None:
+    """The common batch (final statuses, outputs inline, no workflow task run) is one autocommit
+    statement on PostgreSQL: no BEGIN/COMMIT round trips. A workflow task run in the same batch
+    is left by that statement and finished in a transaction, with its outbox row."""
+    if not isinstance(store, PostgresStore):
+        pytest.skip("round trips are PostgreSQL's")
+    run_id = uuid.uuid4()
+    plain, failed, task = await _claim(store, [None, "k", f"wf:{run_id}:load"])
+    opened: list[int] = []
+    signalling_tx = store._signalling_tx
+
+    def counted() -> Any:
+        opened.append(len(opened))
+        return signalling_tx()
+
+    store._signalling_tx = counted  # type: ignore[method-assign]
+    ok, err = AttemptStatus.SUCCEEDED, ExecutionStatus.SUCCEEDED
+    results = [
+        AttemptResult(plain.execution_id, _token(plain), ok, err, output={"n": 1}),
+        AttemptResult(
+            failed.execution_id, _token(failed), AttemptStatus.FAILED, ExecutionStatus.FAILED,
+            error={"kind": "permanent", "message": "no"},
+        ),
+    ]  # fmt: skip
+    assert await store.attempt_finish_many(results, DONE_AT) == [True, True]
+    assert opened == []
+    finish_task = AttemptResult(task.execution_id, _token(task), ok, err, output={})
+    assert await store.attempt_finish_many([*results, finish_task], DONE_AT) == [
+        False,
+        False,
+        True,
+    ]
+    assert opened == [0]  # the workflow task run, and the two already finished (refused again)
+    events = await workflow_store_for(store).workflow_event_claim("orch", 10, LEASE, DONE_AT)
+    assert [(e.execution_id, e.status) for e in events] == [(task.execution_id, "SUCCEEDED")]
+    assert (await _get(store, plain)).output == {"n": 1}
+    assert (await _get(store, failed)).status is ExecutionStatus.FAILED

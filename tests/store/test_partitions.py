@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -29,12 +28,14 @@ from tests.store.partition_helpers import (
 from tickwheel.domain.models import ExecutionFilter
 from tickwheel.domain.states import AttemptStatus, ExecutionStatus
 from tickwheel.engine.pruner import prune
+from tickwheel.store.due import DueSlice
 from tickwheel.store.postgres.partitions import (
     PartitioningError,
     PartitioningUnsupported,
     partitions_for,
     uuid7_floor,
 )
+from tickwheel.store.postgres.promotion import due_slices_json
 from tickwheel.store.postgres.store import PostgresStore, Q
 from tickwheel.store.protocol import AttemptResult
 from tickwheel.store.sqlite.store import SqliteStore
@@ -201,14 +202,7 @@ async def test_claims_and_the_due_walk_still_read_only_the_partial_indexes(
         until = NOW + timedelta(seconds=30)
         window = plan(
             "execution_due_window",
-            {
-                "shards": [7],
-                "after_ats": [NOW],
-                "after_ids": [uuid.UUID(int=(1 << 128) - 1)],
-                "bucket_froms": [NOW.replace(second=0)],
-                "untils": [until],
-                "limit": 500,
-            },
+            {"slices": due_slices_json([DueSlice(7, NOW, until)]), "limit": 500},
         )
         due = children("executions_due")
         # The empty default partition may be read whole: an empty heap costs nothing.

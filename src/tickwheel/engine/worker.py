@@ -39,7 +39,7 @@ from tickwheel.engine.reporting import Finished, ResultBuffer
 from tickwheel.engine.runners import JobContext, Runner, RunOutcome, default_runners, run_attempt
 from tickwheel.engine.service import Service
 from tickwheel.observability.logs import bind, execution_fields
-from tickwheel.store.protocol import AttemptResult, Store, Topic
+from tickwheel.store.protocol import AttemptResult, Store, StoredDefinition, Topic
 
 REPORT_EVERY = 5.0
 """Seconds between a worker's reports to the registry (one upsert each, never one per claim)."""
@@ -100,6 +100,7 @@ class Worker(Service):
         self.max_inline_output = max_inline_output
         self.running: dict[uuid.UUID, tuple[asyncio.Task[None], int]] = {}
         self._definitions: dict[tuple[str, str, int], Definition] = {}
+        self._lookups: dict[tuple[str, str, int], asyncio.Future[StoredDefinition | None]] = {}
         self.stale_writes = 0
         self.finished = 0
         self.report_every = REPORT_EVERY
@@ -395,15 +396,32 @@ class Worker(Service):
     async def _definition(self, execution: Execution) -> Definition | None:
         # Resolved for the execution's tenant: its own definition of the name, else the shared.
         key = (execution.tenant, execution.definition_uri, execution.definition_version)
-        if key not in self._definitions:
+        known = self._definitions.get(key)
+        if known is not None:
+            return known
+        # One lookup per definition however many attempts miss the cache at once (a herd's
+        # first claim: ten attempts of one definition, ten identical SELECTs before).
+        lookup = self._lookups.get(key)
+        if lookup is None:
             name = execution.definition_uri.rsplit("/", 1)[-1]
-            stored = await self.store.definition_get(
-                execution.tenant, name, execution.definition_version
+            lookup = asyncio.ensure_future(
+                self.store.definition_get(execution.tenant, name, execution.definition_version)
             )
-            if stored is None:
-                return None
-            self._definitions[key] = stored.definition
-        return self._definitions[key]
+            self._lookups[key] = lookup
+            lookup.add_done_callback(lambda done: self._lookup_done(key, done))
+        # Shielded: an attempt cancelled while it waits must not cancel the others' lookup.
+        stored = await asyncio.shield(lookup)
+        if stored is None:
+            return None
+        self._definitions[key] = stored.definition
+        return stored.definition
+
+    def _lookup_done(
+        self, key: tuple[str, str, int], done: asyncio.Future[StoredDefinition | None]
+    ) -> None:
+        self._lookups.pop(key, None)
+        if not done.cancelled():
+            done.exception()  # retrieved: the waiters (if any are left) raise it themselves
 
     def _report(
         self,

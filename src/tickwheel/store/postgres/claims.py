@@ -24,6 +24,7 @@ from tickwheel.store.postgres.rows import execution_from_row, jsonb, opt_aware, 
 from tickwheel.store.postgres.workflows import workflow_event_record
 from tickwheel.store.protocol import AttemptResult, Topic
 from tickwheel.store.sqlfile import load_queries
+from tickwheel.store.workflow_protocol import WORKFLOW_KEY_PREFIX
 
 Q = load_queries("tickwheel.store.postgres.sql")
 Conn = AsyncConnection[DictRow]
@@ -79,11 +80,31 @@ class PostgresClaims:
         # Sorted by id, so that two batches (or a batch and the reaper's) that share rows lock
         # them in one order and cannot deadlock.
         batch = sorted(results, key=lambda r: r.execution_id)
-        params = {"batch": _batch_json(batch), "now": at}
+        done: dict[tuple[uuid.UUID, int], DictRow] = {}
+        # The common result (a final status that wakes nobody, its output inline) needs nothing
+        # but the statement: one autocommit round trip instead of BEGIN, statement, COMMIT.
+        plain = [r for r in batch if r.output_reference is None and not _wakes(r)]
+        if plain:
+            params = {"batch": _batch_json(plain), "now": at, "skip_prefix": WORKFLOW_KEY_PREFIX}
+            async with self._pool.connection() as conn:
+                cursor = await conn.execute(Q["execution_finish_many"], params)
+                done.update(_by_key(await cursor.fetchall()))
+        # The rest, and whatever the statement left (workflow task runs, whose outbox row
+        # commits with the finish; stale tokens, refused again), in one transaction.
+        rest = [r for r in batch if (r.execution_id, r.fencing_token) not in done]
+        if rest:
+            done.update(await self._finish_in_tx(rest, at))
+        return _accepted(results, done)
+
+    async def _finish_in_tx(
+        self, batch: Sequence[AttemptResult], at: datetime | None
+    ) -> dict[tuple[uuid.UUID, int], DictRow]:
+        """Finishes ``batch`` (sorted by id) with its extras: outputs kept by reference, the
+        workflow outbox rows and the NOTIFYs, all committed together."""
+        params = {"batch": _batch_json(batch), "now": at, "skip_prefix": None}
         async with self._signalling_tx() as (conn, topics):
             cursor = await conn.execute(Q["execution_finish_many"], params)
-            rows = await cursor.fetchall()
-            done = {(row["execution_id"], int(row["fencing_token"])): row for row in rows}
+            done = _by_key(await cursor.fetchall())
             by_key = {(r.execution_id, r.fencing_token): r for r in batch}
             for key, row in done.items():
                 result = by_key[key]
@@ -104,7 +125,16 @@ class PostgresClaims:
                 ):
                     topics.add(Topic.WORKFLOW)
             topics.update(topics_for(by_key[key].execution_status for key in done))
-        return _accepted(results, done)
+        return done
+
+
+def _wakes(result: AttemptResult) -> bool:
+    """Whether the status the result moves to must NOTIFY someone (a retry wakes schedulers)."""
+    return bool(topics_for([result.execution_status]))
+
+
+def _by_key(rows: Sequence[DictRow]) -> dict[tuple[uuid.UUID, int], DictRow]:
+    return {(row["execution_id"], int(row["fencing_token"])): row for row in rows}
 
 
 def _batch_json(batch: Sequence[AttemptResult]) -> str:

@@ -8,6 +8,7 @@ transaction, so a scheduler that lost a grant promotes nothing in that shard."""
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Sequence
 from datetime import datetime
@@ -56,14 +57,7 @@ class PostgresPromotion:
         found: list[list[DueEntry]] = [[] for _ in slices]
         if not slices:
             return found
-        params = {
-            "shards": [c.shard_id for c in slices],
-            "after_ats": [require_aware(c.after_at) for c in slices],
-            "after_ids": [c.after_id for c in slices],
-            "bucket_froms": [bucket_start(c.after_at) for c in slices],
-            "untils": [require_aware(c.until) for c in slices],
-            "limit": limit,
-        }
+        params = {"slices": due_slices_json(slices), "limit": limit}
         async with self._pool.connection() as conn:
             cursor = await conn.execute(Q["execution_due_window"], params)
             rows = await cursor.fetchall()
@@ -204,3 +198,21 @@ class PostgresPromotion:
                 if row is not None and row["at"] is not None:
                     found.append(row["at"])
         return utc(min(found)) if found else None
+
+
+def due_slices_json(slices: Sequence[DueSlice]) -> str:
+    """The ``slices`` parameter of ``execution_due_window``: one positional array per slice
+    (shard, after_at, after_id, bucket_from, until), instants with their offset."""
+    return json.dumps(
+        [
+            [
+                c.shard_id,
+                require_aware(c.after_at).isoformat(),
+                str(c.after_id),
+                bucket_start(c.after_at).isoformat(),
+                require_aware(c.until).isoformat(),
+            ]
+            for c in slices
+        ],
+        separators=(",", ":"),
+    )

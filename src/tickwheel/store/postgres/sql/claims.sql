@@ -61,6 +61,9 @@ SELECT * FROM claimed ORDER BY fencing_token;
 -- finish it; a stale row matches nothing here and the others still commit. The reaper's write
 -- (lease_expired_only) must lose against a heartbeat that renewed the lease meanwhile: the
 -- heartbeat's UPDATE holds the row lock, and this one re-checks the lease on the new version.
+-- skip_prefix (the store's one-statement path, outside a transaction): rows whose idempotency
+-- key starts with it (workflow task runs, whose outbox row must commit with the finish) are left
+-- untouched and come back unfinished, for the store to finish them in a transaction. NULL: none.
 -- recorded: the attempt row of each execution finished, in the same statement.
 WITH finished AS (
     UPDATE executions e
@@ -77,6 +80,8 @@ WITH finished AS (
     WHERE e.execution_id = b.execution_id AND e.status = 'RUNNING'
       AND e.fencing_token = b.fencing_token
       AND (NOT b.lease_expired_only OR e.lease_expires_at < coalesce(%(now)s::timestamptz, now()))
+      AND (%(skip_prefix)s::text IS NULL OR e.idempotency_key IS NULL
+           OR NOT starts_with(e.idempotency_key, %(skip_prefix)s::text))
     RETURNING e.execution_id, e.fencing_token, e.attempt_count, e.idempotency_key, e.status,
         b.attempt_status, b.error
 ),

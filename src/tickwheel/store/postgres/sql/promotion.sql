@@ -7,10 +7,16 @@
 -- probe of executions_due per slice (LATERAL), bounded on both index columns: only the slice's
 -- rows are read, never the backlog beyond its end, and the LIMIT stops each probe early (the
 -- index gives the order; the id only breaks ties). The slice's ordinal says whose row it is.
+-- The slices come as one JSON array of positional arrays (shard, after_at, after_id,
+-- bucket_from, until): five typed arrays dumped element by element cost the scheduler more than
+-- the query (a herd's hints make hundreds of slices, and the first promotion waited on them).
 SELECT c.slice, d.execution_id, d.shard_id, d.execute_at
-FROM unnest(%(shards)s::smallint[], %(after_ats)s::timestamptz[], %(after_ids)s::uuid[],
-            %(bucket_froms)s::timestamptz[], %(untils)s::timestamptz[])
-     WITH ORDINALITY AS c (shard_id, after_at, after_id, bucket_from, until, slice)
+FROM (
+    SELECT (item ->> 0)::smallint AS shard_id, (item ->> 1)::timestamptz AS after_at,
+        (item ->> 2)::uuid AS after_id, (item ->> 3)::timestamptz AS bucket_from,
+        (item ->> 4)::timestamptz AS until, slice
+    FROM jsonb_array_elements(%(slices)s::jsonb) WITH ORDINALITY AS s (item, slice)
+) c
 CROSS JOIN LATERAL (
     SELECT e.execution_id, e.shard_id, e.execute_at FROM executions e
     WHERE e.status = 'SCHEDULED'
