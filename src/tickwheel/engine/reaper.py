@@ -12,6 +12,7 @@ import uuid
 
 from tickwheel.domain.backoff import Uniform
 from tickwheel.domain.clock import Clock
+from tickwheel.domain.definition_refs import stored_name
 from tickwheel.domain.definitions import Definition, RetryPolicy
 from tickwheel.domain.models import Execution
 from tickwheel.domain.retry import decide_lost
@@ -106,6 +107,6 @@ class Reaper(Service):
         """The retry policy's source, resolved for the execution's tenant like the worker's."""
         key = (tenant, uri, version)
         if key not in self._definitions:
-            stored = await self.store.definition_get(tenant, uri.rsplit("/", 1)[-1], version)
+            stored = await self.store.definition_get(tenant, stored_name(uri), version)
             self._definitions[key] = stored.definition if stored else None
         return self._definitions[key]

@@ -31,6 +31,7 @@ from datetime import datetime, timedelta
 
 from tickwheel.domain.backoff import Uniform
 from tickwheel.domain.clock import Clock
+from tickwheel.domain.definition_refs import stored_name
 from tickwheel.domain.definitions import Definition, RetryPolicy
 from tickwheel.domain.models import Execution
 from tickwheel.domain.retry import decide_failure
@@ -396,7 +397,7 @@ class Worker(Service):
         # Resolved for the execution's tenant: its own definition of the name, else the shared.
         key = (execution.tenant, execution.definition_uri, execution.definition_version)
         if key not in self._definitions:
-            name = execution.definition_uri.rsplit("/", 1)[-1]
+            name = stored_name(execution.definition_uri)
             stored = await self.store.definition_get(
                 execution.tenant, name, execution.definition_version
             )

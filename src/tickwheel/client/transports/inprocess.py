@@ -21,6 +21,7 @@ from tickwheel.client.wire import (
 )
 from tickwheel.domain.clock import Clock, SystemClock
 from tickwheel.domain.definition_files import parse_definition
+from tickwheel.domain.definition_refs import name_of, stored_name
 from tickwheel.domain.definitions import (
     Definition,
     content_hash,
@@ -42,7 +43,6 @@ from tickwheel.domain.submission import (
     SubmitLimits,
     SubmitRequest,
     check_request_shape,
-    definition_name,
     prepare_execution,
 )
 from tickwheel.observability.metrics import definition_label, process_metrics
@@ -170,7 +170,7 @@ class InProcessTransport:
     ) -> NewExecution:
         now = self.clock.now()
         check_request_shape(request, now, self.limits)
-        name = definition_name(request.definition_uri)
+        name = name_of(request.definition_uri)
         assert name is not None  # checked above
         version = request.definition_version
         definition = cache.get((name, version))
@@ -254,7 +254,7 @@ class InProcessTransport:
     async def replay(self, execution_id: uuid.UUID) -> Wire:
         current = await self._get(execution_id)
         stored = await self.store.definition_get(
-            self.tenant, current.definition_uri.rsplit("/", 1)[-1], current.definition_version
+            self.tenant, stored_name(current.definition_uri), current.definition_version
         )
         budget = stored.definition.retry.max_attempts if stored else current.max_attempts
         replayed = await self.store.execution_replay(
