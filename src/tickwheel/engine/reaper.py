@@ -18,6 +18,7 @@ from tickwheel.domain.models import Execution
 from tickwheel.domain.retry import decide_lost
 from tickwheel.engine.service import Service
 from tickwheel.observability.logs import execution_fields
+from tickwheel.services.settings import ReaperSettings
 from tickwheel.store.protocol import AttemptResult, Store
 
 
@@ -29,14 +30,13 @@ class Reaper(Service):
         store: Store,
         clock: Clock | None = None,
         *,
-        batch: int = 200,
-        interval: float = 1.0,
         uniform: Uniform = random.uniform,
+        settings: ReaperSettings = ReaperSettings(),
     ) -> None:
         super().__init__(clock)
         self.store = store
-        self.batch = batch
-        self.interval = interval
+        self.batch = settings.batch
+        self.interval = settings.interval
         self.uniform = uniform
         self.reaped = 0
         self._definitions: dict[tuple[str, str, int], Definition | None] = {}
