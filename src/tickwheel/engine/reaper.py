@@ -19,7 +19,7 @@ from tickwheel.domain.retry import decide_lost
 from tickwheel.engine.service import Service
 from tickwheel.observability.logs import execution_fields
 from tickwheel.services.settings import ReaperSettings
-from tickwheel.store.protocol import AttemptResult, Store
+from tickwheel.store.protocol import AttemptResult, ReaperStore
 
 
 class Reaper(Service):
@@ -27,7 +27,7 @@ class Reaper(Service):
 
     def __init__(
         self,
-        store: Store,
+        store: ReaperStore,
         clock: Clock | None = None,
         *,
         uniform: Uniform = random.uniform,

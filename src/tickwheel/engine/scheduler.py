@@ -37,7 +37,7 @@ from tickwheel.engine.shard_leasing import ShardLeasing, shard_target
 from tickwheel.engine.timing_wheel import TimingWheel
 from tickwheel.services.settings import SchedulerSettings
 from tickwheel.store.due import HINT_HORIZON, DueEntry, DueHints, DueSlice, Promotion
-from tickwheel.store.protocol import Store, Topic
+from tickwheel.store.protocol import SchedulerStore, Topic
 
 __all__ = ["ALL_SHARDS", "Scheduler", "shard_target"]
 
@@ -73,10 +73,11 @@ class _Load:
 
 class Scheduler(Service, ShardLeasing):
     name = "scheduler"
+    store: SchedulerStore  # ShardLeasing needs only its ShardLeaseStore part
 
     def __init__(
         self,
-        store: Store,
+        store: SchedulerStore,
         clock: Clock | None = None,
         *,
         shards: Sequence[int] = ALL_SHARDS,

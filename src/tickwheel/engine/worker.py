@@ -41,7 +41,7 @@ from tickwheel.engine.runners import JobContext, Runner, RunOutcome, default_run
 from tickwheel.engine.service import Service
 from tickwheel.observability.logs import bind, execution_fields
 from tickwheel.services.settings import WorkerSettings
-from tickwheel.store.protocol import AttemptResult, Store, Topic
+from tickwheel.store.protocol import AttemptResult, Topic, WorkerStore
 
 REPORT_EVERY = 5.0
 """Seconds between a worker's reports to the registry (one upsert each, never one per claim)."""
@@ -65,7 +65,7 @@ class Worker(Service):
 
     def __init__(
         self,
-        store: Store,
+        store: WorkerStore,
         clock: Clock | None = None,
         *,
         worker_id: str | None = None,

@@ -36,7 +36,7 @@ from tickwheel.domain.workflows import Workflow
 from tickwheel.observability.metrics import Metrics
 from tickwheel.services.base import Service
 from tickwheel.services.settings import OrchestratorSettings
-from tickwheel.store.protocol import Store, Topic
+from tickwheel.store.protocol import SignalStore, Topic
 from tickwheel.store.workflow_protocol import WorkflowEvent, WorkflowStore
 from tickwheel.workflows.runs import WorkflowRuns
 
@@ -50,7 +50,7 @@ class Orchestrator(Service):
     def __init__(
         self,
         workflows: WorkflowStore,
-        store: Store,
+        store: SignalStore,
         client_for: ClientFor,
         *,
         clock: Clock | None = None,
