@@ -7,7 +7,6 @@ import pytest
 
 from tickwheel.domain.definition_refs import (
     URI_RULE,
-    DefinitionRef,
     is_name,
     name_of,
     require_name,
@@ -15,6 +14,7 @@ from tickwheel.domain.definition_refs import (
     stored_name,
     to_uri,
     uri_of,
+    versioned,
 )
 from tickwheel.domain.errors import InvalidInput
 
@@ -89,23 +89,6 @@ def test_short_drops_only_the_registry_prefix() -> None:
     assert short("other://greet") == "other://greet"
 
 
-def test_a_reference_parses_a_name_or_a_uri_and_pins_a_version() -> None:
-    assert DefinitionRef.parse("greet") == DefinitionRef("greet")
-    ref = DefinitionRef.parse("registry://jobs/greet", 3)
-    assert (ref.name, ref.version, ref.uri) == ("greet", 3, "registry://jobs/greet")
-    assert str(ref) == "registry://jobs/greet version 3"
-    assert str(DefinitionRef("greet")) == "registry://jobs/greet"
-
-
-@pytest.mark.parametrize("text", ["", "a/b", "..", "../../etc/passwd", "ünï", "x" * 5000])
-def test_a_reference_refuses_hostile_text(text: str) -> None:
-    with pytest.raises(InvalidInput, match="definition reference is invalid") as caught:
-        DefinitionRef.parse(text, path="definition")
-    assert caught.value.errors[0].path == "definition"
-
-
-@pytest.mark.parametrize("version", [0, -1])
-def test_a_reference_refuses_a_version_below_one(version: int) -> None:
-    with pytest.raises(InvalidInput) as caught:
-        DefinitionRef("greet", version)
-    assert caught.value.errors[0].path == "definitionVersion"
+def test_messages_name_a_definition_with_its_version() -> None:
+    assert versioned("registry://jobs/greet", 3) == "registry://jobs/greet version 3"
+    assert versioned("registry://jobs/greet", None) == "registry://jobs/greet"

@@ -13,7 +13,7 @@ that name, else the shared one; another tenant's is "no such definition".
 from __future__ import annotations
 
 from tickwheel.domain.cron_jobs import CronJobSpec
-from tickwheel.domain.definition_refs import name_of
+from tickwheel.domain.definition_refs import name_of, versioned
 from tickwheel.domain.errors import FieldError, InvalidInput
 from tickwheel.domain.fieldtypes import validate_values
 from tickwheel.domain.workflows import workflow_from_document
@@ -53,4 +53,4 @@ async def check_definition(store: Store, tenant: str, spec: CronJobSpec, path: s
         message = f"no definition is registered as {which}{spec.definition_uri}"
         raise InvalidInput(message, [FieldError(path + field, "no such definition")])
     d = stored.definition
-    validate_values(d.inputs, spec.inputs, path + "inputs", context=f"{d.uri} version {d.version}")
+    validate_values(d.inputs, spec.inputs, path + "inputs", context=versioned(d.uri, d.version))

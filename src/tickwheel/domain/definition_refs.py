@@ -9,13 +9,11 @@ line or a metric label), whatever was stored."""
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import Final
 
 from tickwheel.domain.errors import FieldError, InvalidInput
 
 URI_PREFIX: Final = "registry://jobs/"
-NAME_MAX: Final = 128
 NAME: Final = re.compile(r"[a-z0-9][a-z0-9_.-]{0,127}")
 """A definition (and workflow, and task) name: lower-case ASCII letters and digits, then also
 ``_``, ``.`` and ``-``; it cannot start with ``.``, so ``..`` and ``.hidden`` are refused."""
@@ -24,45 +22,8 @@ URI_RULE: Final = f"must look like {URI_PREFIX}<name>"
 """The message a malformed definition URI gets, wherever it is checked."""
 
 
-@dataclass(frozen=True)
-class DefinitionRef:
-    """A definition named by its URI, pinned to a version or not (None: the latest)."""
-
-    name: str
-    version: int | None = None
-
-    def __post_init__(self) -> None:
-        if not is_name(self.name):
-            raise InvalidInput(
-                "the definition reference is invalid", [FieldError("definition", name_rule())]
-            )
-        if self.version is not None and self.version < 1:
-            raise InvalidInput(
-                "the definition reference is invalid",
-                [FieldError("definitionVersion", "must be a positive integer")],
-            )
-
-    @classmethod
-    def parse(
-        cls, text: str, version: int | None = None, *, path: str = "definitionUri"
-    ) -> DefinitionRef:
-        """A URI or a bare name; anything else raises ``InvalidInput`` located at ``path``."""
-        return cls(require_name(to_uri(text), path), version)
-
-    @property
-    def uri(self) -> str:
-        return uri_of(self.name)
-
-    def __str__(self) -> str:
-        return self.uri if self.version is None else f"{self.uri} version {self.version}"
-
-
 def is_name(text: str) -> bool:
     return NAME.fullmatch(text) is not None
-
-
-def name_rule() -> str:
-    return f"must match ^{NAME.pattern}$"
 
 
 def uri_of(name: str) -> str:
@@ -98,6 +59,11 @@ def stored_name(uri: str) -> str:
     after its last ``/``, so a row no current writer would produce still gets looked up (and
     found missing) and labelled, instead of stopping a worker's loop."""
     return name_of(uri) or uri.rsplit("/", 1)[-1]
+
+
+def versioned(uri: str, version: int | None) -> str:
+    """How messages name a definition: ``registry://jobs/x version 2`` (or the URI alone)."""
+    return uri if version is None else f"{uri} version {version}"
 
 
 def short(uri: str) -> str:

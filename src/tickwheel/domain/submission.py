@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from tickwheel.domain.definition_refs import URI_RULE, name_of
+from tickwheel.domain.definition_refs import URI_RULE, name_of, versioned
 from tickwheel.domain.definitions import Definition, validate_values
 from tickwheel.domain.errors import ErrorList
 from tickwheel.domain.ids import uuid7
@@ -128,7 +128,7 @@ def prepare_execution(
         definition.inputs,
         request.inputs,
         "inputs",
-        context=f"{definition.uri} version {definition.version}",
+        context=versioned(definition.uri, definition.version),
     )
     execute_at = request.execute_at or now
     execution_id = uuid7(now)

@@ -21,7 +21,7 @@ from tickwheel.client.wire import (
 )
 from tickwheel.domain.clock import Clock, SystemClock
 from tickwheel.domain.definition_files import parse_definition
-from tickwheel.domain.definition_refs import name_of, stored_name
+from tickwheel.domain.definition_refs import require_name, stored_name
 from tickwheel.domain.definitions import (
     Definition,
     content_hash,
@@ -170,7 +170,7 @@ class InProcessTransport:
     ) -> NewExecution:
         now = self.clock.now()
         check_request_shape(request, now, self.limits)
-        name = name_of(request.definition_uri)
+        name = require_name(request.definition_uri)
         assert name is not None  # checked above
         version = request.definition_version
         definition = cache.get((name, version))
