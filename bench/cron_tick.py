@@ -25,6 +25,7 @@ import psycopg
 
 from bench._common import require_loopback, with_database
 from bench.report import DEFAULT_PG_URL
+from tickwheel.services.settings import CronSettings
 
 BOUNDARY = datetime(2026, 3, 1, 12, 1, tzinfo=UTC)
 
@@ -66,7 +67,10 @@ async def one_run(url: str, n: int, batch: int) -> float:
         clock = FakeClock(BOUNDARY - timedelta(seconds=30))
         client = AsyncClient(transport=InProcessTransport(store, "acme", clock), clock=clock)
         service = CronService(
-            cron, lambda _: client, clock=clock, lead=timedelta(seconds=60), batch=batch
+            cron,
+            lambda _: client,
+            clock=clock,
+            settings=CronSettings(lead=timedelta(seconds=60), batch=batch),
         )
         started = time.perf_counter()
         done = 0

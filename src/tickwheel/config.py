@@ -1,4 +1,7 @@
-"""Settings from ``TICKWHEEL_*`` environment variables; CLI flags override them."""
+"""Settings from ``TICKWHEEL_*`` environment variables; CLI flags override them.
+
+The services' knobs take their defaults from ``services/settings.py`` and are turned into the
+services' settings objects here, and only here (``scheduler_settings()``, ...)."""
 
 from __future__ import annotations
 
@@ -10,6 +13,17 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from tickwheel.domain.addresses import parse_networks
 from tickwheel.domain.run_policy import RunPolicy
 from tickwheel.domain.submission import SubmitLimits
+from tickwheel.services.settings import (
+    CronSettings,
+    OrchestratorSettings,
+    PrunerSettings,
+    SchedulerSettings,
+    WorkerSettings,
+)
+
+_SCHEDULER, _WORKER, _PRUNER = SchedulerSettings(), WorkerSettings(), PrunerSettings()
+_CRON, _ORCHESTRATOR = CronSettings(), OrchestratorSettings()
+_DAY = timedelta(days=1)
 
 
 def _items(text: str) -> tuple[str, ...]:
@@ -39,19 +53,27 @@ class Settings(BaseSettings):
     definitions_dir: str | None = None
     tenant: str = Field("default", min_length=1, description="tenant of the first (operator) key")
     db_pool_size: int = Field(10, gt=0)
-    worker_concurrency: int = Field(4, gt=0, description="attempts one worker runs at once")
+    worker_concurrency: int = Field(
+        _WORKER.concurrency, gt=0, description="attempts one worker runs at once"
+    )
     worker_finish_batch: int = Field(
-        200, gt=0, description="finished attempts a worker reports in one transaction, at most"
+        _WORKER.finish_batch,
+        gt=0,
+        description="finished attempts a worker reports in one transaction, at most",
     )
     worker_finish_interval: float = Field(
-        0.01, ge=0, description="seconds a finished attempt may wait to share a transaction"
+        _WORKER.finish_interval,
+        ge=0,
+        description="seconds a finished attempt may wait to share a transaction",
     )
     lease_seconds: float = Field(
-        30.0, gt=0, description="how long a claim lasts between heartbeats"
+        _WORKER.lease.total_seconds(),
+        gt=0,
+        description="how long a claim lasts between heartbeats",
     )
     shutdown_grace_seconds: float = Field(30.0, ge=0, description="SIGTERM: time to finish")
     max_inline_output_bytes: int = Field(
-        64 * 1024, gt=0, description="larger outputs are stored by reference"
+        _WORKER.max_inline_output, gt=0, description="larger outputs are stored by reference"
     )
     metrics_port: int | None = Field(
         None, ge=1, le=65535, description="worker/scheduler processes: serve /metrics here"
@@ -61,34 +83,46 @@ class Settings(BaseSettings):
     )
     engine: bool = Field(True, description="run scheduler, reaper and workers inside the server")
     cron_lead_seconds: float = Field(
-        90.0,
+        _CRON.lead.total_seconds(),
         ge=0,
         description="cron occurrences are materialised this far ahead (more than a minute: the "
         "next herd of every-minute jobs is materialised before the current one starts)",
     )
     cron_misfire_grace_seconds: float = Field(
-        60.0, ge=0, description="a cron occurrence later than this is missed (misfire policy)"
+        _CRON.grace.total_seconds(),
+        ge=0,
+        description="a cron occurrence later than this is missed (misfire policy)",
     )
     cron_claim_seconds: float = Field(
-        30.0, gt=0, description="a cron instance's claim on a job; then another may take it"
+        _CRON.lease.total_seconds(),
+        gt=0,
+        description="a cron instance's claim on a job; then another may take it",
     )
     orchestrator_claim_seconds: float = Field(
-        30.0, gt=0, description="an orchestrator's claim on outbox rows; then another takes them"
+        _ORCHESTRATOR.lease.total_seconds(),
+        gt=0,
+        description="an orchestrator's claim on outbox rows; then another takes them",
     )
     workflow_stall_seconds: float = Field(
-        30.0, gt=0, description="a workflow run with no progress this long is advanced by a sweep"
+        _ORCHESTRATOR.stall_grace.total_seconds(),
+        gt=0,
+        description="a workflow run with no progress this long is advanced by a sweep",
     )
     shard_lease_seconds: float = Field(
-        10.0, gt=0, description="a scheduler's lease on its shards (renewed every third of it)"
+        _SCHEDULER.shard_lease.total_seconds(),
+        gt=0,
+        description="a scheduler's lease on its shards (renewed every third of it)",
     )
     wheel_window_seconds: float = Field(
-        30.0,
+        _SCHEDULER.window.total_seconds(),
         gt=0,
         le=600,
         description="a scheduler keeps the executions due this far ahead in its timing wheel",
     )
     retention_days: float = Field(
-        30.0, ge=0, description="terminal executions finished longer ago are pruned (0: never)"
+        _PRUNER.retention / _DAY,
+        ge=0,
+        description="terminal executions finished longer ago are pruned (0: never)",
     )
     dashboard_secret: str | None = Field(
         None, description="signs dashboard session cookies (default: random per process)"
@@ -126,6 +160,43 @@ class Settings(BaseSettings):
             container_images=_items(self.container_images),
             http_allow_networks=parse_networks(_items(self.http_allow_networks)),
             http_allow_hosts=_items(self.http_allow_hosts),
+        )
+
+    def scheduler_settings(self) -> SchedulerSettings:
+        return SchedulerSettings(
+            shard_lease=timedelta(seconds=self.shard_lease_seconds),
+            window=timedelta(seconds=self.wheel_window_seconds),
+        )
+
+    def worker_settings(self) -> WorkerSettings:
+        return WorkerSettings(
+            concurrency=self.worker_concurrency,
+            lease=timedelta(seconds=self.lease_seconds),
+            max_inline_output=self.max_inline_output_bytes,
+            finish_batch=self.worker_finish_batch,
+            finish_interval=self.worker_finish_interval,
+        )
+
+    def pruner_settings(self) -> PrunerSettings | None:
+        """None: a retention of 0 keeps everything, so no pruner runs."""
+        if self.retention_days <= 0:
+            return None
+        return PrunerSettings(retention=timedelta(days=self.retention_days))
+
+    def cron_settings(self) -> CronSettings:
+        return CronSettings(
+            lead=timedelta(seconds=self.cron_lead_seconds),
+            grace=timedelta(seconds=self.cron_misfire_grace_seconds),
+            lease=timedelta(seconds=self.cron_claim_seconds),
+        )
+
+    def orchestrator_settings(self) -> OrchestratorSettings:
+        # One knob for both: a stalled run waits at most about twice it to be advanced.
+        stall = timedelta(seconds=self.workflow_stall_seconds)
+        return OrchestratorSettings(
+            lease=timedelta(seconds=self.orchestrator_claim_seconds),
+            stall_grace=stall,
+            sweep_every=stall,
         )
 
     def submit_limits(self) -> SubmitLimits:

@@ -14,7 +14,6 @@ import signal
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from datetime import timedelta
 from pathlib import Path
 
 import uvicorn
@@ -295,16 +294,11 @@ class Engine:
         if scheduler:
             # Leased: the role process shares the shards with other schedulers; the all-in-one
             # server is the only scheduler of its database and promotes over every shard.
-            promoter = Scheduler(
-                store,
-                leased=leased,
-                lease_ttl=settings.shard_lease_seconds,
-                window=settings.wheel_window_seconds,
-            )
+            promoter = Scheduler(store, leased=leased, settings=settings.scheduler_settings())
             self.services += [promoter, Reaper(store)]
-            if settings.retention_days > 0:  # retention beside the scheduler, hourly
-                retention = timedelta(days=settings.retention_days)
-                self.services.append(Pruner(store, retention=retention, cron=cron_store_for(store)))
+            pruning = settings.pruner_settings()
+            if pruning is not None:  # retention beside the scheduler, hourly
+                self.services.append(Pruner(store, cron=cron_store_for(store), settings=pruning))
         if worker:
             # Job threads for every slot plus as many again for sync jobs stuck past their
             # timeout (as the Worker's own default); every runner applies the run policy.
@@ -317,12 +311,8 @@ class Engine:
                 store,
                 worker_id=worker_id,
                 runners=runners,
-                concurrency=settings.worker_concurrency,
-                lease=timedelta(seconds=settings.lease_seconds),
                 definition_uris=definition_uris,
-                max_inline_output=settings.max_inline_output_bytes,
-                finish_batch=settings.worker_finish_batch,
-                finish_interval=settings.worker_finish_interval,
+                settings=settings.worker_settings(),
             )
             self.services.append(self.worker)
         self._tasks: list[asyncio.Task[None]] = []
@@ -366,14 +356,11 @@ def in_process_cron(store: Store, settings: Settings) -> CronService:
 def in_process_orchestrator(store: Store, settings: Settings) -> Orchestrator:
     """The workflow orchestrator inside ``tickwheel server`` (or ``tickwheel orchestrator``):
     every tenant's runs, each through an in-process client bound to that tenant."""
-    stall = timedelta(seconds=settings.workflow_stall_seconds)
     return Orchestrator(
         workflow_store_for(store),
         store,
         tenant_clients(store, settings),
-        lease=timedelta(seconds=settings.orchestrator_claim_seconds),
-        stall_grace=stall,
-        sweep_every=stall,
+        settings=settings.orchestrator_settings(),
     )
 
 
@@ -400,9 +387,7 @@ def _cron_service(
         cron,
         client_for,
         tenant=tenant,
-        lead=timedelta(seconds=settings.cron_lead_seconds),
-        grace=timedelta(seconds=settings.cron_misfire_grace_seconds),
-        lease=timedelta(seconds=settings.cron_claim_seconds),
+        settings=settings.cron_settings(),
     )
 
 

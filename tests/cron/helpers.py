@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping
+from dataclasses import fields
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -17,6 +18,7 @@ from tickwheel.cron.jobs import CronJobs
 from tickwheel.cron.service import CronService
 from tickwheel.domain.clock import FakeClock
 from tickwheel.domain.states import AttemptStatus, ExecutionStatus
+from tickwheel.services.settings import CronSettings
 from tickwheel.store.cron_protocol import CronStore
 from tickwheel.store.factory import cron_store_for, workflow_store_for
 from tickwheel.store.protocol import AttemptResult, Store
@@ -51,9 +53,15 @@ class CronRig:
     def make_service(self, owner: str, cron: CronStore | None = None, **kw: Any) -> CronService:
         """A lead of 60 s unless given: the rig's tests count occurrences against it (the
         default, 90 s, has its own test)."""
-        kw.setdefault("lead", timedelta(seconds=60))
+        tuning = {f.name: kw.pop(f.name) for f in fields(CronSettings) if f.name in kw}
+        tuning.setdefault("lead", timedelta(seconds=60))
         return CronService(
-            cron or self.cron, lambda tenant: self.client, clock=self.clock, owner=owner, **kw
+            cron or self.cron,
+            lambda tenant: self.client,
+            clock=self.clock,
+            owner=owner,
+            settings=CronSettings(**tuning),
+            **kw,
         )
 
     async def register(self, **overrides: Any) -> None:

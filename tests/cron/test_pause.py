@@ -16,6 +16,7 @@ from tickwheel.client.transports.inprocess import InProcessTransport
 from tickwheel.cron.service import CronService
 from tickwheel.domain.states import AttemptStatus, ExecutionStatus
 from tickwheel.domain.submission import SubmitRequest
+from tickwheel.services.settings import CronSettings
 from tickwheel.store.protocol import AttemptResult, Store
 
 EVERY_10S = "*/10 * * * * *"
@@ -219,7 +220,11 @@ async def test_a_tick_under_way_when_the_pause_lands_cancels_what_it_submitted(
     job = await rig.create(name="every-10s", expression=EVERY_10S)
     racing = AsyncClient(transport=PausingTransport(rig, "every-10s", delete=delete))
     service = CronService(
-        rig.cron, lambda tenant: racing, clock=rig.clock, owner="slow", lead=timedelta(seconds=60)
+        rig.cron,
+        lambda tenant: racing,
+        clock=rig.clock,
+        owner="slow",
+        settings=CronSettings(lead=timedelta(seconds=60)),
     )
 
     assert await service.run_once() == 0  # its advance lost to the pause

@@ -24,6 +24,7 @@ from tickwheel.cron.service import CronService
 from tickwheel.domain.clock import FakeClock
 from tickwheel.domain.errors import Conflict, InvalidInput, NotFound
 from tickwheel.domain.models import Scope
+from tickwheel.services.settings import CronSettings
 from tickwheel.store.factory import cron_store_for, workflow_store_for
 from tickwheel.store.protocol import Store
 from tickwheel.workflows.definitions import WorkflowDefinitions
@@ -174,7 +175,10 @@ async def test_a_tick_larger_than_the_api_batch_limit_is_submitted_in_chunks(
         ]  # fmt: skip
         await client.cron.apply(docs)
         service = CronService(
-            cron_store_for(store), lambda _: client, clock=clock, batch=50, lead=LEAD_60
+            cron_store_for(store),
+            lambda _: client,
+            clock=clock,
+            settings=CronSettings(batch=50, lead=LEAD_60),
         )
         assert await service.run_once() == 20
         assert service.counts["SUBMITTED"] == 20 * 60

@@ -19,6 +19,7 @@ from tickwheel.domain.clock import FakeClock
 from tickwheel.domain.states import ExecutionStatus
 from tickwheel.engine.pruner import Pruner
 from tickwheel.observability.metrics import Metrics
+from tickwheel.services.settings import PrunerSettings
 from tickwheel.store.factory import cron_store_for, open_store
 from tickwheel.store.protocol import Store
 
@@ -30,7 +31,7 @@ async def test_the_pruner_keeps_the_retention_period_and_loops_in_batches(store:
         await _run(store, T0 - 31 * DAY, ExecutionStatus.SUCCEEDED)
     young = await _run(store, T0 - 29 * DAY, ExecutionStatus.FAILED)
     clock = FakeClock(T0)
-    pruner = Pruner(store, clock, retention=30 * DAY, batch=2)
+    pruner = Pruner(store, clock, settings=PrunerSettings(retention=30 * DAY, batch=2))
     pruner.metrics = Metrics()
     assert await pruner.run_once() == 5  # 2 + 2 + a short batch of 1
     assert await pruner.run_once() == 0
@@ -42,7 +43,7 @@ async def test_the_pruner_keeps_the_retention_period_and_loops_in_batches(store:
 
 def test_a_retention_of_zero_is_refused_by_the_service() -> None:
     with pytest.raises(ValueError, match="retention"):
-        Pruner(None, retention=timedelta(0))  # type: ignore[arg-type]
+        Pruner(None, settings=PrunerSettings(retention=timedelta(0)))  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(

@@ -18,6 +18,7 @@ from tickwheel.domain.sharding import SHARD_COUNT
 from tickwheel.domain.states import ExecutionStatus
 from tickwheel.engine.scheduler import Scheduler
 from tickwheel.observability.metrics import Metrics
+from tickwheel.services.settings import SchedulerSettings
 from tickwheel.store.protocol import Store
 
 
@@ -120,7 +121,7 @@ async def test_a_full_page_continues_when_its_last_row_comes_due(store: Store) -
         replace(new_execution(execute_in=1 + i / 10, key=f"p{i}"), shard_id=7) for i in range(7)
     ]
     ids = [o.execution.execution_id for o in await store.execution_insert_many(items)]
-    s = scheduler(store, clock, shards=[7], batch=3)
+    s = scheduler(store, clock, shards=[7], settings=SchedulerSettings(batch=3))
     await s.run_once()
     assert s.wheel is not None and len(s.wheel) == 4  # a page of 3, and its continuation
     for i in range(7):

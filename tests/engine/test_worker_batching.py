@@ -20,6 +20,7 @@ from tickwheel.domain.models import Execution
 from tickwheel.domain.states import AttemptStatus, ExecutionStatus
 from tickwheel.engine.reaper import Reaper
 from tickwheel.engine.worker import Worker
+from tickwheel.services.settings import WorkerSettings
 from tickwheel.store.postgres.store import PostgresStore
 from tickwheel.store.protocol import AttemptResult, Store
 
@@ -86,12 +87,14 @@ async def test_a_batching_worker_runs_each_execution_exactly_once(greet: Store) 
         cast(Store, counting),
         FakeClock(T0),
         worker_id="w1",
-        concurrency=8,
-        low_water=4,
-        claim_wait=10.0,  # only freed slots end the wait: the test does not depend on timing
-        poll=0.05,
-        finish_batch=16,
-        finish_interval=0.005,
+        settings=WorkerSettings(
+            concurrency=8,
+            low_water=4,
+            claim_wait=10.0,  # only freed slots end the wait: the test does not depend on timing
+            poll=0.05,
+            finish_batch=16,
+            finish_interval=0.005,
+        ),
     )
     executions = await _submit(greet, 60)
     running = asyncio.create_task(worker.run())
@@ -130,7 +133,12 @@ async def test_short_jobs_are_claimed_a_full_set_of_slots_at_a_time(store: Store
     )
     assert await store.definition_insert(stored(quick))
     counting = CountingStore(store)
-    worker = Worker(cast(Store, counting), FakeClock(T0), worker_id="w1", concurrency=10, poll=0.05)
+    worker = Worker(
+        cast(Store, counting),
+        FakeClock(T0),
+        worker_id="w1",
+        settings=WorkerSettings(concurrency=10, poll=0.05),
+    )
     outcomes = await store.execution_insert_many(
         [new_execution(d=quick, inputs={"a": i, "b": 1}) for i in range(100)]
     )
@@ -159,9 +167,11 @@ async def test_a_result_is_not_acknowledged_before_its_batch_and_shutdown_report
         greet,
         FakeClock(T0),
         worker_id="w1",
-        concurrency=4,
-        finish_batch=100,
-        finish_interval=3600,  # no batch goes out on its own during this test
+        settings=WorkerSettings(
+            concurrency=4,
+            finish_batch=100,
+            finish_interval=3600,  # no batch goes out on its own during this test
+        ),
     )
     executions = await _submit(greet, 3)
     assert await worker.run_once() == 3
@@ -183,7 +193,12 @@ async def test_results_whose_lease_was_lost_are_dropped_and_counted_the_others_c
     greet: Store,
 ) -> None:
     clock = FakeClock(T0)
-    worker = Worker(greet, clock, worker_id="w1", finish_batch=100, finish_interval=3600)
+    worker = Worker(
+        greet,
+        clock,
+        worker_id="w1",
+        settings=WorkerSettings(finish_batch=100, finish_interval=3600),
+    )
     lost = await _submit(greet, 2)
     assert await worker.run_once() == 2
 
@@ -227,7 +242,12 @@ async def test_a_failed_report_is_kept_and_retried_and_given_up_only_when_stoppi
     greet: Store,
 ) -> None:
     failing = FailingReports(greet, failures=1)
-    worker = Worker(cast(Store, failing), FakeClock(T0), worker_id="w1", finish_interval=0)
+    worker = Worker(
+        cast(Store, failing),
+        FakeClock(T0),
+        worker_id="w1",
+        settings=WorkerSettings(finish_interval=0),
+    )
     first = await _submit(greet, 2)
     assert await worker.run_once() == 2
     await worker.drain()  # the first report fails; the same results go again and commit
@@ -276,7 +296,9 @@ async def test_an_idle_worker_is_woken_by_notify_not_by_its_poll(
     workers_store, submitter = two_pg_stores
     assert await workers_store.definition_insert(stored(definition()))
     # A poll far longer than the test: only the notification can wake the worker in time.
-    worker = Worker(workers_store, worker_id="w1", poll=60.0, finish_interval=0.005)
+    worker = Worker(
+        workers_store, worker_id="w1", settings=WorkerSettings(poll=60.0, finish_interval=0.005)
+    )
     assert await workers_store.listen(5)
     running = asyncio.create_task(worker.run())
     try:

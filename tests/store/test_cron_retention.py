@@ -12,6 +12,7 @@ from tickwheel.domain.clock import FakeClock
 from tickwheel.domain.cron_jobs import AuditAction, Outcome
 from tickwheel.engine.pruner import Pruner, prune_cron
 from tickwheel.observability.metrics import Metrics
+from tickwheel.services.settings import PrunerSettings
 from tickwheel.store.factory import cron_store_for
 from tickwheel.store.protocol import Store
 
@@ -89,7 +90,7 @@ async def test_the_pruner_service_keeps_cron_rows_for_the_retention_period(store
         ]
     )
     clock = FakeClock(T0)
-    pruner = Pruner(store, clock, retention=30 * DAY, batch=1)
+    pruner = Pruner(store, clock, settings=PrunerSettings(retention=30 * DAY, batch=1))
     pruner.metrics = Metrics()
     assert await pruner.run_once() == 2  # the oldest history row and the creation's audit row
     assert await pruner.run_once() == 0

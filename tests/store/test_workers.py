@@ -8,6 +8,7 @@ from datetime import timedelta
 from tests.factories import T0, new_execution
 from tickwheel.domain.clock import FakeClock
 from tickwheel.engine.worker import Worker
+from tickwheel.services.settings import WorkerSettings
 from tickwheel.store.protocol import Store
 
 S = timedelta(seconds=1)
@@ -40,7 +41,7 @@ async def test_oldest_ready_is_the_longest_waiting_ready_execution(store: Store)
 
 async def test_the_worker_reports_itself_and_its_stop(store: Store) -> None:
     clock = FakeClock(T0)
-    worker = Worker(store, clock, worker_id="wk", concurrency=2)
+    worker = Worker(store, clock, worker_id="wk", settings=WorkerSettings(concurrency=2))
     await worker.run_once()
     [row] = await store.worker_list(T0 - S)
     assert (row.worker_id, row.concurrency, row.last_heartbeat_at) == ("wk", 2, T0)

@@ -19,7 +19,6 @@ from tickwheel.domain.submission import (
     SubmitLimits,
     SubmitRequest,
     check_request_shape,
-    definition_name,
     fingerprint,
     prepare_execution,
 )
@@ -81,16 +80,6 @@ def test_a_good_request_passes() -> None:
 def test_bad_definition_uri(uri: str) -> None:
     errors = shape_errors(request(definition_uri=uri))
     assert errors == [("definitionUri", "must look like registry://jobs/<name>")]
-
-
-def test_definition_name_is_read_from_the_uri() -> None:
-    assert definition_name(URI) == "greet"
-    assert definition_name("registry://jobs/" + "a" * 128) == "a" * 128
-    assert definition_name("registry://jobs/" + "a" * 129) is None
-
-
-def test_a_trailing_newline_is_not_a_valid_uri() -> None:
-    assert definition_name("registry://jobs/greet\n") is None
 
 
 @pytest.mark.parametrize("version", [0, -1, 2**31, 2**63])

@@ -13,6 +13,7 @@ import yaml
 from tests.workflows import jobs
 from tests.workflows.helpers import WorkflowRig, chain
 from tickwheel.engine.worker import Worker
+from tickwheel.services.settings import WorkerSettings
 
 FAN = 100
 
@@ -77,7 +78,9 @@ def fan_workflow() -> str:
 
 async def test_a_fan_out_of_100_tasks_flows_into_one_fan_in(rig: WorkflowRig) -> None:
     await rig.apply(fan_workflow())
-    rig.worker = Worker(rig.store, rig.clock, worker_id="w1", concurrency=25)
+    rig.worker = Worker(
+        rig.store, rig.clock, worker_id="w1", settings=WorkerSettings(concurrency=25)
+    )
     run_id = await rig.start("fan")
 
     async def one_round() -> dict[str, int]:

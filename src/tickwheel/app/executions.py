@@ -19,6 +19,7 @@ from typing import Any
 from tickwheel.app.definition_cache import DefinitionCache, definition_cache
 from tickwheel.app.outcomes import ItemOutcome, Outcome, Written
 from tickwheel.domain.clock import Clock, SystemClock
+from tickwheel.domain.definition_refs import require_name, stored_name
 from tickwheel.domain.definitions import Definition
 from tickwheel.domain.errors import Conflict, FieldError, InvalidInput, NotFound, TickwheelError
 from tickwheel.domain.models import Attempt, Execution, ExecutionEvent, ExecutionFilter
@@ -28,7 +29,6 @@ from tickwheel.domain.submission import (
     SubmitLimits,
     SubmitRequest,
     check_request_shape,
-    definition_name,
     prepare_execution,
 )
 from tickwheel.observability.metrics import definition_label, process_metrics
@@ -109,8 +109,7 @@ class ExecutionService:
     ) -> NewExecution:
         now = self.clock.now()
         check_request_shape(request, now, self.limits)
-        name = definition_name(request.definition_uri)
-        assert name is not None  # checked above
+        name = require_name(request.definition_uri)
         version = request.definition_version
         definition = cache.get((name, version))
         if definition is None:
@@ -178,7 +177,7 @@ class ExecutionService:
         registered now (the execution's own when the definition is gone)."""
         current = await self.get(execution_id)
         stored = await self.store.definition_get(
-            self.tenant, current.definition_uri.rsplit("/", 1)[-1], current.definition_version
+            self.tenant, stored_name(current.definition_uri), current.definition_version
         )
         budget = stored.definition.retry.max_attempts if stored else current.max_attempts
         replayed = await self.store.execution_replay(

@@ -30,9 +30,10 @@ from tickwheel.client.transports.http import HttpTransport
 from tickwheel.client.workflows import WorkflowsClient, WorkflowsSync, WorkflowsTransport
 from tickwheel.domain.clock import Clock, SystemClock
 from tickwheel.domain.definition_files import format_from_filename
+from tickwheel.domain.definition_refs import to_uri
 from tickwheel.domain.models import ExecutionFilter
 from tickwheel.domain.states import ExecutionStatus
-from tickwheel.domain.submission import DEFINITION_URI_PREFIX, SubmitRequest
+from tickwheel.domain.submission import SubmitRequest
 
 T = TypeVar("T")
 ExecutionRef = uuid.UUID | str
@@ -52,7 +53,7 @@ def connection_settings(url: str | None, api_key: str | None) -> tuple[str, str 
 
 def definition_uri(definition: str) -> str:
     """Accepts ``registry://jobs/<name>`` or the bare name."""
-    return definition if "://" in definition else DEFINITION_URI_PREFIX + definition
+    return to_uri(definition)
 
 
 def _id(ref: ExecutionRef) -> uuid.UUID:

@@ -26,9 +26,9 @@ from tickwheel.domain.cron_jobs import (
     OverlapPolicy,
     validate_spec,
 )
+from tickwheel.domain.definition_refs import to_uri
 from tickwheel.domain.errors import BadRequest, ErrorList, FieldError, InvalidInput
 from tickwheel.domain.jsonvalues import VERSION_MAX, int64_problem, text_problem
-from tickwheel.domain.submission import DEFINITION_URI_PREFIX
 from tickwheel.resources import cron as resources
 from tickwheel.store.cron_protocol import HistoryCursor
 
@@ -168,9 +168,7 @@ class _Reader:
 
     def uri(self, key: str) -> Any:
         value = self.text(key)
-        if isinstance(value, str) and "://" not in value:
-            return DEFINITION_URI_PREFIX + value  # the bare definition name
-        return value
+        return to_uri(value) if isinstance(value, str) else value  # a bare name or a URI
 
     def version(self, key: str) -> Any:
         value = self._get(key)

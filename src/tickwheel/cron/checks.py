@@ -13,9 +13,9 @@ that name, else the shared one; another tenant's is "no such definition".
 from __future__ import annotations
 
 from tickwheel.domain.cron_jobs import CronJobSpec
+from tickwheel.domain.definition_refs import name_of, versioned
 from tickwheel.domain.errors import FieldError, InvalidInput
 from tickwheel.domain.fieldtypes import validate_values
-from tickwheel.domain.submission import definition_name
 from tickwheel.domain.workflows import workflow_from_document
 from tickwheel.store.protocol import Store
 from tickwheel.store.workflow_protocol import WorkflowStore
@@ -44,7 +44,7 @@ async def check_workflow(
 
 async def check_definition(store: Store, tenant: str, spec: CronJobSpec, path: str = "") -> None:
     assert spec.definition_uri is not None  # validate_spec checked there is one target
-    name = definition_name(spec.definition_uri)
+    name = name_of(spec.definition_uri)
     assert name is not None  # validate_spec checked the form
     stored = await store.definition_get(tenant, name, spec.definition_version)
     if stored is None:
@@ -53,4 +53,4 @@ async def check_definition(store: Store, tenant: str, spec: CronJobSpec, path: s
         message = f"no definition is registered as {which}{spec.definition_uri}"
         raise InvalidInput(message, [FieldError(path + field, "no such definition")])
     d = stored.definition
-    validate_values(d.inputs, spec.inputs, path + "inputs", context=f"{d.uri} version {d.version}")
+    validate_values(d.inputs, spec.inputs, path + "inputs", context=versioned(d.uri, d.version))

@@ -24,7 +24,7 @@ from __future__ import annotations
 import uuid
 from collections import Counter
 from collections.abc import Callable, Sequence
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from tickwheel.client.client import AsyncClient
 from tickwheel.cron.pause import cancel_submitted
@@ -55,6 +55,7 @@ from tickwheel.domain.cron_jobs import (
 from tickwheel.domain.errors import Conflict, InvalidInput
 from tickwheel.domain.submission import SubmitRequest
 from tickwheel.services.base import Service
+from tickwheel.services.settings import CronSettings
 from tickwheel.store.cron_protocol import CronAdvance, CronStore
 
 SUBMIT_CHUNK = 500
@@ -76,18 +77,14 @@ class CronService(Service):
         clock: Clock | None = None,
         owner: str | None = None,
         tenant: str | None = None,
-        lead: timedelta = timedelta(seconds=90),
-        grace: timedelta = timedelta(seconds=60),
-        lease: timedelta = timedelta(seconds=30),
-        batch: int = 500,
-        poll: float = 0.5,
+        settings: CronSettings = CronSettings(),
     ) -> None:
         super().__init__(clock, owner=owner)
         self.store = store
         self.client_for = client_for
         self.tenant = tenant
-        self.lead, self.grace, self.lease = lead, grace, lease
-        self.batch, self.poll = batch, poll
+        self.lead, self.grace, self.lease = settings.lead, settings.grace, settings.lease
+        self.batch, self.poll = settings.batch, settings.poll
         self.submit_chunk = SUBMIT_CHUNK
         """Occurrences per ``submit_many``; the clock is read again before each."""
         self.max_occurrences = MAX_OCCURRENCES

@@ -17,6 +17,7 @@ from fastapi.responses import Response
 from tickwheel.dashboard.catalog import jobs_for
 from tickwheel.dashboard.session import Session
 from tickwheel.dashboard.views import back, checked_form, error_page, render, session_of, transport
+from tickwheel.domain.definition_refs import to_uri
 from tickwheel.domain.errors import BadRequest, Forbidden, NotFound, TickwheelError
 from tickwheel.domain.models import ExecutionFilter, Scope
 from tickwheel.domain.states import CANCELLABLE, REPLAYABLE, ExecutionStatus
@@ -53,9 +54,7 @@ def _filter(q: dict[str, str]) -> ExecutionFilter:
             raise BadRequest(f"cron: not a cron job id ({cron!r})") from exc
     return ExecutionFilter(
         statuses=(ExecutionStatus(status),) if status else (),
-        definition_uri=(definition if "://" in definition else f"registry://jobs/{definition}")
-        if definition
-        else None,
+        definition_uri=to_uri(definition) if definition else None,
         idempotency_key=q.get("key") or None,
         # The Cron Service keys each occurrence's execution ``cron:<cronJobId>:<occurrence>``.
         idempotency_key_prefix=f"cron:{cron}:" if cron else None,

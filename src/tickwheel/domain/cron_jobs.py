@@ -15,8 +15,8 @@ from enum import StrEnum
 from typing import Any
 
 from tickwheel.domain.cron import DEFAULT_DST_POLICY, DstPolicy, parse_expression, parse_timezone
+from tickwheel.domain.definition_refs import URI_RULE, name_of
 from tickwheel.domain.errors import ErrorList, InvalidInput
-from tickwheel.domain.submission import definition_name
 
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
 MAX_CATCH_UP_LIMIT = 1000
@@ -235,8 +235,8 @@ def _check_target(spec: CronJobSpec, errors: ErrorList) -> None:
                 "occurrence is materialised, so it cannot be delayed like an executeAt",
             )
         return
-    if definition_name(spec.definition_uri or "") is None:
-        errors.add("definitionUri", "must look like registry://jobs/<name>")
+    if name_of(spec.definition_uri or "") is None:
+        errors.add("definitionUri", URI_RULE)
     if spec.workflow_version is not None:
         errors.add("workflow.version", "applies to a workflow target, not a definition")
     if spec.definition_version is not None and spec.definition_version < 1:

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Final
 from urllib.parse import urlsplit
 
+from tickwheel.domain.definition_refs import NAME, uri_of
 from tickwheel.domain.errors import ErrorList, InvalidInput
 from tickwheel.domain.fieldtypes import (
     FieldSpec,
@@ -63,7 +64,6 @@ PERMANENT_KINDS: Final = frozenset(
 )
 HTTP_METHODS: Final = ("GET", "POST", "PUT", "PATCH", "DELETE")
 
-NAME = re.compile(r"[a-z0-9][a-z0-9_.-]{0,127}")
 _IDENT = r"[A-Za-z_][A-Za-z0-9_]*"
 ENTRYPOINT = re.compile(rf"{_IDENT}(\.{_IDENT})*:{_IDENT}(\.{_IDENT})*")
 _HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
@@ -152,7 +152,7 @@ class Definition:
 
     @property
     def uri(self) -> str:
-        return f"registry://jobs/{self.name}"
+        return uri_of(self.name)
 
 
 # -- checking: document -> model -----------------------------------------------------------------

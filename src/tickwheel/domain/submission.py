@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 import uuid
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from tickwheel.domain.definition_refs import URI_RULE, name_of, versioned
 from tickwheel.domain.definitions import Definition, validate_values
 from tickwheel.domain.errors import ErrorList
 from tickwheel.domain.ids import uuid7
@@ -21,8 +21,6 @@ from tickwheel.domain.jsonvalues import VERSION_MAX, problems
 from tickwheel.domain.sharding import bucket_start, shard_id
 from tickwheel.domain.states import ExecutionStatus
 
-DEFINITION_URI_PREFIX = "registry://jobs/"
-_URI = re.compile(r"registry://jobs/([a-z0-9][a-z0-9_.-]{0,127})")
 IDEMPOTENCY_KEY_MAX = 255
 PRIORITY_MIN, PRIORITY_MAX = -100, 100
 
@@ -66,16 +64,11 @@ class NewExecution:
     created_at: datetime
 
 
-def definition_name(uri: str) -> str | None:
-    match = _URI.fullmatch(uri)
-    return match.group(1) if match else None
-
-
 def check_request_shape(request: SubmitRequest, now: datetime, limits: SubmitLimits) -> None:
     """Checks that need no definition, so a bad request fails before touching the store."""
     errors = ErrorList()
-    if definition_name(request.definition_uri) is None:
-        errors.add("definitionUri", "must look like registry://jobs/<name>")
+    if name_of(request.definition_uri) is None:
+        errors.add("definitionUri", URI_RULE)
     version = request.definition_version
     if version is not None and not 1 <= version <= VERSION_MAX:
         errors.add("definitionVersion", f"must be a positive integer up to {VERSION_MAX}")
@@ -135,7 +128,7 @@ def prepare_execution(
         definition.inputs,
         request.inputs,
         "inputs",
-        context=f"{definition.uri} version {definition.version}",
+        context=versioned(definition.uri, definition.version),
     )
     execute_at = request.execute_at or now
     execution_id = uuid7(now)

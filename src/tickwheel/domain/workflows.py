@@ -10,14 +10,14 @@ rest against the stored Job Definitions. Both raise InvalidInput naming each bad
 from __future__ import annotations
 
 import hashlib
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
 from tickwheel.domain.definition_files import _load_json, _load_yaml, _text
-from tickwheel.domain.definitions import NAME, _canonical_json, _diff
+from tickwheel.domain.definition_refs import NAME, URI_RULE, name_of, uri_of
+from tickwheel.domain.definitions import _canonical_json, _diff
 from tickwheel.domain.errors import BadRequest, ErrorList, InvalidInput
 from tickwheel.domain.fieldtypes import (
     FieldSpec,
@@ -31,7 +31,6 @@ from tickwheel.domain.fieldtypes import (
 )
 from tickwheel.domain.workflow_expressions import InputRef, OutputRef, find_expressions
 
-_URI = re.compile(r"registry://jobs/([a-z0-9][a-z0-9_.-]{0,127})")
 _TOP_KEYS = ("name", "version", "description", "inputs", "tasks")
 _TASK_KEYS = ("name", "definition", "definitionVersion", "inputs", "dependsOn", "triggerRule")
 MAX_TASKS = 1000
@@ -56,7 +55,7 @@ class WorkflowTask:
 
     @property
     def definition_uri(self) -> str:
-        return f"registry://jobs/{self.definition}"
+        return uri_of(self.definition)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -156,9 +155,9 @@ def _read_task(raw: Any, path: str, errors: ErrorList) -> WorkflowTask | None:
     if name is not None and not NAME.fullmatch(name):
         errors.add(f"{path}.name", f"must match ^{NAME.pattern}$; got {describe(name)}")
     uri = read_str(raw.get("definition"), f"{path}.definition", errors)
-    match = _URI.fullmatch(uri) if uri is not None else None
-    if uri is not None and match is None:
-        errors.add(f"{path}.definition", f"must look like registry://jobs/<name>; got {uri!r}")
+    definition = name_of(uri) if uri is not None else None
+    if uri is not None and definition is None:
+        errors.add(f"{path}.definition", f"{URI_RULE}; got {uri!r}")
     version = None
     if raw.get("definitionVersion") is not None:
         version = read_positive_int(
@@ -176,11 +175,11 @@ def _read_task(raw: Any, path: str, errors: ErrorList) -> WorkflowTask | None:
     if rule not in {r.value for r in TriggerRule}:
         allowed = ", ".join(r.value for r in TriggerRule)
         errors.add(f"{path}.triggerRule", f"must be one of {allowed}; got {describe(rule)}")
-    if len(errors.items) != before or name is None or match is None:
+    if len(errors.items) != before or name is None or definition is None:
         return None
     return WorkflowTask(
         name=name,
-        definition=match.group(1),
+        definition=definition,
         definition_version=version,
         inputs=dict(inputs),
         depends_on=tuple(depends),

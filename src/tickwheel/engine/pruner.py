@@ -19,13 +19,13 @@ from datetime import datetime, timedelta
 from tickwheel.domain.clock import Clock
 from tickwheel.domain.states import TERMINAL
 from tickwheel.engine.service import Service
+from tickwheel.services.settings import PrunerSettings
 from tickwheel.store.cron_protocol import CronStore
 from tickwheel.store.factory import cron_store_for
 from tickwheel.store.protocol import Store
 
-DEFAULT_RETENTION = timedelta(days=30)
-DEFAULT_BATCH = 1000
-DEFAULT_INTERVAL = 3600.0
+DEFAULT_BATCH = PrunerSettings.batch
+"""Also the batch of ``tickwheel prune``."""
 
 
 class Pruner(Service):
@@ -36,12 +36,11 @@ class Pruner(Service):
         store: Store,
         clock: Clock | None = None,
         *,
-        retention: timedelta = DEFAULT_RETENTION,
-        batch: int = DEFAULT_BATCH,
-        interval: float = DEFAULT_INTERVAL,
         cron: CronStore | None = None,
+        settings: PrunerSettings = PrunerSettings(),
     ) -> None:
         super().__init__(clock)
+        retention, batch = settings.retention, settings.batch
         if retention <= timedelta(0):
             raise ValueError("retention must be positive (a retention of 0 runs no pruner)")
         if batch < 1:
@@ -50,7 +49,7 @@ class Pruner(Service):
         self._cron = cron
         self.retention = retention
         self.batch = batch
-        self.interval = interval
+        self.interval = settings.interval
         self.pruned = 0
 
     def cutoff(self) -> datetime:

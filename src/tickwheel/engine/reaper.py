@@ -12,12 +12,14 @@ import uuid
 
 from tickwheel.domain.backoff import Uniform
 from tickwheel.domain.clock import Clock
+from tickwheel.domain.definition_refs import stored_name
 from tickwheel.domain.definitions import Definition, RetryPolicy
 from tickwheel.domain.models import Execution
 from tickwheel.domain.retry import decide_lost
 from tickwheel.engine.service import Service
 from tickwheel.observability.logs import execution_fields
-from tickwheel.store.protocol import AttemptResult, Store
+from tickwheel.services.settings import ReaperSettings
+from tickwheel.store.protocol import AttemptResult, ReaperStore
 
 
 class Reaper(Service):
@@ -25,17 +27,16 @@ class Reaper(Service):
 
     def __init__(
         self,
-        store: Store,
+        store: ReaperStore,
         clock: Clock | None = None,
         *,
-        batch: int = 200,
-        interval: float = 1.0,
         uniform: Uniform = random.uniform,
+        settings: ReaperSettings = ReaperSettings(),
     ) -> None:
         super().__init__(clock)
         self.store = store
-        self.batch = batch
-        self.interval = interval
+        self.batch = settings.batch
+        self.interval = settings.interval
         self.uniform = uniform
         self.reaped = 0
         self._definitions: dict[tuple[str, str, int], Definition | None] = {}
@@ -106,6 +107,6 @@ class Reaper(Service):
         """The retry policy's source, resolved for the execution's tenant like the worker's."""
         key = (tenant, uri, version)
         if key not in self._definitions:
-            stored = await self.store.definition_get(tenant, uri.rsplit("/", 1)[-1], version)
+            stored = await self.store.definition_get(tenant, stored_name(uri), version)
             self._definitions[key] = stored.definition if stored else None
         return self._definitions[key]

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from tickwheel.domain.models import Execution
-from tickwheel.store.protocol import AttemptResult, Store
+from tickwheel.store.protocol import AttemptResult, ClaimStore
 
 RETRY_SECONDS = 1.0
 """Seconds between tries to report a batch while the database fails."""
@@ -41,7 +41,7 @@ class Finished:
 class ResultBuffer:
     def __init__(
         self,
-        store: Store,
+        store: ClaimStore,
         *,
         batch: int,
         interval: float,

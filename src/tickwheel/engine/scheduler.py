@@ -35,8 +35,9 @@ from tickwheel.domain.sharding import SHARD_COUNT
 from tickwheel.engine.service import Service
 from tickwheel.engine.shard_leasing import ShardLeasing, shard_target
 from tickwheel.engine.timing_wheel import TimingWheel
+from tickwheel.services.settings import SchedulerSettings
 from tickwheel.store.due import HINT_HORIZON, DueEntry, DueHints, DueSlice, Promotion
-from tickwheel.store.protocol import Store, Topic
+from tickwheel.store.protocol import SchedulerStore, Topic
 
 __all__ = ["ALL_SHARDS", "Scheduler", "shard_target"]
 
@@ -72,33 +73,31 @@ class _Load:
 
 class Scheduler(Service, ShardLeasing):
     name = "scheduler"
+    store: SchedulerStore  # ShardLeasing needs only its ShardLeaseStore part
 
     def __init__(
         self,
-        store: Store,
+        store: SchedulerStore,
         clock: Clock | None = None,
         *,
         shards: Sequence[int] = ALL_SHARDS,
-        batch: int = 500,
-        max_sleep: float = 1.0,
         leased: bool = False,
         owner: str | None = None,
-        lease_ttl: float = 10.0,
-        window: float = 30.0,
+        settings: SchedulerSettings = SchedulerSettings(),
     ) -> None:
         super().__init__(clock, owner=owner)
-        if not 0 < window <= HINT_HORIZON.total_seconds():
+        if not timedelta(0) < settings.window <= HINT_HORIZON:
             raise ValueError(f"the window must be within 0 and {HINT_HORIZON.total_seconds()} s")
         self.store = store
         self.shards = list(shards)
-        self.batch = batch
-        self.max_sleep = max_sleep
+        self.batch = settings.batch
+        self.max_sleep = settings.max_sleep
         self.promoted = 0
         self.leased = leased
-        self.lease_ttl = timedelta(seconds=lease_ttl)
+        self.lease_ttl = settings.shard_lease
         # Renew at a third of the lease: two renewals may fail (a slow database) before expiry.
-        self.renew_every = timedelta(seconds=lease_ttl / 3)
-        self.window = timedelta(seconds=window)
+        self.renew_every = settings.shard_lease / 3
+        self.window = settings.window
         # Extend at a third of the window: the wheel always holds at least two thirds ahead.
         self.refresh_every = self.window / 3
         self.leases: dict[int, ShardLease] = {}

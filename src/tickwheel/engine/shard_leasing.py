@@ -13,7 +13,7 @@ from datetime import datetime, timedelta
 
 from tickwheel.domain.models import ShardLease
 from tickwheel.domain.sharding import SHARD_COUNT
-from tickwheel.store.protocol import Store
+from tickwheel.store.protocol import ShardLeaseStore
 
 
 def shard_target(owner: str, owners: Sequence[str]) -> int:
@@ -26,7 +26,7 @@ def shard_target(owner: str, owners: Sequence[str]) -> int:
 
 
 class ShardLeasing:
-    store: Store
+    store: ShardLeaseStore
     owner: str
     leases: dict[int, ShardLease]
     shards: list[int]

@@ -27,10 +27,11 @@ import socket
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from tickwheel.domain.backoff import Uniform
 from tickwheel.domain.clock import Clock
+from tickwheel.domain.definition_refs import stored_name
 from tickwheel.domain.definitions import Definition, RetryPolicy
 from tickwheel.domain.models import Execution
 from tickwheel.domain.retry import decide_failure
@@ -39,17 +40,13 @@ from tickwheel.engine.reporting import Finished, ResultBuffer
 from tickwheel.engine.runners import JobContext, Runner, RunOutcome, default_runners, run_attempt
 from tickwheel.engine.service import Service
 from tickwheel.observability.logs import bind, execution_fields
-from tickwheel.store.protocol import AttemptResult, Store, StoredDefinition, Topic
+from tickwheel.services.settings import WorkerSettings
+from tickwheel.store.protocol import AttemptResult, StoredDefinition, Topic, WorkerStore
 
 REPORT_EVERY = 5.0
 """Seconds between a worker's reports to the registry (one upsert each, never one per claim)."""
 ALIVE_WITHIN = 3 * REPORT_EVERY
 """A worker is alive while its last report is at most this old: two missed reports tolerated."""
-
-FINISH_BATCH = 200
-"""At most this many finished attempts are reported in one transaction."""
-FINISH_INTERVAL = 0.01
-"""Seconds a finished attempt may wait in the buffer for others to share its transaction."""
 
 SETTLE_TURNS = 4
 """Event-loop turns a worker with queued work gives finishing attempts before it claims."""
@@ -68,36 +65,30 @@ class Worker(Service):
 
     def __init__(
         self,
-        store: Store,
+        store: WorkerStore,
         clock: Clock | None = None,
         *,
         worker_id: str | None = None,
-        concurrency: int = 4,
-        lease: timedelta = timedelta(seconds=30),
         runners: Mapping[str, Runner] | None = None,
         uniform: Uniform = random.uniform,
-        poll: float = 1.0,
         definition_uris: Sequence[str] | None = None,
-        max_inline_output: int = 64 * 1024,
-        low_water: int | None = None,
-        claim_wait: float = 0.02,
-        finish_batch: int = FINISH_BATCH,
-        finish_interval: float = FINISH_INTERVAL,
+        settings: WorkerSettings = WorkerSettings(),
     ) -> None:
         super().__init__(clock, owner=worker_id)
+        concurrency, low_water = settings.concurrency, settings.low_water
         if concurrency < 1:
             raise ValueError("concurrency must be at least 1")
         self.store = store
         self.worker_id = self.owner  # the base's owner id: host, pid and a random tail
         self.concurrency = concurrency
-        self.lease = lease
+        self.lease = settings.lease
         # Job threads for every slot plus as many again for sync jobs stuck past their timeout;
         # once those spares are used up, each further stuck thread takes a slot out of service.
         self.runners = runners or default_runners(max_threads=2 * concurrency)
         self.uniform = uniform
-        self.poll = poll
+        self.poll = settings.poll
         self.definition_uris = list(definition_uris) if definition_uris is not None else None
-        self.max_inline_output = max_inline_output
+        self.max_inline_output = settings.max_inline_output
         self.running: dict[uuid.UUID, tuple[asyncio.Task[None], int]] = {}
         self._definitions: dict[tuple[str, str, int], Definition] = {}
         self._lookups: dict[tuple[str, str, int], asyncio.Future[StoredDefinition | None]] = {}
@@ -108,7 +99,7 @@ class Worker(Service):
         # While more work is queued, claim once this many slots are free (a quarter by default)
         # or once ``claim_wait`` seconds passed since the first slot freed up.
         self.low_water = min(concurrency, low_water or max(1, concurrency // 4))
-        self.claim_wait = claim_wait
+        self.claim_wait = settings.claim_wait
         # The last claim came back short (or none was made yet): claim for any free slot, and
         # wait for a READY signal rather than for slots.
         self._queue_empty = True
@@ -116,8 +107,8 @@ class Worker(Service):
         self._slots_free: asyncio.Future[None] | None = None
         self.results = ResultBuffer(
             store,
-            batch=finish_batch,
-            interval=finish_interval,
+            batch=settings.finish_batch,
+            interval=settings.finish_interval,
             now=self.store_now,
             recorded=self._recorded,
             stale=lambda item: self._stale(
@@ -403,7 +394,7 @@ class Worker(Service):
         # first claim: ten attempts of one definition, ten identical SELECTs before).
         lookup = self._lookups.get(key)
         if lookup is None:
-            name = execution.definition_uri.rsplit("/", 1)[-1]
+            name = stored_name(execution.definition_uri)
             lookup = asyncio.ensure_future(
                 self.store.definition_get(execution.tenant, name, execution.definition_version)
             )

@@ -22,6 +22,8 @@ from prometheus_client import (
     start_http_server,
 )
 
+from tickwheel.domain.definition_refs import stored_name
+
 # The classic text format, which every Prometheus version scrapes; our names and labels are all
 # plain ASCII, so what generate_latest writes is exactly that format.
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -35,7 +37,7 @@ HTTP_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 
 def definition_label(definition_uri: str) -> str:
     """``registry://jobs/send-email`` -> ``send-email``: names are unique, and shorter to read."""
-    return definition_uri.rsplit("/", 1)[-1]
+    return stored_name(definition_uri)
 
 
 class Metrics:

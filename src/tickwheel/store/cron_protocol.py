@@ -141,21 +141,14 @@ class CronStore(Protocol):
         ``tenant=None`` claims jobs of every tenant. ``now=None`` uses the database's clock."""
         ...
 
-    async def cron_job_advance(
-        self, owner: str, advance: CronAdvance, now: datetime | None = None
-    ) -> bool:
-        """In one transaction: records the history rows (each at most once), then moves the
-        job on and releases the claim if the claim, version and next run are still those
-        planned from. False when the guard did not match (the rows are kept: their executions
-        exist); the claim is released either way if it is still ours."""
-        ...
-
     async def cron_job_advance_many(
         self, owner: str, advances: Sequence[CronAdvance], now: datetime | None = None
     ) -> set[uuid.UUID]:
-        """``cron_job_advance`` for every job of a tick in one transaction, each job guarded on
-        its own: returns the ids that moved on (the others keep their rows and lose the claim).
-        A tick of 50 jobs costs one round of statements instead of 50 transactions."""
+        """For every job of a tick, in one transaction: records its history rows (each at most
+        once), then moves the job on and releases the claim if the claim, version and next run
+        are still those planned from. Each job is guarded on its own: returns the ids that moved
+        on; the others keep their rows (their executions exist) and lose the claim if it is
+        still ours. A tick of 50 jobs costs one round of statements instead of 50 transactions."""
         ...
 
     async def cron_job_release(self, owner: str, cron_job_ids: Sequence[uuid.UUID]) -> None:

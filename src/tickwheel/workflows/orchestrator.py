@@ -28,14 +28,15 @@ from __future__ import annotations
 import random
 import uuid
 from collections.abc import Callable
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from tickwheel.client.client import AsyncClient
 from tickwheel.domain.clock import Clock
 from tickwheel.domain.workflows import Workflow
 from tickwheel.observability.metrics import Metrics
 from tickwheel.services.base import Service
-from tickwheel.store.protocol import Store, Topic
+from tickwheel.services.settings import OrchestratorSettings
+from tickwheel.store.protocol import SignalStore, Topic
 from tickwheel.store.workflow_protocol import WorkflowEvent, WorkflowStore
 from tickwheel.workflows.runs import WorkflowRuns
 
@@ -49,24 +50,20 @@ class Orchestrator(Service):
     def __init__(
         self,
         workflows: WorkflowStore,
-        store: Store,
+        store: SignalStore,
         client_for: ClientFor,
         *,
         clock: Clock | None = None,
         owner: str | None = None,
-        lease: timedelta = timedelta(seconds=30),
-        batch: int = 100,
-        poll: float = 1.0,
-        stall_grace: timedelta = timedelta(seconds=30),
-        sweep_every: timedelta = timedelta(seconds=30),
         metrics: Metrics | None = None,
+        settings: OrchestratorSettings = OrchestratorSettings(),
     ) -> None:
         super().__init__(clock, owner=owner, metrics=metrics)
         self.workflows = workflows
         self.store = store  # only to sleep on Topic.WORKFLOW
         self.client_for = client_for
-        self.lease, self.batch, self.poll = lease, batch, poll
-        self.stall_grace, self.sweep_every = stall_grace, sweep_every
+        self.lease, self.batch, self.poll = settings.lease, settings.batch, settings.poll
+        self.stall_grace, self.sweep_every = settings.stall_grace, settings.sweep_every
         self._cache: dict[tuple[str, str, int], Workflow] = {}
         self._next_sweep: datetime | None = None  # None: sweep at the first tick
 

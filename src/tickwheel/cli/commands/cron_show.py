@@ -9,6 +9,7 @@ from rich.table import Table
 
 from tickwheel.cli.context import console, print_json
 from tickwheel.client.cron import CronJobInfo, FireTime, OccurrenceInfo
+from tickwheel.domain.definition_refs import short
 
 _OUTCOME_STYLE = {
     "SUBMITTED": "green",
@@ -104,7 +105,7 @@ def show_jobs(items: list[CronJobInfo], next_cursor: str | None, as_json: bool) 
         if j.target == "workflow":
             target = f"workflow {j.workflow}"
         else:
-            target = f"definition {(j.definition_uri or '').removeprefix('registry://jobs/')}"
+            target = f"definition {short(j.definition_uri or '')}"
         table.add_row(
             j.name,
             j.status,

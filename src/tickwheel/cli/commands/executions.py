@@ -24,6 +24,7 @@ from tickwheel.cli.context import (
 )
 from tickwheel.client.client import Client
 from tickwheel.client.models import ExecutionInfo
+from tickwheel.domain.definition_refs import short
 
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)(ms|s|m|h|d)?$")
 _UNIT = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, None: 1}
@@ -210,7 +211,7 @@ def list_(
         table.add_row(
             str(e.execution_id),
             f"[{style}]{e.status}[/]",
-            f"{e.definition_uri.removeprefix('registry://jobs/')} v{e.definition_version}",
+            f"{short(e.definition_uri)} v{e.definition_version}",
             e.execute_at.isoformat(),
             f"{e.attempt_count}/{e.max_attempts}",
         )

@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Protocol
 
+from tickwheel.domain.definition_refs import versioned
 from tickwheel.domain.definitions import (
     PERMANENT_KINDS,
     RETRYABLE_KINDS,
@@ -181,7 +182,7 @@ def check_outputs(definition: Definition, outcome: RunOutcome) -> RunOutcome:
     if not isinstance(output, dict):
         got = json_type_name(output)
         return failure("invalid_output", f"outputs must be a JSON object, got {got}")
-    context = f"{definition.uri} version {definition.version}"
+    context = versioned(definition.uri, definition.version)
     try:
         checked = validate_values(definition.outputs, output, prefix="outputs", context=context)
     except InvalidInput as exc:

@@ -13,16 +13,11 @@ from contextlib import asynccontextmanager
 from datetime import datetime, timedelta
 from typing import Any
 
-from psycopg.rows import DictRow
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 
-from tickwheel.domain.definitions import definition_to_document
 from tickwheel.domain.models import (
-    ApiKey,
-    Attempt,
     Execution,
-    ExecutionEvent,
     ExecutionEventKind,
     ExecutionFilter,
 )
@@ -30,15 +25,14 @@ from tickwheel.domain.states import AttemptStatus, ExecutionStatus
 from tickwheel.domain.submission import NewExecution
 from tickwheel.store.due import hint_pairs
 from tickwheel.store.migrate import Migration, load_migrations, pending
+from tickwheel.store.postgres.api_keys import PostgresApiKeys
 from tickwheel.store.postgres.claims import PostgresClaims
+from tickwheel.store.postgres.definitions import PostgresDefinitions
+from tickwheel.store.postgres.history import PostgresHistory
 from tickwheel.store.postgres.notify import Signals, topics_for
 from tickwheel.store.postgres.pool import Conn, Pool
 from tickwheel.store.postgres.promotion import PostgresPromotion
 from tickwheel.store.postgres.rows import (
-    api_key_from_row,
-    attempt_from_row,
-    definition_from_row,
-    event_from_row,
     execution_from_new,
     execution_from_row,
     insert_items,
@@ -51,7 +45,7 @@ from tickwheel.store.postgres.rows import (
 from tickwheel.store.postgres.shard_leases import PostgresShardLeases
 from tickwheel.store.postgres.workers import PostgresWorkerRegistry
 from tickwheel.store.postgres.workflows import workflow_event_record
-from tickwheel.store.protocol import AttemptResult, InsertOutcome, StoredDefinition, Topic
+from tickwheel.store.protocol import AttemptResult, InsertOutcome, Topic
 from tickwheel.store.sqlfile import load_queries
 
 Q = load_queries("tickwheel.store.postgres.sql")
@@ -61,7 +55,15 @@ MIGRATIONS = "tickwheel.store.postgres.migrations"
 MIGRATION_LOCK = 0x7469636B776865
 
 
-class PostgresStore(PostgresClaims, PostgresPromotion, PostgresWorkerRegistry, PostgresShardLeases):
+class PostgresStore(
+    PostgresClaims,
+    PostgresPromotion,
+    PostgresWorkerRegistry,
+    PostgresShardLeases,
+    PostgresDefinitions,
+    PostgresHistory,
+    PostgresApiKeys,
+):
     dialect = "postgresql"
 
     def __init__(self, pool: AsyncConnectionPool[Conn], url: str) -> None:
@@ -111,20 +113,6 @@ class PostgresStore(PostgresClaims, PostgresPromotion, PostgresWorkerRegistry, P
             await self._signals.notify(conn, topics)
         self._signals.signal(topics)
 
-    async def _all(self, query: str, params: dict[str, Any]) -> list[DictRow]:
-        async with self._pool.connection() as conn:
-            cursor = await conn.execute(Q[query], params)
-            return await cursor.fetchall()
-
-    async def _one(self, query: str, params: dict[str, Any]) -> DictRow | None:
-        rows = await self._all(query, params)
-        return rows[0] if rows else None
-
-    async def _rowcount(self, query: str, params: dict[str, Any]) -> int:
-        async with self._pool.connection() as conn:
-            cursor = await conn.execute(Q[query], params)
-            return cursor.rowcount
-
     # -- migrations -----------------------------------------------------------------------------
 
     async def _applied(self, conn: Conn) -> dict[int, str]:
@@ -157,35 +145,6 @@ class PostgresStore(PostgresClaims, PostgresPromotion, PostgresWorkerRegistry, P
                 )
                 applied.append(m)
         return [m.label for m in applied]
-
-    # -- definitions ----------------------------------------------------------------------------
-
-    async def definition_insert(self, stored: StoredDefinition) -> bool:
-        d = stored.definition
-        params = {
-            "owner": stored.owner,
-            "name": d.name,
-            "version": d.version,
-            "document": Jsonb(definition_to_document(d)),
-            "content_hash": stored.content_hash,
-            "created_at": require_aware(stored.created_at),
-        }
-        return await self._rowcount("definition_insert", params) == 1
-
-    async def definition_get(
-        self, tenant: str, name: str, version: int | None = None
-    ) -> StoredDefinition | None:
-        params = {"tenant": tenant, "name": name, "version": version}
-        row = await self._one("definition_get", params)
-        return definition_from_row(row) if row else None
-
-    async def definition_list(self, tenant: str) -> list[StoredDefinition]:
-        rows = await self._all("definition_list_latest", {"tenant": tenant})
-        return [definition_from_row(r) for r in rows]
-
-    async def definition_versions(self, tenant: str, name: str) -> list[StoredDefinition]:
-        rows = await self._all("definition_versions", {"tenant": tenant, "name": name})
-        return [definition_from_row(r) for r in rows]
 
     # -- executions -----------------------------------------------------------------------------
 
@@ -389,65 +348,3 @@ class PostgresStore(PostgresClaims, PostgresPromotion, PostgresWorkerRegistry, P
         """Starts listening for other processes' signals now instead of at the first
         ``wait_for``; True once listening (no signal sent from then on is missed)."""
         return await self._signals.listen(timeout)
-
-    # -- retention and counts -------------------------------------------------------------------
-
-    async def execution_count_by_status(
-        self, finished_since: datetime | None = None
-    ) -> dict[ExecutionStatus, int]:
-        rows = await self._all(
-            "execution_count_by_status", {"finished_since": opt_aware(finished_since)}
-        )
-        counts = dict.fromkeys(ExecutionStatus, 0)
-        counts.update({ExecutionStatus(r["status"]): int(r["n"]) for r in rows})
-        return counts
-
-    async def execution_prune(self, finished_before: datetime, limit: int) -> int:
-        params = {"finished_before": require_aware(finished_before), "limit": limit}
-        return await self._rowcount("execution_prune", params)
-
-    async def execution_output_get(self, tenant: str, execution_id: uuid.UUID) -> Any:
-        row = await self._one(
-            "execution_output_get", {"tenant": tenant, "execution_id": execution_id}
-        )
-        return row["output"] if row else None
-
-    async def attempt_list(self, tenant: str, execution_id: uuid.UUID) -> list[Attempt]:
-        rows = await self._all("attempt_list", {"tenant": tenant, "execution_id": execution_id})
-        return [attempt_from_row(r) for r in rows]
-
-    async def execution_event_list(
-        self, tenant: str, execution_id: uuid.UUID
-    ) -> list[ExecutionEvent]:
-        rows = await self._all(
-            "execution_event_list", {"tenant": tenant, "execution_id": execution_id}
-        )
-        return [event_from_row(r) for r in rows]
-
-    # -- API keys -------------------------------------------------------------------------------
-
-    async def api_key_insert(self, key: ApiKey, key_hash: str) -> None:
-        params = {
-            "key_id": key.key_id,
-            "tenant": key.tenant,
-            "scope": str(key.scope),
-            "name": key.name,
-            "key_hash": key_hash,
-            "created_at": require_aware(key.created_at),
-        }
-        await self._rowcount("api_key_insert", params)
-
-    async def api_key_by_hash(self, key_hash: str) -> ApiKey | None:
-        row = await self._one("api_key_by_hash", {"key_hash": key_hash})
-        return api_key_from_row(row) if row else None
-
-    async def api_key_list(self, tenant: str | None = None) -> list[ApiKey]:
-        return [api_key_from_row(r) for r in await self._all("api_key_list", {"tenant": tenant})]
-
-    async def api_key_revoke(self, key_id: str, now: datetime) -> bool:
-        params = {"key_id": key_id, "now": require_aware(now)}
-        return await self._rowcount("api_key_revoke", params) == 1
-
-    async def api_key_count(self) -> int:
-        row = await self._one("api_key_count", {})
-        return int(row["n"]) if row else 0

@@ -53,6 +53,10 @@ class SqliteConnection:
                 cursor = await self._conn.execute(Q[query], params)
                 return list(await cursor.fetchall())
 
+    async def _one(self, query: str, params: dict[str, Any]) -> sqlite3.Row | None:
+        rows = await self._all(query, params)
+        return rows[0] if rows else None
+
 
 @contextmanager
 def _busy_is_unavailable() -> Iterator[None]:

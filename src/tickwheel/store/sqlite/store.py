@@ -17,12 +17,8 @@ from typing import Any
 
 import aiosqlite
 
-from tickwheel.domain.definitions import definition_to_document
 from tickwheel.domain.models import (
-    ApiKey,
-    Attempt,
     Execution,
-    ExecutionEvent,
     ExecutionEventKind,
     ExecutionFilter,
 )
@@ -30,17 +26,17 @@ from tickwheel.domain.states import ExecutionStatus
 from tickwheel.domain.submission import NewExecution
 from tickwheel.store.due import DueFanout
 from tickwheel.store.migrate import load_migrations, pending
-from tickwheel.store.protocol import AttemptResult, InsertOutcome, StoredDefinition, Topic
+from tickwheel.store.protocol import AttemptResult, InsertOutcome, Topic
 from tickwheel.store.sqlfile import load_queries
+from tickwheel.store.sqlite.api_keys import SqliteApiKeys
 from tickwheel.store.sqlite.claims import SqliteClaims
-from tickwheel.store.sqlite.codec import from_us, jload, opt_us, to_us
+from tickwheel.store.sqlite.codec import jload, opt_us, to_us
 from tickwheel.store.sqlite.cron import SqliteCronStore
+from tickwheel.store.sqlite.definitions import SqliteDefinitions
 from tickwheel.store.sqlite.files import create_private
+from tickwheel.store.sqlite.history import SqliteHistory
 from tickwheel.store.sqlite.promotion import SqlitePromotion
 from tickwheel.store.sqlite.rows import (
-    api_key_row,
-    attempt_row,
-    definition_row,
     execution_row,
     insert_params,
 )
@@ -54,7 +50,15 @@ from tickwheel.store.sqlite.workflows import SqliteWorkflowStore, workflow_event
 Q = load_queries("tickwheel.store.sqlite.sql")
 
 
-class SqliteStore(SqliteClaims, SqlitePromotion, SqliteWorkerRegistry, SqliteShardLeases):
+class SqliteStore(
+    SqliteClaims,
+    SqlitePromotion,
+    SqliteWorkerRegistry,
+    SqliteShardLeases,
+    SqliteDefinitions,
+    SqliteHistory,
+    SqliteApiKeys,
+):
     dialect = "sqlite"
 
     def __init__(self, conn: aiosqlite.Connection, path: str) -> None:
@@ -111,10 +115,6 @@ class SqliteStore(SqliteClaims, SqlitePromotion, SqliteWorkerRegistry, SqliteSha
     async def ping(self) -> None:
         await self._conn.execute("SELECT 1")
 
-    async def _one(self, query: str, params: dict[str, Any]) -> sqlite3.Row | None:
-        rows = await self._all(query, params)
-        return rows[0] if rows else None
-
     # -- migrations -----------------------------------------------------------------------------
 
     async def _applied(self) -> dict[int, str]:
@@ -146,39 +146,6 @@ class SqliteStore(SqliteClaims, SqlitePromotion, SqliteWorkerRegistry, SqliteSha
                 )
                 applied.append(m.label)
         return applied
-
-    # -- definitions ----------------------------------------------------------------------------
-
-    async def definition_insert(self, stored: StoredDefinition) -> bool:
-        d = stored.definition
-        async with self._tx() as conn:
-            cursor = await conn.execute(
-                Q["definition_insert"],
-                {
-                    "owner": stored.owner,
-                    "name": d.name,
-                    "version": d.version,
-                    "document": json.dumps(definition_to_document(d), sort_keys=True),
-                    "content_hash": stored.content_hash,
-                    "created_at": to_us(stored.created_at),
-                },
-            )
-            return cursor.rowcount == 1
-
-    async def definition_get(
-        self, tenant: str, name: str, version: int | None = None
-    ) -> StoredDefinition | None:
-        params = {"tenant": tenant, "name": name, "version": version}
-        row = await self._one("definition_get", params)
-        return definition_row(row) if row else None
-
-    async def definition_list(self, tenant: str) -> list[StoredDefinition]:
-        rows = await self._all("definition_list_latest", {"tenant": tenant})
-        return [definition_row(r) for r in rows]
-
-    async def definition_versions(self, tenant: str, name: str) -> list[StoredDefinition]:
-        rows = await self._all("definition_versions", {"tenant": tenant, "name": name})
-        return [definition_row(r) for r in rows]
 
     # -- executions -----------------------------------------------------------------------------
 
@@ -402,85 +369,6 @@ class SqliteStore(SqliteClaims, SqlitePromotion, SqliteWorkerRegistry, SqliteSha
 
     def _signal(self, topic: Topic) -> None:
         self._events[topic].set()
-
-    # -- retention and counts -------------------------------------------------------------------
-
-    async def execution_count_by_status(
-        self, finished_since: datetime | None = None
-    ) -> dict[ExecutionStatus, int]:
-        rows = await self._all(
-            "execution_count_by_status", {"finished_since": opt_us(finished_since)}
-        )
-        counts = dict.fromkeys(ExecutionStatus, 0)
-        counts.update({ExecutionStatus(r["status"]): int(r["n"]) for r in rows})
-        return counts
-
-    async def execution_prune(self, finished_before: datetime, limit: int) -> int:
-        async with self._tx() as conn:
-            cursor = await conn.execute(
-                Q["execution_prune"], {"finished_before": to_us(finished_before), "limit": limit}
-            )
-            return cursor.rowcount
-
-    async def execution_output_get(self, tenant: str, execution_id: uuid.UUID) -> Any:
-        row = await self._one(
-            "execution_output_get", {"tenant": tenant, "execution_id": str(execution_id)}
-        )
-        return jload(row["output"]) if row else None
-
-    async def attempt_list(self, tenant: str, execution_id: uuid.UUID) -> list[Attempt]:
-        rows = await self._all(
-            "attempt_list", {"tenant": tenant, "execution_id": str(execution_id)}
-        )
-        return [attempt_row(r) for r in rows]
-
-    async def execution_event_list(
-        self, tenant: str, execution_id: uuid.UUID
-    ) -> list[ExecutionEvent]:
-        rows = await self._all(
-            "execution_event_list", {"tenant": tenant, "execution_id": str(execution_id)}
-        )
-        return [
-            ExecutionEvent(
-                execution_id=uuid.UUID(r["execution_id"]),
-                kind=ExecutionEventKind(r["kind"]),
-                at=from_us(r["at"]),
-                detail=jload(r["detail"]),
-            )
-            for r in rows
-        ]
-
-    # -- API keys -------------------------------------------------------------------------------
-
-    async def api_key_insert(self, key: ApiKey, key_hash: str) -> None:
-        async with self._tx() as conn:
-            await conn.execute(
-                Q["api_key_insert"],
-                {
-                    "key_id": key.key_id,
-                    "tenant": key.tenant,
-                    "scope": str(key.scope),
-                    "name": key.name,
-                    "key_hash": key_hash,
-                    "created_at": to_us(key.created_at),
-                },
-            )
-
-    async def api_key_by_hash(self, key_hash: str) -> ApiKey | None:
-        row = await self._one("api_key_by_hash", {"key_hash": key_hash})
-        return api_key_row(row) if row else None
-
-    async def api_key_list(self, tenant: str | None = None) -> list[ApiKey]:
-        return [api_key_row(r) for r in await self._all("api_key_list", {"tenant": tenant})]
-
-    async def api_key_revoke(self, key_id: str, now: datetime) -> bool:
-        async with self._tx() as conn:
-            cursor = await conn.execute(Q["api_key_revoke"], {"key_id": key_id, "now": to_us(now)})
-            return cursor.rowcount == 1
-
-    async def api_key_count(self) -> int:
-        row = await self._one("api_key_count", {})
-        return int(row["n"]) if row else 0
 
 
 def _now_us(now: datetime | None) -> int:

@@ -1,0 +1,96 @@
+"""The tuning of each long-running service, with its defaults written once.
+
+A service takes its settings object; ``config.Settings`` (the ``TICKWHEEL_*`` environment and
+the CLI flags on top) builds them, and takes its own defaults from here, so a default changed
+here changes the service, the server, every role process and the CLI's help alike. Wiring that
+is not a tuning knob (the store, the clock, an owner id, which shards or definitions a process
+serves) stays a constructor argument of the service.
+
+Durations compared with instants are ``timedelta``; pauses between loop turns are seconds."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import timedelta
+
+_30S = timedelta(seconds=30)
+
+
+@dataclass(frozen=True, kw_only=True)
+class SchedulerSettings:
+    batch: int = 500
+    """Executions promoted per statement, at most."""
+    max_sleep: float = 1.0
+    """Seconds the loop sleeps at most when nothing is due (a notification wakes it sooner)."""
+    shard_lease: timedelta = timedelta(seconds=10)
+    """A leased scheduler's hold on its shards, renewed every third of it."""
+    window: timedelta = _30S
+    """How far ahead the timing wheel holds due executions."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class WorkerSettings:
+    concurrency: int = 4
+    """Attempts run at once."""
+    lease: timedelta = _30S
+    """A claim's life between heartbeats; the reaper takes back what outlives it."""
+    poll: float = 1.0
+    """Seconds between claims when nothing is ready and no notification comes."""
+    max_inline_output: int = 64 * 1024
+    """Larger outputs are stored by reference."""
+    low_water: int | None = None
+    """While more work is queued, claim once this many slots are free (None: a quarter of
+    ``concurrency``) ..."""
+    claim_wait: float = 0.02
+    """... or once this many seconds passed since the first slot freed up."""
+    finish_batch: int = 200
+    """Finished attempts reported in one transaction, at most."""
+    finish_interval: float = 0.01
+    """Seconds a finished attempt may wait to share a transaction with others."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReaperSettings:
+    batch: int = 200
+    """Expired leases decided per statement, at most."""
+    interval: float = 1.0
+    """Seconds between sweeps when the last one was not full."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class PrunerSettings:
+    retention: timedelta = timedelta(days=30)
+    """Terminal executions (and cron history) finished longer ago are deleted."""
+    batch: int = 1000
+    """Rows deleted per transaction, at most."""
+    interval: float = 3600.0
+    """Seconds between passes."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class CronSettings:
+    lead: timedelta = timedelta(seconds=90)
+    """Occurrences are materialised this far ahead: more than a minute, so the next herd of
+    every-minute jobs is materialised before the current one starts."""
+    grace: timedelta = timedelta(seconds=60)
+    """An occurrence later than this is missed (the misfire policy decides what then)."""
+    lease: timedelta = _30S
+    """An instance's claim on a job; then another may take it."""
+    batch: int = 500
+    """Jobs claimed per tick, at most."""
+    poll: float = 0.5
+    """Seconds between ticks."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class OrchestratorSettings:
+    lease: timedelta = _30S
+    """An orchestrator's claim on outbox rows; then another takes them."""
+    batch: int = 100
+    """Outbox rows claimed per tick, at most."""
+    poll: float = 1.0
+    """Seconds between ticks when no notification comes."""
+    stall_grace: timedelta = _30S
+    """A run with no progress this long is advanced by a sweep."""
+    sweep_every: timedelta = _30S
+    """How often that sweep runs."""
