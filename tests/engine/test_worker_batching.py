@@ -330,7 +330,12 @@ async def test_attempts_that_miss_the_definition_cache_together_share_one_lookup
             await asyncio.sleep(0.01)  # the lookup's round trip: the other attempts miss too
             return await self.store.definition_get(tenant, name, version)
 
-    worker = Worker(cast(Store, Lookups(greet)), FakeClock(T0), worker_id="w1", concurrency=10)
+    worker = Worker(
+        cast(Store, Lookups(greet)),
+        FakeClock(T0),
+        worker_id="w1",
+        settings=WorkerSettings(concurrency=10),
+    )
     executions = await _submit(greet, 10)
     assert await worker.run_once() == 10
     await worker.drain()
