@@ -96,6 +96,8 @@ class Rig:
     def __init__(self, root: Path) -> None:
         self.root = root
         self.state_path = root / "rig.json"
+        # Our own children, kept so that they are reaped (not warned about) when they end.
+        self._children: list[subprocess.Popen[bytes]] = []
         if self.state_path.exists():
             self.state: dict[str, Any] = json.loads(self.state_path.read_text())
         else:
@@ -243,6 +245,7 @@ class Rig:
                 cwd=self.root,
                 start_new_session=True,  # not hit by the terminal's Ctrl-C: ``down`` stops it
             )
+        self._children.append(popen)
         return popen.pid
 
     def _save(self) -> None:
@@ -367,6 +370,8 @@ class Rig:
         _stop([p for p in map(self.postmaster_pid, nodes) if p is not None], STOP_TIMEOUT)
         if "etcd_pid" in self.state:
             _stop([self.state["etcd_pid"]], STOP_TIMEOUT)
+        for child in self._children:
+            child.poll()
         if remove:
             shutil.rmtree(self.root, ignore_errors=True)
 

@@ -1,0 +1,66 @@
+"""The HA rig of ``scripts/ha_rig.py`` (etcd and two Patroni-managed PostgreSQL nodes, one a
+synchronous standby) for the tests marked ``ha``: one rig per session, brought up in a temporary
+directory on free ports and stopped by pid afterwards.
+
+Without Patroni, etcd or the PostgreSQL server binaries the tests skip with the reason, except
+under ``CI=true``, where that is a failure: CI installs them (``.ci/run``) and must run them."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+from tests.conftest import IN_CI
+
+REPO = Path(__file__).resolve().parents[2]
+DATABASE = "tickwheel"
+
+
+def load_rig_module() -> ModuleType:
+    """``scripts/ha_rig.py``, the same file CI and people run, imported from its path."""
+    spec = importlib.util.spec_from_file_location("ha_rig", REPO / "scripts" / "ha_rig.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault("ha_rig", module)
+    spec.loader.exec_module(module)
+    return module
+
+
+ha_rig = load_rig_module()
+
+
+@pytest.fixture(scope="session")
+def rig() -> Iterator[Any]:
+    """A running rig with a migrated ``tickwheel`` database (migrated through the multi-host
+    URL, as an operator would)."""
+    reason = ha_rig.missing()
+    if reason is not None:
+        if IN_CI:
+            pytest.fail(f"CI=true requires the HA rig: {reason}")
+        pytest.skip(f"no HA rig here: {reason}")
+    rig = ha_rig.Rig(Path(tempfile.mkdtemp(prefix="tw-ha-rig-")))
+    try:
+        rig.up(DATABASE)
+        env = {k: v for k, v in os.environ.items() if not k.startswith("TICKWHEEL_")}
+        tickwheel = Path(sys.executable).with_name("tickwheel")
+        upgrade = subprocess.run(
+            [str(tickwheel), "db", "upgrade", "--database-url", rig.url(DATABASE)],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert upgrade.returncode == 0, upgrade.stdout + upgrade.stderr
+        yield rig
+    finally:
+        rig.down()
