@@ -173,6 +173,8 @@ def test_failover_and_switchover_under_load(rig: Any, tmp_path: Path) -> None:
         cluster.eventually(
             lambda: _succeeded(cluster.db, acked) == len(acked), 90, "every acknowledged run"
         )
+        # Every scheduler and worker LISTENs again, on the primary of now.
+        cluster.wait_listening(4)
         records = cluster.journal.records()
         _check_answers(submitter.answers)
         reruns = _check_runs(cluster.db, acked, records)
