@@ -125,11 +125,9 @@ class Rig:
         if reason:
             raise RigError(reason)
         self.root.mkdir(parents=True, exist_ok=True)
-        self._as: list[str] = []
-        if os.geteuid() == 0:
-            owner = pwd.getpwnam("postgres")
+        owner = _postgres_user()
+        if owner is not None:
             os.chown(self.root, owner.pw_uid, owner.pw_gid)
-            self._as = ["runuser", "-u", "postgres", "--"]
         self.root.chmod(0o755)
         etcd_client, etcd_peer = free_port(), free_port()
         scope = f"tickwheel-ha-{os.getpid()}"
@@ -142,8 +140,8 @@ class Rig:
             self._save()
             self._wait(lambda: self._etcd_healthy(), timeout, "etcd to answer")
             for name in NODES:
-                self.state["nodes"][name]["patroni_pid"] = self._start_node(name)
-                self._save()
+                self._configure_node(name)
+                self.start_node(name)
                 if name == NODES[0]:  # the first bootstraps; the second copies it
                     self._wait(lambda: self.primary() == NODES[0], timeout, f"{name} to lead")
             self.wait_healthy(timeout)
@@ -173,7 +171,7 @@ class Rig:
             return False
         return status == 200 and isinstance(body, dict) and body.get("health") == "true"
 
-    def _start_node(self, name: str) -> int:
+    def _configure_node(self, name: str) -> None:
         node = self.state["nodes"][name]
         home = self.root / name
         home.mkdir(exist_ok=True)
@@ -229,13 +227,28 @@ class Rig:
         }
         path = home / "patroni.yml"  # JSON is YAML
         path.write_text(json.dumps(config, indent=2))
-        if self._as:
-            owner = pwd.getpwnam("postgres")
+        owner = _postgres_user()
+        if owner is not None:
             for item in (home, path):
                 os.chown(item, owner.pw_uid, owner.pw_gid)
-        return self._spawn([*self._as, "patroni", str(path)], home / "patroni.log")
 
-    def _spawn(self, args: list[str], log: Path) -> int:
+    def start_node(self, name: str) -> None:
+        """Starts the node's Patroni (again, after ``kill_node``): it starts PostgreSQL, as a
+        standby when another node leads."""
+        home = self.root / name
+        pid = self._spawn(["patroni", str(home / "patroni.yml")], home / "patroni.log", True)
+        self.state["nodes"][name]["patroni_pid"] = pid
+        self._save()
+
+    def _spawn(self, args: list[str], log: Path, as_postgres: bool = False) -> int:
+        """Starts a process of ours; as root, ``as_postgres`` runs it as that user (the pid is
+        the process's own, not a wrapper's, so that signals reach it)."""
+        owner = _postgres_user() if as_postgres else None
+        user: dict[str, Any] = {}
+        env = dict(os.environ)
+        if owner is not None:
+            user = {"user": owner.pw_uid, "group": owner.pw_gid, "extra_groups": []}
+            env.update(HOME=owner.pw_dir, USER=owner.pw_name, LOGNAME=owner.pw_name)
         with log.open("ab") as out:
             popen = subprocess.Popen(
                 args,
@@ -243,7 +256,9 @@ class Rig:
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
                 cwd=self.root,
+                env=env,
                 start_new_session=True,  # not hit by the terminal's Ctrl-C: ``down`` stops it
+                **user,
             )
         self._children.append(popen)
         return popen.pid
@@ -306,6 +321,16 @@ class Rig:
             raise RigError(f"{name} has no running postmaster")
         os.kill(pid, signal.SIGKILL)
         return pid
+
+    def kill_node(self, name: str) -> None:
+        """The whole node lost at once, as with its host: SIGKILL to its Patroni, then to its
+        postmaster. The other node takes over only when the leader key expires (``TTL``)."""
+        pid = self.state["nodes"][name].get("patroni_pid")
+        if pid is not None and _alive(pid):
+            os.kill(pid, signal.SIGKILL)
+            while _alive(pid):
+                time.sleep(0.01)
+        self.kill_postmaster(name)
 
     def switchover(self, candidate: str | None = None, timeout: float = 60.0) -> str:
         """A planned switch-over from the primary to ``candidate`` (default: the synchronous
@@ -374,6 +399,11 @@ class Rig:
             child.poll()
         if remove:
             shutil.rmtree(self.root, ignore_errors=True)
+
+
+def _postgres_user() -> pwd.struct_passwd | None:
+    """As root, the user PostgreSQL runs as (it refuses root); otherwise None: ourselves."""
+    return pwd.getpwnam("postgres") if os.geteuid() == 0 else None
 
 
 def _alive(pid: int) -> bool:

@@ -38,8 +38,16 @@ def load_rig_module() -> ModuleType:
 ha_rig = load_rig_module()
 
 
+@pytest.fixture
+def rig(rig_session: Any) -> Any:
+    """The session's rig once it has a primary and a streaming synchronous standby: a test
+    must not begin while the previous one's old primary is still rejoining."""
+    rig_session.wait_healthy(120)
+    return rig_session
+
+
 @pytest.fixture(scope="session")
-def rig() -> Iterator[Any]:
+def rig_session() -> Iterator[Any]:
     """A running rig with a migrated ``tickwheel`` database (migrated through the multi-host
     URL, as an operator would)."""
     reason = ha_rig.missing()
