@@ -34,14 +34,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from ha_patroni import patroni_config
+
 NODES = ("pg0", "pg1")
 START_TIMEOUT = 90.0
 STOP_TIMEOUT = 20.0
-# Patroni's loop: a crashed primary is noticed within LOOP_WAIT; a primary whose Patroni is gone
-# too (the whole host) only when its leader key expires, after TTL.
-TTL = 10
-LOOP_WAIT = 1
-RETRY_TIMEOUT = 3
 
 
 class RigError(RuntimeError):
@@ -176,55 +173,15 @@ class Rig:
         home = self.root / name
         home.mkdir(exist_ok=True)
         home.chmod(0o700)
-        config = {
-            "scope": self.state["scope"],
-            "namespace": "/tickwheel/",
-            "name": name,
-            "restapi": {
-                "listen": f"127.0.0.1:{node['api_port']}",
-                "connect_address": f"127.0.0.1:{node['api_port']}",
-            },
-            "etcd3": {"hosts": f"127.0.0.1:{self.state['etcd_port']}"},
-            "bootstrap": {
-                "dcs": {
-                    "ttl": TTL,
-                    "loop_wait": LOOP_WAIT,
-                    "retry_timeout": RETRY_TIMEOUT,
-                    "primary_start_timeout": 0,
-                    "maximum_lag_on_failover": 16 * 1024 * 1024,
-                    "synchronous_mode": True,
-                    "postgresql": {
-                        "use_pg_rewind": True,
-                        "use_slots": True,
-                        "parameters": {
-                            "synchronous_commit": "on",
-                            "wal_log_hints": "on",
-                            "max_connections": 200,
-                            "wal_keep_size": "256MB",
-                        },
-                    },
-                },
-                "initdb": [{"encoding": "UTF8"}, {"auth": "trust"}],
-                "pg_hba": [
-                    "local all all trust",
-                    "host all all 127.0.0.1/32 trust",
-                    "host replication all 127.0.0.1/32 trust",
-                ],
-            },
-            "postgresql": {
-                "listen": f"127.0.0.1:{node['pg_port']}",
-                "connect_address": f"127.0.0.1:{node['pg_port']}",
-                "data_dir": str(home / "data"),
-                "bin_dir": str(bindir()),
-                "pgpass": str(home / "pgpass"),
-                "authentication": {
-                    "superuser": {"username": "postgres", "password": "postgres"},
-                    "replication": {"username": "replicator", "password": "replicator"},
-                },
-                "parameters": {"unix_socket_directories": str(home)},
-            },
-            "tags": {},
-        }
+        config = patroni_config(
+            scope=self.state["scope"],
+            name=name,
+            home=home,
+            bin_dir=bindir() or Path("/usr/bin"),
+            pg_port=node["pg_port"],
+            api_port=node["api_port"],
+            etcd_port=self.state["etcd_port"],
+        )
         path = home / "patroni.yml"  # JSON is YAML
         path.write_text(json.dumps(config, indent=2))
         owner = _postgres_user()

@@ -26,13 +26,12 @@ DATABASE = "tickwheel"
 
 
 def load_rig_module() -> ModuleType:
-    """``scripts/ha_rig.py``, the same file CI and people run, imported from its path."""
-    spec = importlib.util.spec_from_file_location("ha_rig", REPO / "scripts" / "ha_rig.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("ha_rig", module)
-    spec.loader.exec_module(module)
-    return module
+    """``scripts/ha_rig.py``, the same file CI and people run, imported from its folder (as
+    running it does: its sibling ``ha_patroni.py`` is imported the same way)."""
+    folder = str(REPO / "scripts")
+    if folder not in sys.path:
+        sys.path.append(folder)
+    return importlib.import_module("ha_rig")
 
 
 ha_rig = load_rig_module()
