@@ -15,6 +15,7 @@ import threading
 import time
 import uuid
 from collections import Counter, defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from itertools import pairwise
@@ -26,7 +27,7 @@ import psycopg
 import pytest
 
 from tests.acceptance.conftest import free_port
-from tests.ha.conftest import DATABASE
+from tests.ha.conftest import DATABASE, FIGURES
 from tests.processes.conftest import Cluster, Db, Record, job_doc
 
 pytestmark = [pytest.mark.ha, pytest.mark.timeout(420)]
@@ -127,7 +128,9 @@ class Fault:
     recovered: float | None = None  # completions back at RECOVERED of the earlier rate
 
 
-def test_failover_and_switchover_under_load(rig: Any, tmp_path: Path) -> None:
+def test_failover_and_switchover_under_load(
+    rig: Any, tmp_path: Path, record_property: Callable[[str, object], None]
+) -> None:
     url = rig.url(DATABASE)
     cluster = Cluster(url, tmp_path, Db(url))
     submitter: Submitter | None = None
@@ -181,7 +184,8 @@ def test_failover_and_switchover_under_load(rig: Any, tmp_path: Path) -> None:
         faults = [crash, switch]
         for fault in faults:
             _measure(fault, submitter.answers, [r.mono for r in records if r.event == "end"])
-        _report(faults, submitter, rejoined - crash.started, len(acked), reruns)
+        report = _report(faults, submitter, rejoined - crash.started, len(acked), reruns)
+        record_property(FIGURES, report)
         for fault in faults:
             assert fault.recovered is not None, f"throughput never recovered after {fault.name}"
     finally:
@@ -296,7 +300,7 @@ def _measure(fault: Fault, answers: list[Answer], ends: list[float]) -> None:
 
 def _report(
     faults: list[Fault], submitter: Submitter, rejoin: float, acked: int, reruns: int
-) -> None:
+) -> str:
     statuses = Counter(a.status for a in submitter.answers)
     lines = [
         f"HA: {acked} executions acknowledged, all SUCCEEDED; answers {dict(statuses)};"
@@ -310,4 +314,4 @@ def _report(
             " after the fault"
         )
     lines.append(f"HA: the old primary streamed again as synchronous standby after {rejoin:.1f} s")
-    print("\n" + "\n".join(lines))
+    return "\n".join(lines)

@@ -7,12 +7,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from collections.abc import Callable
 from typing import Any
 
 import psycopg
 import pytest
 from psycopg.conninfo import conninfo_to_dict
 
+from tests.ha.conftest import FIGURES
 from tickwheel.domain.errors import Unavailable
 from tickwheel.store.postgres.pool import Pool, primary_conninfo, read_only
 from tickwheel.store.postgres.store import PostgresStore
@@ -77,7 +79,9 @@ async def test_a_session_that_turned_read_only_is_dropped(pg_url: str) -> None:
 
 @pytest.mark.ha
 @pytest.mark.timeout(180)
-async def test_one_store_follows_a_switchover(rig: Any) -> None:
+async def test_one_store_follows_a_switchover(
+    rig: Any, record_property: Callable[[str, object], None]
+) -> None:
     """Writes during a planned switch-over fail only with ``Unavailable``; afterwards they go to
     the new primary, and the store LISTENs there again."""
     store = await PostgresStore.open(rig.url("tickwheel"), max_size=2, timeout=10)
@@ -104,7 +108,12 @@ async def test_one_store_follows_a_switchover(rig: Any) -> None:
         async with store.pool.connection() as conn:
             await conn.execute("SELECT pg_notify('tickwheel_ready', 'elsewhere')")
         assert await store._signals.wait_for(Topic.READY, 10)
-        print(f"switch-over: {unavailable} probes answered Unavailable")
+        took = time.monotonic() - started
+        record_property(
+            FIGURES,
+            f"HA: one store, planned switch-over: writing on the new primary after {took:.2f} s"
+            f" ({unavailable} writes answered Unavailable, none failed otherwise)",
+        )
     finally:
         await store.close()
 
@@ -120,7 +129,9 @@ async def _server_port(store: PostgresStore) -> int:
 
 @pytest.mark.ha
 @pytest.mark.timeout(240)
-async def test_one_store_follows_the_loss_of_a_whole_node(rig: Any) -> None:
+async def test_one_store_follows_the_loss_of_a_whole_node(
+    rig: Any, record_property: Callable[[str, object], None]
+) -> None:
     """The primary's Patroni and PostgreSQL killed together, as when its host dies: the standby
     takes over once the leader key expires, and the store's writes follow; the lost node,
     started again, rejoins as the synchronous standby."""
@@ -140,7 +151,9 @@ async def test_one_store_follows_the_loss_of_a_whole_node(rig: Any) -> None:
             await asyncio.sleep(0.05)
             assert time.monotonic() - started < 90, "no write reached the other node"
         took = time.monotonic() - started
-        print(f"whole node lost: the first write on the other node after {took:.2f} s")
+        record_property(
+            FIGURES, f"HA: one store, whole node lost: writing on the other node after {took:.2f} s"
+        )
         rig.start_node(lost)
         await asyncio.get_running_loop().run_in_executor(None, rig.wait_healthy, 120.0)
         assert rig.sync_standby() == lost
