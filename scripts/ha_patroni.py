@@ -54,6 +54,8 @@ def patroni_config(
                         "wal_log_hints": "on",
                         "max_connections": 200,
                         "wal_keep_size": "256MB",
+                        # Reads on the standby are not cancelled by the primary's vacuum.
+                        "hot_standby_feedback": "on",
                     },
                 },
             },

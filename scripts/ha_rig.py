@@ -103,11 +103,12 @@ class Rig:
     # -- addresses ---------------------------------------------------------------------------
 
     def url(self, database: str = "postgres", **params: str) -> str:
-        """A multi-host URL that reaches whichever node is primary."""
+        """A multi-host URL that reaches whichever node is primary (unless ``params`` choose
+        another ``target_session_attrs``, or none with "")."""
         hosts = ",".join(f"127.0.0.1:{n['pg_port']}" for n in self.state["nodes"].values())
         options = {"target_session_attrs": "read-write", **params}
-        query = "&".join(f"{k}={v}" for k, v in options.items())
-        return f"postgresql://postgres@{hosts}/{database}?{query}"
+        query = "&".join(f"{k}={v}" for k, v in options.items() if v)
+        return f"postgresql://postgres@{hosts}/{database}?{query}".rstrip("?")
 
     def node_url(self, name: str, database: str = "postgres") -> str:
         return f"postgresql://postgres@127.0.0.1:{self.state['nodes'][name]['pg_port']}/{database}"

@@ -69,17 +69,18 @@ def connection_lost(exc: BaseException, conn: Conn | None = None) -> bool:
     return state.startswith("08") or state in _LOST_STATES
 
 
-def primary_conninfo(url: str) -> str:
+def primary_conninfo(url: str, *, reads: bool = False) -> str:
     """``url`` as a connection string that only accepts a primary when it lists several hosts
     and does not choose itself (``target_session_attrs`` absent). One host is taken as given:
-    it may be a proxy or a managed service's endpoint that follows the primary."""
+    it may be a proxy or a managed service's endpoint that follows the primary. ``reads``: for
+    reads that may lag, a standby is preferred instead (the primary if none answers)."""
     try:
         params = conninfo_to_dict(url)
     except psycopg.ProgrammingError as exc:
         raise ValueError(f"unreadable PostgreSQL URL: {_first_line(exc)}") from exc
     hosts = str(params.get("host") or params.get("hostaddr") or "")
     if "," in hosts and "target_session_attrs" not in params:
-        params["target_session_attrs"] = "read-write"
+        params["target_session_attrs"] = "prefer-standby" if reads else "read-write"
     return make_conninfo("", **params)
 
 
@@ -91,12 +92,14 @@ def read_only(exc: BaseException) -> bool:
 class Pool(AsyncConnectionPool[Conn]):
     """``AsyncConnectionPool`` with a connection check and ``Unavailable`` on outages."""
 
-    def __init__(self, url: str, *, min_size: int, max_size: int, timeout: float) -> None:
+    def __init__(
+        self, url: str, *, min_size: int, max_size: int, timeout: float, reads: bool = False
+    ) -> None:
         self._down = False
         # Callers waiting for a connection: the timer of each and its deadline at the start.
         self._waits: dict[asyncio.Timeout, float] = {}
         super().__init__(
-            primary_conninfo(url),
+            primary_conninfo(url, reads=reads),
             min_size=min_size,
             max_size=max_size,
             open=False,
