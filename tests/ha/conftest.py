@@ -7,19 +7,27 @@ under ``CI=true``, where that is a failure: CI installs them (``.ci/run``) and m
 
 from __future__ import annotations
 
+import asyncio
 import importlib.util
 import os
 import subprocess
 import sys
 import tempfile
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+import httpx
 import pytest
 
+from tests.acceptance.conftest import free_port
 from tests.conftest import IN_CI
+from tests.processes.conftest import Cluster, job_doc
+from tickwheel.api.auth import create_key
+from tickwheel.domain.models import Scope
+from tickwheel.store.factory import open_store
 
 REPO = Path(__file__).resolve().parents[2]
 DATABASE = "tickwheel"
@@ -88,3 +96,42 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         terminalreporter.section("HA failover figures")
         for text in figures:
             terminalreporter.write_line(text)
+
+
+def start_api(cluster: Cluster) -> tuple[str, str]:
+    """An API server (no engine) of ``cluster``, with the ``slow`` job registered; its URL and
+    its admin key."""
+    port = free_port()
+    cluster._start("api", ["server", "--no-engine", "--port", str(port)])
+    url = f"http://127.0.0.1:{port}"
+
+    def healthy() -> bool:
+        try:
+            return httpx.get(f"{url}/healthz", timeout=1).status_code == 200
+        except httpx.TransportError:
+            return False
+
+    cluster.eventually(healthy, 30, "the API to answer /healthz")
+    key_file = cluster.directory / "tickwheel.admin-key"
+    # Only the first server on the session's database writes one; later ones get a key here.
+    key = key_file.read_text().strip() if key_file.exists() else _operator_key(cluster.url)
+    doc = job_doc("slow", "slow", inputs={"seconds": "number"},
+                  outputs={"pid": "integer", "token": "integer"})  # fmt: skip
+    put = httpx.put(
+        f"{url}/v1/definitions", json=doc, headers={"Authorization": f"Bearer {key}"}, timeout=10
+    )
+    assert put.status_code in (200, 201), put.text
+    return url, key
+
+
+def _operator_key(url: str) -> str:
+    async def create() -> str:
+        store = await open_store(url, pool_size=1)
+        try:
+            now = datetime.now(UTC)
+            _, secret = await create_key(store, "default", Scope.OPERATOR, "ha test", now)
+            return secret
+        finally:
+            await store.close()
+
+    return asyncio.run(create())

@@ -26,9 +26,8 @@ import httpx
 import psycopg
 import pytest
 
-from tests.acceptance.conftest import free_port
-from tests.ha.conftest import DATABASE, FIGURES
-from tests.processes.conftest import Cluster, Db, Record, job_doc
+from tests.ha.conftest import DATABASE, FIGURES, start_api
+from tests.processes.conftest import Cluster, Db, Record
 
 pytestmark = [pytest.mark.ha, pytest.mark.timeout(420)]
 
@@ -94,28 +93,6 @@ class Submitter(threading.Thread):
             if r.status_code != 503:
                 return  # recorded: the test fails on any answer but 201/200/503
             time.sleep(0.1)  # shorter than Retry-After: the test measures the outage
-
-
-def start_api(cluster: Cluster) -> tuple[str, str]:
-    port = free_port()
-    cluster._start("api", ["server", "--no-engine", "--port", str(port)])
-    url = f"http://127.0.0.1:{port}"
-
-    def healthy() -> bool:
-        try:
-            return httpx.get(f"{url}/healthz", timeout=1).status_code == 200
-        except httpx.TransportError:
-            return False
-
-    cluster.eventually(healthy, 30, "the API to answer /healthz")
-    key = (cluster.directory / "tickwheel.admin-key").read_text().strip()
-    doc = job_doc("slow", "slow", inputs={"seconds": "number"},
-                  outputs={"pid": "integer", "token": "integer"})  # fmt: skip
-    put = httpx.put(
-        f"{url}/v1/definitions", json=doc, headers={"Authorization": f"Bearer {key}"}, timeout=10
-    )
-    assert put.status_code in (200, 201), put.text
-    return url, key
 
 
 @dataclass

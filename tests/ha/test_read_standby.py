@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import time
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -14,8 +15,8 @@ import pytest
 from psycopg.conninfo import conninfo_to_dict
 from pydantic import ValidationError
 
-from tests.ha.conftest import DATABASE
-from tests.processes.conftest import TENANT, register, slow_doc, submit
+from tests.ha.conftest import DATABASE, start_api
+from tests.processes.conftest import TENANT, Cluster, Db, register, slow_doc, submit
 from tickwheel.config import Settings
 from tickwheel.store.factory import open_read_stores
 from tickwheel.store.postgres.pool import primary_conninfo
@@ -70,3 +71,25 @@ async def test_the_dashboards_reads_come_from_the_standby(rig: Any) -> None:
 async def _scheduled(reads: Any) -> int:
     counts = await reads.stats.stats_status_counts(TENANT)
     return sum(c.count for c in counts if c.status == "SCHEDULED")
+
+
+@pytest.mark.ha
+@pytest.mark.timeout(180)
+def test_the_server_opens_its_read_pool_on_the_standby(rig: Any, tmp_path: Path) -> None:
+    """``tickwheel server`` with ``TICKWHEEL_READ_DATABASE_URL``: its read pool is a session on
+    the standby, its main pool on the primary."""
+    url = rig.url(DATABASE)
+    cluster = Cluster(url, tmp_path, Db(url))
+    read_url = rig.url(DATABASE, target_session_attrs="", application_name="tw-dashboard-reads")
+    cluster.env["TICKWHEEL_READ_DATABASE_URL"] = read_url
+    try:
+        start_api(cluster)
+        with psycopg.connect(rig.node_url(rig.sync_standby(), DATABASE)) as conn:
+            row = conn.execute(
+                "SELECT count(*) FROM pg_stat_activity"
+                " WHERE application_name = 'tw-dashboard-reads'"
+            ).fetchone()
+        assert row == (1,), cluster.output()
+    finally:
+        cluster.close()
+        cluster.db.close()
