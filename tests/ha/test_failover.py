@@ -36,6 +36,7 @@ INTERVAL = 0.05  # between submissions (one client, one at a time)
 WARM = 40  # completions before the first fault, and between the phases
 RECOVERED = 0.5  # throughput has recovered at this share of the rate before the fault
 WINDOW = 1.0
+PAUSE = 1.0  # a gap this long between acknowledgements or completions is the fault's doing
 
 
 @dataclass
@@ -101,7 +102,8 @@ class Fault:
     started: float
     primary_gone: float = 0.0  # the old primary answered as such for the last time
     primary_back: float = 0.0  # the other node answers as primary
-    writes_blocked: float = 0.0  # the longest gap between acknowledgements around the fault
+    writes_blocked: float = 0.0  # the fault's pause between acknowledgements
+    longest_pause: float = 0.0  # between completions, in the minute after the fault
     recovered: float | None = None  # completions back at RECOVERED of the earlier rate
 
 
@@ -256,18 +258,29 @@ def _check_runs(db: Db, acked: list[uuid.UUID], records: list[Record]) -> int:
     return reruns
 
 
+def _first_pause(times: list[float], after: float) -> tuple[float, float] | None:
+    """The first pause of at least ``PAUSE`` between consecutive ``times`` that ends after
+    ``after``: (its length, its end)."""
+    for a, b in pairwise(times):
+        if b > after and b - a >= PAUSE:
+            return b - a, b
+    return None
+
+
 def _measure(fault: Fault, answers: list[Answer], ends: list[float]) -> None:
-    """The longest pause in acknowledgements around the fault, and when completions came back
-    (after their longest pause) to ``RECOVERED`` of the rate before it."""
+    """The fault's pause in acknowledgements; when completions, after their pause, came back to
+    ``RECOVERED`` of the rate before the fault; the longest pause in completions in the minute
+    after it (the old primary's rejoin may stall commits again)."""
     start, stop = fault.started - 1, fault.started + 60
     acks = [a.mono for a in answers if a.status in (200, 201) and start <= a.mono <= stop]
-    fault.writes_blocked = max((b - a for a, b in pairwise(acks)), default=0)
+    pause = _first_pause(acks, fault.started)
+    fault.writes_blocked = pause[0] if pause else 0.0
     before = [t for t in ends if fault.started - 3 * WINDOW <= t < fault.started]
     rate = len(before) / (3 * WINDOW)
-    after = sorted(t for t in ends if fault.started <= t <= stop)
-    gaps = [(b - a, b) for a, b in pairwise([fault.started, *after])]
-    resumed = max(gaps)[1] if gaps else fault.started
-    after = [t for t in after if t >= resumed]
+    done = sorted(t for t in ends if start <= t <= stop)
+    fault.longest_pause = max((b - a for a, b in pairwise(done)), default=0.0)
+    pause = _first_pause(done, fault.started)
+    after = [t for t in done if t >= (pause[1] if pause else fault.started)]
     for i, t in enumerate(after):  # the first second-long window at the earlier rate's share
         in_window = sum(1 for u in after[i:] if u < t + WINDOW)
         if in_window >= max(1.0, RECOVERED * rate * WINDOW):
@@ -288,7 +301,8 @@ def _report(
         lines.append(
             f"HA: {f.name}: no primary for {f.primary_back - f.primary_gone:.2f} s, no write"
             f" acknowledged for {f.writes_blocked:.2f} s, throughput recovered {recovered}"
-            " after the fault"
+            f" after the fault; longest pause in completions within a minute"
+            f" {f.longest_pause:.2f} s"
         )
     lines.append(f"HA: the old primary streamed again as synchronous standby after {rejoin:.1f} s")
     return "\n".join(lines)
