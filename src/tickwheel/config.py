@@ -37,6 +37,11 @@ class Settings(BaseSettings):
     database_url: str = Field(
         "sqlite:///tickwheel.db", description="sqlite:///path or postgresql://..."
     )
+    read_database_url: str | None = Field(
+        None,
+        description="postgresql://... of a standby for the dashboard's heavy reads (they may "
+        "lag the primary by the replication delay); unset: the main database",
+    )
     host: str = "127.0.0.1"
     port: int = Field(8000, ge=1, le=65535)
     log_level: str = "info"
@@ -144,6 +149,13 @@ class Settings(BaseSettings):
         "", description="host names http executions may reach whatever they resolve to"
     )
     secrets_file: str | None = Field(None, description="NAME=value lines, mode 0600")
+
+    @field_validator("read_database_url")
+    @classmethod
+    def _read_url(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("postgresql://", "postgres://")):
+            raise ValueError("the read database must be PostgreSQL: postgresql://...")
+        return value
 
     @field_validator("http_allow_networks")
     @classmethod

@@ -40,7 +40,14 @@ from tickwheel.engine.service import Service
 from tickwheel.engine.worker import Worker
 from tickwheel.observability.metrics import serve_metrics
 from tickwheel.store.cron_protocol import CronStore
-from tickwheel.store.factory import cron_store_for, open_store, redact, workflow_store_for
+from tickwheel.store.factory import (
+    ReadStores,
+    cron_store_for,
+    open_read_stores,
+    open_store,
+    redact,
+    workflow_store_for,
+)
 from tickwheel.store.protocol import Store
 from tickwheel.workflows.orchestrator import Orchestrator
 
@@ -163,10 +170,13 @@ async def serve(settings: Settings, announce: Announce | None = None) -> None:
     prepared = await prepare(settings)
     store, first_key = prepared.store, prepared.first_key
     engine = Engine(store, settings, cron=True, orchestrator=True) if settings.engine else None
+    reads: ReadStores | None = None
     try:
+        if settings.read_database_url:
+            reads = await open_read_stores(settings.read_database_url)
         if announce:
             announce(settings, first_key)
-        app = create_app(store, settings)
+        app = create_app(store, settings, reads=reads)
         config = uvicorn.Config(
             app,
             host=settings.host,
@@ -183,6 +193,8 @@ async def serve(settings: Settings, announce: Announce | None = None) -> None:
     finally:
         if engine:
             await engine.stop(settings.shutdown_grace_seconds)
+        if reads is not None:
+            await reads.close()
         await store.close()
 
 

@@ -21,6 +21,8 @@ from tickwheel.store.postgres.pool import connection_lost
         errors.CannotConnectNow("the database system is starting up"),
         errors.TooManyConnections("sorry, too many clients already"),
         errors.ConnectionFailure("connection failure"),
+        # A write right after the primary was demoted, on a session to what is now a standby.
+        errors.ReadOnlySqlTransaction("cannot execute INSERT in a read-only transaction"),
     ],
 )
 def test_lost_connections_are_recognised(exc: psycopg.Error) -> None:

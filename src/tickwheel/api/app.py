@@ -24,6 +24,7 @@ from tickwheel.dashboard import install as install_dashboard
 from tickwheel.domain.clock import Clock, SystemClock
 from tickwheel.observability.metrics import process_metrics
 from tickwheel.store.factory import (
+    ReadStores,
     cron_store_for,
     session_store_for,
     stats_store_for,
@@ -33,7 +34,14 @@ from tickwheel.store.factory import (
 from tickwheel.store.protocol import Store
 
 
-def create_app(store: Store, settings: Settings, clock: Clock | None = None) -> FastAPI:
+def create_app(
+    store: Store,
+    settings: Settings,
+    clock: Clock | None = None,
+    reads: ReadStores | None = None,
+) -> FastAPI:
+    """The API and the dashboard on ``store``; the dashboard's heavy reads on ``reads`` (a
+    standby, ``read_database_url``) when given."""
     app = FastAPI(
         title="tickwheel",
         version=__version__,
@@ -59,10 +67,10 @@ def create_app(store: Store, settings: Settings, clock: Clock | None = None) -> 
     state = app.state.tickwheel
     install_dashboard(
         app,
-        stats_store_for(store),
+        reads.stats if reads else stats_store_for(store),
         state.clock,
         settings.dashboard_secret,
-        workflow_view_store_for(store),
+        reads.workflow_views if reads else workflow_view_store_for(store),
         session_store_for(store),
     )
     app.add_middleware(

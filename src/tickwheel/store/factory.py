@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
 from tickwheel.store.cron_protocol import CronStore
@@ -117,3 +118,37 @@ def session_store_for(store: Store) -> SessionStore:
 
     on_postgres: OnPostgres[SessionStore] = PostgresSessionStore
     return _tables_for(store, "session", lambda sqlite: sqlite.sessions, on_postgres)
+
+
+@dataclass(frozen=True)
+class ReadStores:
+    """The dashboard's heavy reads on their own pool, to a standby (``read_database_url``):
+    what they show lags the primary by the replication delay."""
+
+    stats: StatsStore
+    workflow_views: WorkflowViewStore
+    close: Callable[[], Awaitable[None]]
+
+
+async def open_read_stores(
+    url: str, *, pool_size: int = 4, connect_timeout: float = 10.0
+) -> ReadStores:
+    """A pool on ``url`` (PostgreSQL; with several hosts, a standby preferred) for the
+    dashboard's aggregates and workflow views."""
+    if not url.startswith(("postgresql://", "postgres://")):
+        raise ValueError(f"the read database must be PostgreSQL, not {redact(url)!r}")
+    from psycopg_pool import PoolTimeout
+
+    from tickwheel.store.postgres.pool import Pool
+    from tickwheel.store.postgres.stats import PostgresStatsStore
+    from tickwheel.store.postgres.workflow_views import PostgresWorkflowViewStore
+
+    pool = Pool(url, min_size=1, max_size=pool_size, timeout=connect_timeout, reads=True)
+    try:
+        await pool.open(wait=True, timeout=connect_timeout)
+    except PoolTimeout as exc:
+        await pool.close()
+        raise ConnectionError(
+            f"cannot connect to the read database {redact(url)} within {connect_timeout:g} s"
+        ) from exc
+    return ReadStores(PostgresStatsStore(pool), PostgresWorkflowViewStore(pool), pool.close)

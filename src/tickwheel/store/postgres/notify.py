@@ -8,6 +8,8 @@ session), opened at the first wait; a background task turns notifications into o
 
 Signals are hints and may be lost (a dropped connection, a store not listening yet): a woken
 service re-queries, and a waiting one polls at its timeout. Correctness never depends on them.
+After a lost connection (a restart, a failover to the standby) the listener reconnects, to the
+primary of a multi-host URL, and LISTENs again; everybody is woken once for what was missed.
 
 Inserts of SCHEDULED executions also tell the schedulers *what* is due: the ``tickwheel_due``
 payload lists (shard, executeAt) pairs after the origin, grouped by instant, so that the shard's
@@ -36,6 +38,7 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from tickwheel.domain.states import ExecutionStatus
 from tickwheel.store.due import DueFanout, DueHints
+from tickwheel.store.postgres.pool import primary_conninfo
 from tickwheel.store.protocol import Topic
 
 log = logging.getLogger(__name__)
@@ -60,8 +63,10 @@ _LISTENER_DEFAULTS = {
     "keepalives_count": "3",
     "connect_timeout": "10",
 }
+# Reconnection attempts cost one connect each, and a listener deaf after the database came back
+# (a restart, a failover) leaves every service polling: retry often.
 _BACKOFF_FIRST = 0.5
-_BACKOFF_MAX = 30.0
+_BACKOFF_MAX = 5.0
 # PostgreSQL refuses payloads of 8000 bytes or more; keep a margin.
 PAYLOAD_LIMIT = 7900
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -137,7 +142,9 @@ class Signals:
     """One store's side of LISTEN/NOTIFY: sends its topics, and waits for anybody's."""
 
     def __init__(self, conninfo: str) -> None:
-        self._conninfo = make_conninfo("", **{**_LISTENER_DEFAULTS, **conninfo_to_dict(conninfo)})
+        # The pool's rule for several hosts: listen on the primary, where the NOTIFYs are sent.
+        given = conninfo_to_dict(primary_conninfo(conninfo))
+        self._conninfo = make_conninfo("", **{**_LISTENER_DEFAULTS, **given})
         # Our own notifications come back to our listener; they carry this id so that they are
         # not signalled twice (``signal`` already did it, right after the commit).
         self._origin = uuid.uuid4().hex

@@ -10,6 +10,15 @@
    driver error that would surface as a 500: failing to get a connection in time, a connection
    that broke under a statement, or the server refusing sessions while it starts or stops.
 
+3. A session on a server that no longer takes writes (a primary just demoted, or a multi-host URL
+   that reached a standby) fails every write with "read-only transaction" (SQLSTATE 25006): it
+   counts as lost too (503, retried), and the connection is closed instead of returned, so that
+   the pool's next connection goes to whichever node is primary now.
+
+A URL that names several hosts (``postgresql://h1:p1,h2:p2/db``) reaches the primary of an HA
+pair: unless it says otherwise, ``primary_conninfo`` adds ``target_session_attrs=read-write``,
+so that libpq tries the hosts in turn and keeps the one that takes writes (docs/ha.md).
+
 From the first sign of an outage (a failed check, a lost connection) until a new connection
 succeeds, callers wait at most ``OUTAGE_WAIT`` for a connection instead of the pool's full
 timeout, those already waiting included, so an outage answers quickly. Reconnection attempts
@@ -26,6 +35,7 @@ from contextlib import asynccontextmanager
 
 import psycopg
 from psycopg import AsyncConnection
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg.rows import DictRow, dict_row
 from psycopg_pool import AsyncConnectionPool, PoolClosed, PoolTimeout
 
@@ -38,10 +48,12 @@ Conn = AsyncConnection[DictRow]
 OUTAGE_WAIT = 1.0
 RECONNECT_SECONDS = 10.0
 RETRY_AFTER = 2
+# A write on a server in recovery or demoted: "cannot execute ... in a read-only transaction".
+READ_ONLY_STATES = ("25006",)
 # SQLSTATEs that say the session or the server is going away, not that the statement was wrong:
 # class 08 (connection exception), admin/crash shutdown, "cannot connect now" (starting up or
 # shutting down), too many connections.
-_LOST_STATES = ("57P01", "57P02", "57P03", "53300")
+_LOST_STATES = ("57P01", "57P02", "57P03", "53300", *READ_ONLY_STATES)
 
 
 def connection_lost(exc: BaseException, conn: Conn | None = None) -> bool:
@@ -57,15 +69,37 @@ def connection_lost(exc: BaseException, conn: Conn | None = None) -> bool:
     return state.startswith("08") or state in _LOST_STATES
 
 
+def primary_conninfo(url: str, *, reads: bool = False) -> str:
+    """``url`` as a connection string that only accepts a primary when it lists several hosts
+    and does not choose itself (``target_session_attrs`` absent). One host is taken as given:
+    it may be a proxy or a managed service's endpoint that follows the primary. ``reads``: for
+    reads that may lag, a standby is preferred instead (the primary if none answers)."""
+    try:
+        params = conninfo_to_dict(url)
+    except psycopg.ProgrammingError as exc:
+        raise ValueError(f"unreadable PostgreSQL URL: {_first_line(exc)}") from exc
+    hosts = str(params.get("host") or params.get("hostaddr") or "")
+    if "," in hosts and "target_session_attrs" not in params:
+        params["target_session_attrs"] = "prefer-standby" if reads else "read-write"
+    return make_conninfo("", **params)
+
+
+def read_only(exc: BaseException) -> bool:
+    """Whether ``exc`` says the session's server does not take writes (any more)."""
+    return isinstance(exc, psycopg.Error) and exc.sqlstate in READ_ONLY_STATES
+
+
 class Pool(AsyncConnectionPool[Conn]):
     """``AsyncConnectionPool`` with a connection check and ``Unavailable`` on outages."""
 
-    def __init__(self, url: str, *, min_size: int, max_size: int, timeout: float) -> None:
+    def __init__(
+        self, url: str, *, min_size: int, max_size: int, timeout: float, reads: bool = False
+    ) -> None:
         self._down = False
         # Callers waiting for a connection: the timer of each and its deadline at the start.
         self._waits: dict[asyncio.Timeout, float] = {}
         super().__init__(
-            url,
+            primary_conninfo(url, reads=reads),
             min_size=min_size,
             max_size=max_size,
             open=False,
@@ -148,6 +182,10 @@ class Pool(AsyncConnectionPool[Conn]):
             if not connection_lost(exc, conn):
                 raise
             self._mark_down(_first_line(exc))
+            if read_only(exc):
+                # Alive but not a primary: dropped, so that the pool connects anew and libpq
+                # picks the node that takes writes now.
+                await conn.close()
             # The driver's text names the database host: it goes to the log, not to the client.
             raise Unavailable(
                 "the database connection was lost; retry shortly", RETRY_AFTER
