@@ -4,6 +4,7 @@ surface; everything else may change between releases."""
 from tickwheel.client.client import AsyncClient, Client
 from tickwheel.client.cron import CronJobInfo, FireTime, OccurrenceInfo
 from tickwheel.client.models import AttemptInfo, BatchItemResult, ExecutionInfo, ExecutionPage
+from tickwheel.direct import connect, connect_async
 from tickwheel.domain.errors import (
     BadRequest,
     Conflict,
@@ -42,4 +43,6 @@ __all__ = [
     "TickwheelError",
     "Unauthorized",
     "__version__",
+    "connect",
+    "connect_async",
 ]

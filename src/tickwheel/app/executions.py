@@ -73,8 +73,19 @@ class ExecutionService:
 
     async def submit(self, request: SubmitRequest) -> Written[Execution]:
         """``CREATED`` or ``SAME``; InvalidInput or Conflict (raised) write nothing."""
-        item = await self._prepare(request, {})
+        item = await self.prepare(request)
         [inserted] = await self.store.execution_insert_many([item])
+        return self.settle(item, inserted)
+
+    async def prepare(self, request: SubmitRequest) -> NewExecution:
+        """The checked execution a submission would store (InvalidInput raised, nothing
+        written): the first half of a submit whose insert runs in the caller's transaction
+        (``Store.execution_insert_on``)."""
+        return await self._prepare(request, {})
+
+    def settle(self, item: NewExecution, inserted: InsertOutcome) -> Written[Execution]:
+        """The second half: ``CREATED`` or ``SAME``, or Conflict when the key was used for a
+        different request."""
         _count_created([inserted])
         execution = _same_or_conflict(item, inserted.execution)
         return Written(Outcome.CREATED if inserted.created else Outcome.SAME, execution)

@@ -7,15 +7,14 @@ from __future__ import annotations
 
 import asyncio
 import builtins
-import os
 import threading
-import uuid
-from collections.abc import Coroutine, Iterable
+from collections.abc import Awaitable, Callable, Coroutine, Iterable
 from concurrent.futures import Future
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, TypeVar
 
+from tickwheel.client.caller_tx import Pending
 from tickwheel.client.cron import CronClient, CronTransport
 from tickwheel.client.cron_sync import CronSync
 from tickwheel.client.models import (
@@ -25,6 +24,13 @@ from tickwheel.client.models import (
     ExecutionInfo,
     ExecutionPage,
 )
+from tickwheel.client.requests import (
+    ExecutionRef,
+    as_id,
+    connection_settings,
+    definition_uri,
+    submit_request,
+)
 from tickwheel.client.transport import Transport
 from tickwheel.client.transports.http import HttpTransport
 from tickwheel.client.workflows import WorkflowsClient, WorkflowsSync, WorkflowsTransport
@@ -32,31 +38,9 @@ from tickwheel.domain.clock import Clock, SystemClock
 from tickwheel.domain.definition_files import format_from_filename
 from tickwheel.domain.models import ExecutionFilter
 from tickwheel.domain.states import ExecutionStatus
-from tickwheel.domain.submission import DEFINITION_URI_PREFIX, SubmitRequest
+from tickwheel.domain.submission import SubmitRequest
 
 T = TypeVar("T")
-ExecutionRef = uuid.UUID | str
-DEFAULT_URL = "http://127.0.0.1:8000"
-
-
-def connection_settings(url: str | None, api_key: str | None) -> tuple[str, str | None]:
-    """Where to send requests and with which key: the arguments given, else ``TICKWHEEL_URL``
-    and ``TICKWHEEL_API_KEY`` (the variables the CLI and the README's tour use), else the local
-    server and no key. An argument given explicitly always wins, ``api_key=""`` included (no
-    key, whatever the environment says)."""
-    resolved_url = url or os.environ.get("TICKWHEEL_URL") or DEFAULT_URL
-    if api_key is None:
-        api_key = os.environ.get("TICKWHEEL_API_KEY") or None
-    return resolved_url, api_key or None
-
-
-def definition_uri(definition: str) -> str:
-    """Accepts ``registry://jobs/<name>`` or the bare name."""
-    return definition if "://" in definition else DEFINITION_URI_PREFIX + definition
-
-
-def _id(ref: ExecutionRef) -> uuid.UUID:
-    return ref if isinstance(ref, uuid.UUID) else uuid.UUID(ref)
 
 
 class AsyncClient:
@@ -131,15 +115,16 @@ class AsyncClient:
         *,
         version: int | None = None,
         priority: int = 0,
+        connection: Any = None,
     ) -> ExecutionInfo:
-        request = SubmitRequest(
-            definition_uri=definition_uri(definition),
-            inputs=inputs or {},
-            definition_version=version,
-            execute_at=execute_at,
-            priority=priority,
-            idempotency_key=idempotency_key,
+        """With ``connection`` (a client of ``tickwheel.connect_async``): inside the caller's
+        open transaction on that connection (``client/caller_tx.py``)."""
+        request = submit_request(
+            definition, inputs, execute_at, idempotency_key, version=version, priority=priority
         )
+        if connection is not None:
+            pending = await Pending.prepare(self.transport, request)
+            return await pending.run_async(connection)
         wire, _created = await self.transport.submit(request)
         return ExecutionInfo.from_wire(wire)
 
@@ -152,15 +137,25 @@ class AsyncClient:
         *,
         version: int | None = None,
         priority: int = 0,
+        connection: Any = None,
     ) -> ExecutionInfo:
         """A delayed run is only a convenience: ``executeAt = now + delay`` on the client."""
+        at = self.after(delay)
+        return await self.submit(
+            definition,
+            inputs,
+            at,
+            idempotency_key,
+            version=version,
+            priority=priority,
+            connection=connection,
+        )
+
+    def after(self, delay: timedelta | float) -> datetime:
         seconds = delay.total_seconds() if isinstance(delay, timedelta) else float(delay)
         if seconds < 0:
             raise ValueError("delay must not be negative")
-        at = self.clock.now() + timedelta(seconds=seconds)
-        return await self.submit(
-            definition, inputs, at, idempotency_key, version=version, priority=priority
-        )
+        return self.clock.now() + timedelta(seconds=seconds)
 
     async def submit_many(
         self, requests: Iterable[SubmitRequest]
@@ -172,7 +167,7 @@ class AsyncClient:
         return [BatchItemResult.from_wire(w) for w in await self.transport.submit_many(items)]
 
     async def get(self, execution_id: ExecutionRef) -> ExecutionInfo:
-        return ExecutionInfo.from_wire(await self.transport.get(_id(execution_id)))
+        return ExecutionInfo.from_wire(await self.transport.get(as_id(execution_id)))
 
     async def list(
         self,
@@ -195,20 +190,21 @@ class AsyncClient:
         return ExecutionPage.from_wire(await self.transport.list(flt, cursor, limit))
 
     async def attempts(self, execution_id: ExecutionRef) -> builtins.list[AttemptInfo]:
-        return [AttemptInfo.from_wire(w) for w in await self.transport.attempts(_id(execution_id))]
+        wires = await self.transport.attempts(as_id(execution_id))
+        return [AttemptInfo.from_wire(w) for w in wires]
 
     async def output(self, execution_id: ExecutionRef) -> Any:
         """The whole output, also when it was too large to keep inline (``outputReference``)."""
-        return (await self.transport.output(_id(execution_id)))["output"]
+        return (await self.transport.output(as_id(execution_id)))["output"]
 
     async def history(self, execution_id: ExecutionRef) -> builtins.list[dict[str, Any]]:
-        return await self.transport.history(_id(execution_id))
+        return await self.transport.history(as_id(execution_id))
 
     async def cancel(self, execution_id: ExecutionRef) -> ExecutionInfo:
-        return ExecutionInfo.from_wire(await self.transport.cancel(_id(execution_id)))
+        return ExecutionInfo.from_wire(await self.transport.cancel(as_id(execution_id)))
 
     async def replay(self, execution_id: ExecutionRef) -> ExecutionInfo:
-        return ExecutionInfo.from_wire(await self.transport.replay(_id(execution_id)))
+        return ExecutionInfo.from_wire(await self.transport.replay(as_id(execution_id)))
 
     async def wait(
         self, execution_id: ExecutionRef, timeout: float = 60.0, *, poll: float = 0.2
@@ -240,11 +236,19 @@ class Client:
         api_key: str | None = None,
         *,
         timeout: float = 10.0,
+        make_async: Callable[[], Awaitable[AsyncClient]] | None = None,
     ) -> None:
+        """``make_async`` builds the AsyncClient it wraps, on its loop thread (what
+        ``tickwheel.connect`` uses to open the store there); by default one over HTTP."""
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
         self._thread.start()
-        self._async = self._run(_make_async(url, api_key, timeout))
+        factory = make_async or (lambda: _make_async(url, api_key, timeout))
+        try:
+            self._async = self._run(_awaited(factory))
+        except BaseException:
+            self._stop_loop()
+            raise
         self.cron = CronSync(self._run, self._async.cron)
         """Cron jobs (``client/cron.py``)."""
         self.workflows = WorkflowsSync(self._run, self._async.workflows)
@@ -263,9 +267,12 @@ class Client:
     def close(self) -> None:
         if self._loop.is_running():
             self._run(self._async.close())
-            self._loop.call_soon_threadsafe(self._loop.stop)
-            self._thread.join()
-            self._loop.close()
+            self._stop_loop()
+
+    def _stop_loop(self) -> None:
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join()
+        self._loop.close()
 
     def apply_definition(
         self, source: str | Path | bytes, fmt: str | None = None, shared: bool = False
@@ -287,17 +294,21 @@ class Client:
         *,
         version: int | None = None,
         priority: int = 0,
+        connection: Any = None,
     ) -> ExecutionInfo:
-        return self._run(
-            self._async.submit(
-                definition,
-                inputs,
-                execute_at,
-                idempotency_key,
-                version=version,
-                priority=priority,
-            )
+        """With ``connection`` (a client of ``tickwheel.connect``): inside the caller's open
+        transaction; the insert runs on this thread, the connection's own."""
+        if connection is None:
+            return self._run(
+                self._async.submit(
+                    definition, inputs, execute_at, idempotency_key, version=version,
+                    priority=priority,
+                )
+            )  # fmt: skip
+        request = submit_request(
+            definition, inputs, execute_at, idempotency_key, version=version, priority=priority
         )
+        return self._run(Pending.prepare(self._async.transport, request)).run(connection)
 
     def submit_after(
         self,
@@ -308,16 +319,17 @@ class Client:
         *,
         version: int | None = None,
         priority: int = 0,
+        connection: Any = None,
     ) -> ExecutionInfo:
-        return self._run(
-            self._async.submit_after(
-                delay,
-                definition,
-                inputs,
-                idempotency_key,
-                version=version,
-                priority=priority,
-            )
+        at = self._async.after(delay)
+        return self.submit(
+            definition,
+            inputs,
+            at,
+            idempotency_key,
+            version=version,
+            priority=priority,
+            connection=connection,
         )
 
     def submit_many(self, requests: Iterable[SubmitRequest]) -> builtins.list[BatchItemResult]:
@@ -373,3 +385,7 @@ class Client:
 async def _make_async(url: str | None, api_key: str | None, timeout: float) -> AsyncClient:
     """Made on the loop thread, so the HTTP connection pool belongs to that loop."""
     return AsyncClient(url, api_key, timeout=timeout)
+
+
+async def _awaited(factory: Callable[[], Awaitable[AsyncClient]]) -> AsyncClient:
+    return await factory()

@@ -53,6 +53,21 @@ class InsertOutcome:
     created: bool
 
 
+class CallerInsert(Protocol):
+    """An insert of executions to run on the caller's own connection, inside the caller's open
+    transaction (``Store.execution_insert_on``): the rows exist exactly when that transaction
+    commits, and the wake-ups (PostgreSQL's NOTIFY) are delivered only then. Each backend names
+    the connections it takes and refuses any other with a TypeError."""
+
+    def run(self, connection: Any) -> list[InsertOutcome]:
+        """On a blocking connection (psycopg ``Connection``, ``sqlite3.Connection``)."""
+        ...
+
+    async def run_async(self, connection: Any) -> list[InsertOutcome]:
+        """On an asyncio connection (psycopg ``AsyncConnection``, ``aiosqlite.Connection``)."""
+        ...
+
+
 @dataclass(frozen=True)
 class AttemptResult:
     """What a worker reports about its attempt. The write is accepted only while the execution is
@@ -145,6 +160,11 @@ class Store(Protocol):
     async def execution_insert_many(self, items: Sequence[NewExecution]) -> list[InsertOutcome]:
         """Inserts in one transaction; uniqueness of (tenant, idempotency_key) is the database's
         constraint, so concurrent identical submissions create one row."""
+        ...
+
+    def execution_insert_on(self, items: Sequence[NewExecution]) -> CallerInsert:
+        """``execution_insert_many`` as a statement for the caller's connection and transaction
+        (transactional submission): same constraint, same outcomes, nothing committed here."""
         ...
 
     async def execution_get(self, tenant: str, execution_id: uuid.UUID) -> Execution | None: ...

@@ -30,6 +30,7 @@ from tickwheel.domain.states import AttemptStatus, ExecutionStatus
 from tickwheel.domain.submission import NewExecution
 from tickwheel.store.due import hint_pairs
 from tickwheel.store.migrate import Migration, load_migrations, pending
+from tickwheel.store.postgres.caller_tx import PostgresCallerTx
 from tickwheel.store.postgres.claims import PostgresClaims
 from tickwheel.store.postgres.notify import Signals, topics_for
 from tickwheel.store.postgres.pool import Conn, Pool
@@ -61,7 +62,9 @@ MIGRATIONS = "tickwheel.store.postgres.migrations"
 MIGRATION_LOCK = 0x7469636B776865
 
 
-class PostgresStore(PostgresClaims, PostgresPromotion, PostgresWorkerRegistry, PostgresShardLeases):
+class PostgresStore(
+    PostgresClaims, PostgresPromotion, PostgresWorkerRegistry, PostgresShardLeases, PostgresCallerTx
+):
     dialect = "postgresql"
 
     def __init__(self, pool: AsyncConnectionPool[Conn], url: str) -> None:

@@ -32,6 +32,7 @@ from tickwheel.store.due import DueFanout
 from tickwheel.store.migrate import load_migrations, pending
 from tickwheel.store.protocol import AttemptResult, InsertOutcome, StoredDefinition, Topic
 from tickwheel.store.sqlfile import load_queries
+from tickwheel.store.sqlite.caller_tx import SqliteCallerTx
 from tickwheel.store.sqlite.claims import SqliteClaims
 from tickwheel.store.sqlite.codec import from_us, jload, opt_us, to_us
 from tickwheel.store.sqlite.cron import SqliteCronStore
@@ -54,7 +55,9 @@ from tickwheel.store.sqlite.workflows import SqliteWorkflowStore, workflow_event
 Q = load_queries("tickwheel.store.sqlite.sql")
 
 
-class SqliteStore(SqliteClaims, SqlitePromotion, SqliteWorkerRegistry, SqliteShardLeases):
+class SqliteStore(
+    SqliteClaims, SqlitePromotion, SqliteWorkerRegistry, SqliteShardLeases, SqliteCallerTx
+):
     dialect = "sqlite"
 
     def __init__(self, conn: aiosqlite.Connection, path: str) -> None:

@@ -1,0 +1,89 @@
+"""Transactional submission for the SDK: ``submit(..., connection=conn)`` stores the execution
+inside the caller's open transaction on their own connection, so it exists exactly when that
+transaction commits (and the schedulers hear of it only then).
+
+Only a client connected to the database (``tickwheel.connect``) can do it: the checks, the
+definition it pins and the idempotency rules are the in-process transport's, as for any submit;
+only the insert runs on the caller's connection (``Store.execution_insert_on``). A blocking
+connection is used on the caller's thread (``sqlite3`` objects refuse any other thread)."""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+from tickwheel.client.models import ExecutionInfo
+from tickwheel.client.transport import Transport
+from tickwheel.client.transports.inprocess import InProcessTransport
+from tickwheel.client.wire import execution_to_wire
+from tickwheel.domain.submission import NewExecution, SubmitRequest
+from tickwheel.store.protocol import CallerInsert, InsertOutcome
+
+
+def driver_connection(connection: Any) -> Any:
+    """The driver's connection under a SQLAlchemy ``Session`` or ``Connection`` (recognised by
+    name: SQLAlchemy is not a dependency), else ``connection`` itself. A Session's
+    ``connection()`` joins (or begins) the Session's transaction, so the insert commits or
+    rolls back with it."""
+    if not type(connection).__module__.startswith("sqlalchemy"):
+        return connection
+    if hasattr(connection, "get_bind"):  # a Session: its connection in its transaction
+        connection = connection.connection()
+    raw = getattr(connection, "connection", None)
+    driver = getattr(raw, "driver_connection", None)
+    if driver is None:
+        raise TypeError(
+            f"cannot find the driver connection under {type(connection).__qualname__}: pass a "
+            "SQLAlchemy Session or Connection, or the psycopg / sqlite3 connection itself"
+        )
+    return driver
+
+
+def is_async(connection: Any) -> bool:
+    """An asyncio connection (psycopg ``AsyncConnection``, ``aiosqlite``) runs its statements
+    with coroutines; the store decides whether it takes the kind it is given."""
+    return inspect.iscoroutinefunction(getattr(connection, "execute", None))
+
+
+def local_transport(transport: Transport) -> InProcessTransport:
+    if not isinstance(transport, InProcessTransport):
+        raise TypeError(
+            "submit(connection=...) needs a client connected to the database "
+            "(tickwheel.connect / tickwheel.connect_async), not one talking to an API server"
+        )
+    return transport
+
+
+class Pending:
+    """A checked submission waiting for its insert on the caller's connection."""
+
+    def __init__(self, transport: InProcessTransport, item: NewExecution) -> None:
+        self.transport = transport
+        self.item = item
+        self.insert: CallerInsert = transport.store.execution_insert_on([item])
+
+    @classmethod
+    async def prepare(cls, transport: Transport, request: SubmitRequest) -> Pending:
+        local = local_transport(transport)
+        return cls(local, await local.executions_service.prepare(request))
+
+    def settle(self, outcomes: list[InsertOutcome]) -> ExecutionInfo:
+        [inserted] = outcomes
+        written = self.transport.executions_service.settle(self.item, inserted)
+        return ExecutionInfo.from_wire(execution_to_wire(written.value))
+
+    def run(self, connection: Any) -> ExecutionInfo:
+        """On a blocking connection, in the calling thread."""
+        conn = driver_connection(connection)
+        if is_async(conn):
+            raise TypeError(
+                f"{type(conn).__qualname__} is an asyncio connection: submit with the "
+                "AsyncClient (tickwheel.connect_async) and await it"
+            )
+        return self.settle(self.insert.run(conn))
+
+    async def run_async(self, connection: Any) -> ExecutionInfo:
+        conn = driver_connection(connection)
+        if is_async(conn):
+            return self.settle(await self.insert.run_async(conn))
+        return self.settle(self.insert.run(conn))
