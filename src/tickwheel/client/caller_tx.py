@@ -9,7 +9,6 @@ connection is used on the caller's thread (``sqlite3`` objects refuse any other 
 
 from __future__ import annotations
 
-import inspect
 from typing import Any
 
 from tickwheel.client.models import ExecutionInfo
@@ -37,12 +36,6 @@ def driver_connection(connection: Any) -> Any:
             "SQLAlchemy Session or Connection, or the psycopg / sqlite3 connection itself"
         )
     return driver
-
-
-def is_async(connection: Any) -> bool:
-    """An asyncio connection (psycopg ``AsyncConnection``, ``aiosqlite``) runs its statements
-    with coroutines; the store decides whether it takes the kind it is given."""
-    return inspect.iscoroutinefunction(getattr(connection, "execute", None))
 
 
 def local_transport(transport: Transport) -> InProcessTransport:
@@ -74,16 +67,8 @@ class Pending:
 
     def run(self, connection: Any) -> ExecutionInfo:
         """On a blocking connection, in the calling thread."""
-        conn = driver_connection(connection)
-        if is_async(conn):
-            raise TypeError(
-                f"{type(conn).__qualname__} is an asyncio connection: submit with the "
-                "AsyncClient (tickwheel.connect_async) and await it"
-            )
-        return self.settle(self.insert.run(conn))
+        return self.settle(self.insert.run(driver_connection(connection)))
 
     async def run_async(self, connection: Any) -> ExecutionInfo:
-        conn = driver_connection(connection)
-        if is_async(conn):
-            return self.settle(await self.insert.run_async(conn))
-        return self.settle(self.insert.run(conn))
+        """On an asyncio connection, or a blocking one (used as it is, on this thread)."""
+        return self.settle(await self.insert.run_async(driver_connection(connection)))
