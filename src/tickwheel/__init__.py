@@ -18,10 +18,12 @@ from tickwheel.domain.errors import (
 )
 from tickwheel.domain.submission import SubmitRequest
 from tickwheel.engine.runners.base import JobContext
+from tickwheel.pyjobs import App, Job
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "App",
     "AsyncClient",
     "AttemptInfo",
     "BadRequest",
@@ -34,6 +36,7 @@ __all__ = [
     "FireTime",
     "Forbidden",
     "InvalidInput",
+    "Job",
     "JobContext",
     "NotFound",
     "OccurrenceInfo",
