@@ -30,9 +30,11 @@ from tickwheel.client.models import BatchItemResult, DefinitionApplied, Executio
 from tickwheel.direct import connect, connect_async
 from tickwheel.domain.definitions import (
     Definition,
+    content_hash,
     definition_from_document,
     definition_to_document,
 )
+from tickwheel.domain.errors import NotFound
 from tickwheel.domain.submission import SubmitRequest
 from tickwheel.pyjobs.fields import Param, from_json, inputs_of, outputs_of, result_to_json, to_json
 
@@ -130,13 +132,29 @@ class App:
         return applied
 
     def _ensure(self, job: Job, client: Client) -> None:
-        if (id(client), job.name) not in self._registered:
+        """Registered before the first submit: looked up first (a read), written only when
+        missing. A write would wait on a SQLite caller's transaction that holds the file's
+        write lock: register at start (``app.register()``, or the worker's ``--app``)."""
+        if (id(client), job.name) in self._registered:
+            return
+        try:
+            known = client.definition_versions(job.name)
+        except NotFound:
+            known = []
+        if not any(_same(job, wire) for wire in known):
             self._register(job, client)
+        self._registered.add((id(client), job.name))
 
     async def _ensure_async(self, job: Job, client: AsyncClient) -> None:
-        if (id(client), job.name) not in self._registered:
+        if (id(client), job.name) in self._registered:
+            return
+        try:
+            known = await client.definition_versions(job.name)
+        except NotFound:
+            known = []
+        if not any(_same(job, wire) for wire in known):
             await client.apply_definition(job.document_json(), "json")
-            self._registered.add((id(client), job.name))
+        self._registered.add((id(client), job.name))
 
 
 class Job:
@@ -295,6 +313,14 @@ def _wrap(func: Callable[..., Any], params: dict[str, Param]) -> Callable[..., A
         return result_to_json(func(**typed(kwargs)))
 
     return run
+
+
+def _same(job: Job, wire: Mapping[str, Any]) -> bool:
+    """The registered version is this job's, unchanged."""
+    return bool(
+        wire.get("version") == job.definition.version
+        and wire.get("contentHash") == content_hash(job.definition)
+    )
 
 
 def _summary(func: Callable[..., Any]) -> str:
