@@ -187,3 +187,27 @@ def test_the_schedulers_hear_of_it_only_at_the_commit(database: Database) -> Non
         conn.commit()
         heard = list(listener.notifies(timeout=5, stop_after=1))
         assert [n.channel for n in heard] == ["tickwheel_ready"]
+
+
+def test_a_sqlalchemy_session_submits_in_its_transaction(
+    database: Database, client: tickwheel.Client
+) -> None:
+    sqlalchemy = pytest.importorskip("sqlalchemy")
+    orm = pytest.importorskip("sqlalchemy.orm")
+    url = (
+        f"sqlite:///{database.path}"
+        if database.kind == "sqlite"
+        else database.url.replace("postgresql://", "postgresql+psycopg://", 1)
+    )
+    engine = sqlalchemy.create_engine(url)
+    try:
+        with orm.Session(engine) as session:
+            dropped = client.submit("greet", {"name": "Ada"}, connection=session)
+            session.rollback()
+            kept = client.submit("greet", {"name": "Bob"}, connection=session)
+            session.commit()
+    finally:
+        engine.dispose()
+    with pytest.raises(NotFound):
+        client.get(dropped.execution_id)
+    assert client.get(kept.execution_id).inputs == {"name": "Bob", "times": 1}
