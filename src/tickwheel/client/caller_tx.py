@@ -16,7 +16,8 @@ from tickwheel.client.transport import Transport
 from tickwheel.client.transports.inprocess import InProcessTransport
 from tickwheel.client.wire import execution_to_wire
 from tickwheel.domain.submission import NewExecution, SubmitRequest
-from tickwheel.store.protocol import CallerInsert, InsertOutcome
+from tickwheel.store.caller_protocol import CallerInsert
+from tickwheel.store.protocol import InsertOutcome
 
 
 def driver_connection(connection: Any) -> Any:

@@ -29,6 +29,7 @@ from tickwheel.domain.states import (
     require_transition,
 )
 from tickwheel.domain.submission import NewExecution
+from tickwheel.store.caller_protocol import CallerInsert
 from tickwheel.store.due import DueEntry, DueHints, DueSlice, Promotion
 
 SHARED = ""
@@ -51,21 +52,6 @@ class InsertOutcome:
 
     execution: Execution
     created: bool
-
-
-class CallerInsert(Protocol):
-    """An insert of executions to run on the caller's own connection, inside the caller's open
-    transaction (``Store.execution_insert_on``): the rows exist exactly when that transaction
-    commits, and the wake-ups (PostgreSQL's NOTIFY) are delivered only then. Each backend names
-    the connections it takes and refuses any other with a TypeError."""
-
-    def run(self, connection: Any) -> list[InsertOutcome]:
-        """On a blocking connection (psycopg ``Connection``, ``sqlite3.Connection``)."""
-        ...
-
-    async def run_async(self, connection: Any) -> list[InsertOutcome]:
-        """On an asyncio connection (psycopg ``AsyncConnection``, ``aiosqlite.Connection``)."""
-        ...
 
 
 @dataclass(frozen=True)
