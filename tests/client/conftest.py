@@ -38,11 +38,20 @@ def database(
         shutil.copyfile(sqlite_template, path)
         yield Database(f"sqlite:///{path}", "sqlite", path)
         return
-    url: str = request.getfixturevalue("pg_url")
+    yield _postgres(request.getfixturevalue("pg_url"))
+
+
+@pytest.fixture
+def pg_database(pg_url: str) -> Database:
+    """The PostgreSQL case alone, for what only PostgreSQL does (NOTIFY)."""
+    return _postgres(pg_url)
+
+
+def _postgres(url: str) -> Database:
     asyncio.run(_migrate(url))  # the session's database, migrated once (a no-op after)
     with psycopg.connect(url, autocommit=True) as conn:
         empty_pg_tables(conn)
-    yield Database(url, "postgres")
+    return Database(url, "postgres")
 
 
 async def _migrate(url: str) -> None:

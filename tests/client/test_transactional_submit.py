@@ -167,11 +167,10 @@ async def test_an_asyncio_connection_needs_the_async_client(
 
 
 @pytest.mark.postgres
-def test_the_schedulers_hear_of_it_only_at_the_commit(database: Database) -> None:
+def test_the_schedulers_hear_of_it_only_at_the_commit(pg_database: Database) -> None:
     """The insert's NOTIFY is sent in the caller's transaction: PostgreSQL holds it until the
     commit (and drops it at a rollback)."""
-    if database.kind != "postgres":
-        pytest.skip("NOTIFY is PostgreSQL's")
+    database = pg_database
     with (
         tickwheel.connect(database.url, tenant="acme") as client,
         psycopg.connect(database.url, autocommit=True) as listener,
