@@ -321,7 +321,7 @@ class Client:
         priority: int = 0,
         connection: Any = None,
     ) -> ExecutionInfo:
-        at = self._async.after(delay)
+        at = self.after(delay)
         return self.submit(
             definition,
             inputs,
@@ -331,6 +331,10 @@ class Client:
             priority=priority,
             connection=connection,
         )
+
+    def after(self, delay: timedelta | float) -> datetime:
+        """The instant ``delay`` from now on this client's clock (what ``submit_after`` uses)."""
+        return self._async.after(delay)
 
     def submit_many(self, requests: Iterable[SubmitRequest]) -> builtins.list[BatchItemResult]:
         return self._run(self._async.submit_many(list(requests)))

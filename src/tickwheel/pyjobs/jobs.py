@@ -251,7 +251,7 @@ class Job:
         """``submit`` with ``execute_at = now + delay``."""
         if "execute_at" in options:
             raise TypeError("submit_after takes a delay, not execute_at")
-        return self.submit(execute_at=self.app.client._async.after(delay), **options)
+        return self.submit(execute_at=self.app.client.after(delay), **options)
 
     def submit_many(
         self, calls: Iterable[Mapping[str, Any]], *, execute_at: datetime | None = None
