@@ -210,3 +210,28 @@ def test_a_sqlalchemy_session_submits_in_its_transaction(
     with pytest.raises(NotFound):
         client.get(dropped.execution_id)
     assert client.get(kept.execution_id).inputs == {"name": "Bob", "times": 1}
+
+
+def test_a_batch_goes_in_with_the_callers_transaction(
+    database: Database, client: tickwheel.Client
+) -> None:
+    requests = [
+        tickwheel.SubmitRequest("greet", {"name": "Ada"}, idempotency_key="a"),
+        tickwheel.SubmitRequest("greet", {"name": 7}),  # invalid: settled at once, others go on
+        tickwheel.SubmitRequest("greet", {"name": "Ada"}, idempotency_key="a"),  # the same
+    ]
+    conn = _connect(database)
+    try:
+        dropped = client.submit_many(requests, connection=conn)
+        assert [r.status for r in dropped] == [201, 422, 200]
+        conn.rollback()
+        assert client.list().items == []
+        kept = client.submit_many(requests, connection=conn)
+        assert _in_transaction(conn)
+        conn.commit()
+    finally:
+        conn.close()
+    assert [r.status for r in kept] == [201, 422, 200]
+    assert kept[0].execution is not None
+    [stored] = client.list().items
+    assert stored.execution_id == kept[0].execution.execution_id

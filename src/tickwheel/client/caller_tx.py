@@ -11,9 +11,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from tickwheel.client.models import ExecutionInfo
+from tickwheel.app.executions import PreparedBatch
+from tickwheel.client.models import BatchItemResult, ExecutionInfo
 from tickwheel.client.transport import Transport
-from tickwheel.client.transports.inprocess import InProcessTransport
+from tickwheel.client.transports.inprocess import InProcessTransport, item_to_wire
 from tickwheel.client.wire import execution_to_wire
 from tickwheel.domain.submission import NewExecution, SubmitRequest
 from tickwheel.store.caller_protocol import CallerInsert
@@ -72,4 +73,29 @@ class Pending:
 
     async def run_async(self, connection: Any) -> ExecutionInfo:
         """On an asyncio connection, or a blocking one (used as it is, on this thread)."""
+        return self.settle(await self.insert.run_async(driver_connection(connection)))
+
+
+class PendingBatch:
+    """A checked batch (``submit_many``) waiting for its insert on the caller's connection: the
+    invalid items are already settled, the valid ones go in together."""
+
+    def __init__(self, transport: InProcessTransport, batch: PreparedBatch) -> None:
+        self.transport = transport
+        self.batch = batch
+        self.insert: CallerInsert = transport.store.execution_insert_on(batch.items)
+
+    @classmethod
+    async def prepare(cls, transport: Transport, requests: list[SubmitRequest]) -> PendingBatch:
+        local = local_transport(transport)
+        return cls(local, await local.executions_service.prepare_many(requests))
+
+    def settle(self, outcomes: list[InsertOutcome]) -> list[BatchItemResult]:
+        settled = self.transport.executions_service.settle_many(self.batch, outcomes)
+        return [BatchItemResult.from_wire(item_to_wire(item)) for item in settled]
+
+    def run(self, connection: Any) -> list[BatchItemResult]:
+        return self.settle(self.insert.run(driver_connection(connection)))
+
+    async def run_async(self, connection: Any) -> list[BatchItemResult]:
         return self.settle(await self.insert.run_async(driver_connection(connection)))

@@ -8,13 +8,13 @@ from __future__ import annotations
 import asyncio
 import builtins
 import threading
-from collections.abc import Awaitable, Callable, Coroutine, Iterable
+from collections.abc import Callable, Coroutine, Iterable
 from concurrent.futures import Future
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, TypeVar
 
-from tickwheel.client.caller_tx import Pending
+from tickwheel.client.caller_tx import Pending, PendingBatch
 from tickwheel.client.cron import CronClient, CronTransport
 from tickwheel.client.cron_sync import CronSync
 from tickwheel.client.models import (
@@ -30,6 +30,7 @@ from tickwheel.client.requests import (
     connection_settings,
     definition_uri,
     submit_request,
+    with_uris,
 )
 from tickwheel.client.transport import Transport
 from tickwheel.client.transports.http import HttpTransport
@@ -158,12 +159,12 @@ class AsyncClient:
         return self.clock.now() + timedelta(seconds=seconds)
 
     async def submit_many(
-        self, requests: Iterable[SubmitRequest]
+        self, requests: Iterable[SubmitRequest], *, connection: Any = None
     ) -> builtins.list[BatchItemResult]:
-        items = [
-            SubmitRequest(**{**r.__dict__, "definition_uri": definition_uri(r.definition_uri)})
-            for r in requests
-        ]
+        """With ``connection``: the valid items inside the caller's open transaction."""
+        items = with_uris(requests)
+        if connection is not None:
+            return await (await PendingBatch.prepare(self.transport, items)).run_async(connection)
         return [BatchItemResult.from_wire(w) for w in await self.transport.submit_many(items)]
 
     async def get(self, execution_id: ExecutionRef) -> ExecutionInfo:
@@ -236,7 +237,7 @@ class Client:
         api_key: str | None = None,
         *,
         timeout: float = 10.0,
-        make_async: Callable[[], Awaitable[AsyncClient]] | None = None,
+        make_async: Callable[[], Coroutine[Any, Any, AsyncClient]] | None = None,
     ) -> None:
         """``make_async`` builds the AsyncClient it wraps, on its loop thread (what
         ``tickwheel.connect`` uses to open the store there); by default one over HTTP."""
@@ -245,7 +246,7 @@ class Client:
         self._thread.start()
         factory = make_async or (lambda: _make_async(url, api_key, timeout))
         try:
-            self._async = self._run(_awaited(factory))
+            self._async = self._run(factory())
         except BaseException:
             self._stop_loop()
             raise
@@ -336,8 +337,13 @@ class Client:
         """The instant ``delay`` from now on this client's clock (what ``submit_after`` uses)."""
         return self._async.after(delay)
 
-    def submit_many(self, requests: Iterable[SubmitRequest]) -> builtins.list[BatchItemResult]:
-        return self._run(self._async.submit_many(list(requests)))
+    def submit_many(
+        self, requests: Iterable[SubmitRequest], *, connection: Any = None
+    ) -> builtins.list[BatchItemResult]:
+        if connection is None:
+            return self._run(self._async.submit_many(list(requests)))
+        items = with_uris(requests)
+        return self._run(PendingBatch.prepare(self._async.transport, items)).run(connection)
 
     def get(self, execution_id: ExecutionRef) -> ExecutionInfo:
         return self._run(self._async.get(execution_id))
@@ -389,7 +395,3 @@ class Client:
 async def _make_async(url: str | None, api_key: str | None, timeout: float) -> AsyncClient:
     """Made on the loop thread, so the HTTP connection pool belongs to that loop."""
     return AsyncClient(url, api_key, timeout=timeout)
-
-
-async def _awaited(factory: Callable[[], Awaitable[AsyncClient]]) -> AsyncClient:
-    return await factory()

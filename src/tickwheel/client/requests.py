@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import uuid
+from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
@@ -50,3 +51,11 @@ def submit_request(
 
 def as_id(ref: ExecutionRef) -> uuid.UUID:
     return ref if isinstance(ref, uuid.UUID) else uuid.UUID(ref)
+
+
+def with_uris(requests: Iterable[SubmitRequest]) -> list[SubmitRequest]:
+    """The requests with each definition named by its URI (a bare name is accepted)."""
+    return [
+        SubmitRequest(**{**r.__dict__, "definition_uri": definition_uri(r.definition_uri)})
+        for r in requests
+    ]

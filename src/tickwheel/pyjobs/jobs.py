@@ -254,7 +254,11 @@ class Job:
         return self.submit(execute_at=self.app.client.after(delay), **options)
 
     def submit_many(
-        self, calls: Iterable[Mapping[str, Any]], *, execute_at: datetime | None = None
+        self,
+        calls: Iterable[Mapping[str, Any]],
+        *,
+        execute_at: datetime | None = None,
+        connection: Any = None,
     ) -> list[BatchItemResult]:
         """One batch, one transaction: every call's arguments are checked before any is sent."""
         requests = [
@@ -268,7 +272,7 @@ class Job:
         ]
         client = self.app.client
         self.app._ensure(self, client)
-        return client.submit_many(requests)
+        return client.submit_many(requests, connection=connection)
 
     async def submit_async(
         self,
