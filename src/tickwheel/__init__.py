@@ -4,6 +4,7 @@ surface; everything else may change between releases."""
 from tickwheel.client.client import AsyncClient, Client
 from tickwheel.client.cron import CronJobInfo, FireTime, OccurrenceInfo
 from tickwheel.client.models import AttemptInfo, BatchItemResult, ExecutionInfo, ExecutionPage
+from tickwheel.direct import connect, connect_async
 from tickwheel.domain.errors import (
     BadRequest,
     Conflict,
@@ -17,10 +18,12 @@ from tickwheel.domain.errors import (
 )
 from tickwheel.domain.submission import SubmitRequest
 from tickwheel.engine.runners.base import JobContext
+from tickwheel.pyjobs import App, Job
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "App",
     "AsyncClient",
     "AttemptInfo",
     "BadRequest",
@@ -33,6 +36,7 @@ __all__ = [
     "FireTime",
     "Forbidden",
     "InvalidInput",
+    "Job",
     "JobContext",
     "NotFound",
     "OccurrenceInfo",
@@ -42,4 +46,6 @@ __all__ = [
     "TickwheelError",
     "Unauthorized",
     "__version__",
+    "connect",
+    "connect_async",
 ]

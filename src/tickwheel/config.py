@@ -56,6 +56,7 @@ class Settings(BaseSettings):
     )
     insecure_no_auth: bool = False
     definitions_dir: str | None = None
+    apps: str = Field("", description="module:attr of tickwheel.App objects whose jobs to register")
     tenant: str = Field("default", min_length=1, description="tenant of the first (operator) key")
     db_pool_size: int = Field(10, gt=0)
     worker_concurrency: int = Field(

@@ -39,6 +39,7 @@ from tickwheel.engine.scheduler import Scheduler
 from tickwheel.engine.service import Service
 from tickwheel.engine.worker import Worker
 from tickwheel.observability.metrics import serve_metrics
+from tickwheel.pyjobs.loading import register_apps
 from tickwheel.store.cron_protocol import CronStore
 from tickwheel.store.factory import (
     ReadStores,
@@ -157,6 +158,12 @@ async def prepare(settings: Settings, *, serves_api: bool = True) -> Prepared:
         if settings.definitions_dir:
             folder = Path(settings.definitions_dir)
             uris = await load_definitions(store, folder, settings.tenant, settings.run_policy())
+        if specs := [spec.strip() for spec in settings.apps.split(",") if spec.strip()]:
+            try:
+                jobs = await register_apps(store, specs, settings.tenant, settings.run_policy())
+            except Exception as exc:
+                raise StartupError(str(exc)) from exc
+            uris = [*(uris or []), *jobs]
     except BaseException:
         await store.close()
         raise

@@ -69,9 +69,10 @@ def test_no_key_anywhere_is_a_clear_error(
 def readme_sdk_snippet() -> str:
     readme = (REPO / "README.md").read_text()
     section = readme.split("**6. From Python:**", 1)[1]
-    match = re.search(r"```python\n(.*?)```", section, re.S)
-    assert match, "the README's tour has no python block after '6. From Python'"
-    return match.group(1)
+    blocks = re.findall(r"```python\n(.*?)```", section, re.S)
+    over_http = [b for b in blocks if "tickwheel.Client()" in b]
+    assert over_http, "the README's tour has no tickwheel.Client() block after '6. From Python'"
+    return str(over_http[0])
 
 
 def test_the_readme_sdk_snippet_runs_as_written(server: ServerProcess) -> None:

@@ -54,6 +54,19 @@ class Output:
     output_reference: str | None
 
 
+@dataclass(frozen=True)
+class PreparedBatch:
+    """A checked batch: an outcome per request so far (``INVALID`` ones), and the valid items
+    with their places."""
+
+    results: builtins.list[ItemOutcome[Execution] | None]
+    valid: builtins.list[tuple[int, NewExecution]]
+
+    @property
+    def items(self) -> builtins.list[NewExecution]:
+        return [item for _, item in self.valid]
+
+
 class ExecutionService:
     def __init__(
         self,
@@ -73,8 +86,19 @@ class ExecutionService:
 
     async def submit(self, request: SubmitRequest) -> Written[Execution]:
         """``CREATED`` or ``SAME``; InvalidInput or Conflict (raised) write nothing."""
-        item = await self._prepare(request, {})
+        item = await self.prepare(request)
         [inserted] = await self.store.execution_insert_many([item])
+        return self.settle(item, inserted)
+
+    async def prepare(self, request: SubmitRequest) -> NewExecution:
+        """The checked execution a submission would store (InvalidInput raised, nothing
+        written): the first half of a submit whose insert runs in the caller's transaction
+        (``Store.execution_insert_on``)."""
+        return await self._prepare(request, {})
+
+    def settle(self, item: NewExecution, inserted: InsertOutcome) -> Written[Execution]:
+        """The second half: ``CREATED`` or ``SAME``, or Conflict when the key was used for a
+        different request."""
         _count_created([inserted])
         execution = _same_or_conflict(item, inserted.execution)
         return Written(Outcome.CREATED if inserted.created else Outcome.SAME, execution)
@@ -84,17 +108,29 @@ class ExecutionService:
     ) -> builtins.list[ItemOutcome[Execution]]:
         """One transaction for every valid item, one outcome per request in its order: an
         invalid item (``INVALID``) or a reused key (``CONFLICT``) does not stop the others."""
-        results: builtins.list[ItemOutcome[Execution] | None] = [None] * len(requests)
-        valid: builtins.list[tuple[int, NewExecution]] = []
+        batch = await self.prepare_many(requests)
+        inserted = await self.store.execution_insert_many(batch.items)
+        return self.settle_many(batch, inserted)
+
+    async def prepare_many(self, requests: Sequence[SubmitRequest]) -> PreparedBatch:
+        """The first half of ``submit_many`` (the insert may run in the caller's transaction):
+        the valid items to insert, the invalid ones already settled as ``INVALID``."""
+        batch = PreparedBatch([None] * len(requests), [])
         cache: dict[tuple[str, int | None], Definition] = {}
         for index, request in enumerate(requests):
             try:
-                valid.append((index, await self._prepare(request, cache)))
+                batch.valid.append((index, await self._prepare(request, cache)))
             except TickwheelError as exc:
-                results[index] = ItemOutcome(Outcome.INVALID, error=exc)
-        inserted = await self.store.execution_insert_many([item for _, item in valid])
+                batch.results[index] = ItemOutcome(Outcome.INVALID, error=exc)
+        return batch
+
+    def settle_many(
+        self, batch: PreparedBatch, inserted: Sequence[InsertOutcome]
+    ) -> builtins.list[ItemOutcome[Execution]]:
+        """The second half: one outcome per request, in its order."""
+        results = list(batch.results)
         _count_created(inserted)
-        for (index, item), one in zip(valid, inserted, strict=True):
+        for (index, item), one in zip(batch.valid, inserted, strict=True):
             try:
                 execution = _same_or_conflict(item, one.execution)
             except Conflict as exc:

@@ -7,15 +7,14 @@ from __future__ import annotations
 
 import asyncio
 import builtins
-import os
 import threading
-import uuid
-from collections.abc import Coroutine, Iterable
+from collections.abc import Callable, Coroutine, Iterable
 from concurrent.futures import Future
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, TypeVar
 
+from tickwheel.client.caller_tx import Pending, PendingBatch
 from tickwheel.client.cron import CronClient, CronTransport
 from tickwheel.client.cron_sync import CronSync
 from tickwheel.client.models import (
@@ -25,39 +24,24 @@ from tickwheel.client.models import (
     ExecutionInfo,
     ExecutionPage,
 )
+from tickwheel.client.requests import (
+    ExecutionRef,
+    as_id,
+    connection_settings,
+    definition_uri,
+    submit_request,
+    with_uris,
+)
 from tickwheel.client.transport import Transport
 from tickwheel.client.transports.http import HttpTransport
 from tickwheel.client.workflows import WorkflowsClient, WorkflowsSync, WorkflowsTransport
 from tickwheel.domain.clock import Clock, SystemClock
 from tickwheel.domain.definition_files import format_from_filename
-from tickwheel.domain.definition_refs import to_uri
 from tickwheel.domain.models import ExecutionFilter
 from tickwheel.domain.states import ExecutionStatus
 from tickwheel.domain.submission import SubmitRequest
 
 T = TypeVar("T")
-ExecutionRef = uuid.UUID | str
-DEFAULT_URL = "http://127.0.0.1:8000"
-
-
-def connection_settings(url: str | None, api_key: str | None) -> tuple[str, str | None]:
-    """Where to send requests and with which key: the arguments given, else ``TICKWHEEL_URL``
-    and ``TICKWHEEL_API_KEY`` (the variables the CLI and the README's tour use), else the local
-    server and no key. An argument given explicitly always wins, ``api_key=""`` included (no
-    key, whatever the environment says)."""
-    resolved_url = url or os.environ.get("TICKWHEEL_URL") or DEFAULT_URL
-    if api_key is None:
-        api_key = os.environ.get("TICKWHEEL_API_KEY") or None
-    return resolved_url, api_key or None
-
-
-def definition_uri(definition: str) -> str:
-    """Accepts ``registry://jobs/<name>`` or the bare name."""
-    return to_uri(definition)
-
-
-def _id(ref: ExecutionRef) -> uuid.UUID:
-    return ref if isinstance(ref, uuid.UUID) else uuid.UUID(ref)
 
 
 class AsyncClient:
@@ -132,15 +116,16 @@ class AsyncClient:
         *,
         version: int | None = None,
         priority: int = 0,
+        connection: Any = None,
     ) -> ExecutionInfo:
-        request = SubmitRequest(
-            definition_uri=definition_uri(definition),
-            inputs=inputs or {},
-            definition_version=version,
-            execute_at=execute_at,
-            priority=priority,
-            idempotency_key=idempotency_key,
+        """With ``connection`` (a client of ``tickwheel.connect_async``): inside the caller's
+        open transaction on that connection (``client/caller_tx.py``)."""
+        request = submit_request(
+            definition, inputs, execute_at, idempotency_key, version=version, priority=priority
         )
+        if connection is not None:
+            pending = await Pending.prepare(self.transport, request)
+            return await pending.run_async(connection)
         wire, _created = await self.transport.submit(request)
         return ExecutionInfo.from_wire(wire)
 
@@ -153,27 +138,37 @@ class AsyncClient:
         *,
         version: int | None = None,
         priority: int = 0,
+        connection: Any = None,
     ) -> ExecutionInfo:
         """A delayed run is only a convenience: ``executeAt = now + delay`` on the client."""
+        at = self.after(delay)
+        return await self.submit(
+            definition,
+            inputs,
+            at,
+            idempotency_key,
+            version=version,
+            priority=priority,
+            connection=connection,
+        )
+
+    def after(self, delay: timedelta | float) -> datetime:
         seconds = delay.total_seconds() if isinstance(delay, timedelta) else float(delay)
         if seconds < 0:
             raise ValueError("delay must not be negative")
-        at = self.clock.now() + timedelta(seconds=seconds)
-        return await self.submit(
-            definition, inputs, at, idempotency_key, version=version, priority=priority
-        )
+        return self.clock.now() + timedelta(seconds=seconds)
 
     async def submit_many(
-        self, requests: Iterable[SubmitRequest]
+        self, requests: Iterable[SubmitRequest], *, connection: Any = None
     ) -> builtins.list[BatchItemResult]:
-        items = [
-            SubmitRequest(**{**r.__dict__, "definition_uri": definition_uri(r.definition_uri)})
-            for r in requests
-        ]
+        """With ``connection``: the valid items inside the caller's open transaction."""
+        items = with_uris(requests)
+        if connection is not None:
+            return await (await PendingBatch.prepare(self.transport, items)).run_async(connection)
         return [BatchItemResult.from_wire(w) for w in await self.transport.submit_many(items)]
 
     async def get(self, execution_id: ExecutionRef) -> ExecutionInfo:
-        return ExecutionInfo.from_wire(await self.transport.get(_id(execution_id)))
+        return ExecutionInfo.from_wire(await self.transport.get(as_id(execution_id)))
 
     async def list(
         self,
@@ -196,20 +191,21 @@ class AsyncClient:
         return ExecutionPage.from_wire(await self.transport.list(flt, cursor, limit))
 
     async def attempts(self, execution_id: ExecutionRef) -> builtins.list[AttemptInfo]:
-        return [AttemptInfo.from_wire(w) for w in await self.transport.attempts(_id(execution_id))]
+        wires = await self.transport.attempts(as_id(execution_id))
+        return [AttemptInfo.from_wire(w) for w in wires]
 
     async def output(self, execution_id: ExecutionRef) -> Any:
         """The whole output, also when it was too large to keep inline (``outputReference``)."""
-        return (await self.transport.output(_id(execution_id)))["output"]
+        return (await self.transport.output(as_id(execution_id)))["output"]
 
     async def history(self, execution_id: ExecutionRef) -> builtins.list[dict[str, Any]]:
-        return await self.transport.history(_id(execution_id))
+        return await self.transport.history(as_id(execution_id))
 
     async def cancel(self, execution_id: ExecutionRef) -> ExecutionInfo:
-        return ExecutionInfo.from_wire(await self.transport.cancel(_id(execution_id)))
+        return ExecutionInfo.from_wire(await self.transport.cancel(as_id(execution_id)))
 
     async def replay(self, execution_id: ExecutionRef) -> ExecutionInfo:
-        return ExecutionInfo.from_wire(await self.transport.replay(_id(execution_id)))
+        return ExecutionInfo.from_wire(await self.transport.replay(as_id(execution_id)))
 
     async def wait(
         self, execution_id: ExecutionRef, timeout: float = 60.0, *, poll: float = 0.2
@@ -241,11 +237,19 @@ class Client:
         api_key: str | None = None,
         *,
         timeout: float = 10.0,
+        make_async: Callable[[], Coroutine[Any, Any, AsyncClient]] | None = None,
     ) -> None:
+        """``make_async`` builds the AsyncClient it wraps, on its loop thread (what
+        ``tickwheel.connect`` uses to open the store there); by default one over HTTP."""
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
         self._thread.start()
-        self._async = self._run(_make_async(url, api_key, timeout))
+        factory = make_async or (lambda: _make_async(url, api_key, timeout))
+        try:
+            self._async = self._run(factory())
+        except BaseException:
+            self._stop_loop()
+            raise
         self.cron = CronSync(self._run, self._async.cron)
         """Cron jobs (``client/cron.py``)."""
         self.workflows = WorkflowsSync(self._run, self._async.workflows)
@@ -264,9 +268,12 @@ class Client:
     def close(self) -> None:
         if self._loop.is_running():
             self._run(self._async.close())
-            self._loop.call_soon_threadsafe(self._loop.stop)
-            self._thread.join()
-            self._loop.close()
+            self._stop_loop()
+
+    def _stop_loop(self) -> None:
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join()
+        self._loop.close()
 
     def apply_definition(
         self, source: str | Path | bytes, fmt: str | None = None, shared: bool = False
@@ -288,17 +295,21 @@ class Client:
         *,
         version: int | None = None,
         priority: int = 0,
+        connection: Any = None,
     ) -> ExecutionInfo:
-        return self._run(
-            self._async.submit(
-                definition,
-                inputs,
-                execute_at,
-                idempotency_key,
-                version=version,
-                priority=priority,
-            )
+        """With ``connection`` (a client of ``tickwheel.connect``): inside the caller's open
+        transaction; the insert runs on this thread, the connection's own."""
+        if connection is None:
+            return self._run(
+                self._async.submit(
+                    definition, inputs, execute_at, idempotency_key, version=version,
+                    priority=priority,
+                )
+            )  # fmt: skip
+        request = submit_request(
+            definition, inputs, execute_at, idempotency_key, version=version, priority=priority
         )
+        return self._run(Pending.prepare(self._async.transport, request)).run(connection)
 
     def submit_after(
         self,
@@ -309,20 +320,30 @@ class Client:
         *,
         version: int | None = None,
         priority: int = 0,
+        connection: Any = None,
     ) -> ExecutionInfo:
-        return self._run(
-            self._async.submit_after(
-                delay,
-                definition,
-                inputs,
-                idempotency_key,
-                version=version,
-                priority=priority,
-            )
+        at = self.after(delay)
+        return self.submit(
+            definition,
+            inputs,
+            at,
+            idempotency_key,
+            version=version,
+            priority=priority,
+            connection=connection,
         )
 
-    def submit_many(self, requests: Iterable[SubmitRequest]) -> builtins.list[BatchItemResult]:
-        return self._run(self._async.submit_many(list(requests)))
+    def after(self, delay: timedelta | float) -> datetime:
+        """The instant ``delay`` from now on this client's clock (what ``submit_after`` uses)."""
+        return self._async.after(delay)
+
+    def submit_many(
+        self, requests: Iterable[SubmitRequest], *, connection: Any = None
+    ) -> builtins.list[BatchItemResult]:
+        if connection is None:
+            return self._run(self._async.submit_many(list(requests)))
+        items = with_uris(requests)
+        return self._run(PendingBatch.prepare(self._async.transport, items)).run(connection)
 
     def get(self, execution_id: ExecutionRef) -> ExecutionInfo:
         return self._run(self._async.get(execution_id))

@@ -20,6 +20,7 @@ from tickwheel.domain.models import (
 )
 from tickwheel.domain.states import ExecutionStatus
 from tickwheel.domain.submission import NewExecution
+from tickwheel.store.caller_protocol import CallerInsert
 from tickwheel.store.records import (
     InsertOutcome,
     StoredDefinition,
@@ -59,6 +60,11 @@ class ExecutionStore(Protocol):
     async def execution_insert_many(self, items: Sequence[NewExecution]) -> list[InsertOutcome]:
         """Inserts in one transaction; uniqueness of (tenant, idempotency_key) is the database's
         constraint, so concurrent identical submissions create one row."""
+        ...
+
+    def execution_insert_on(self, items: Sequence[NewExecution]) -> CallerInsert:
+        """``execution_insert_many`` as a statement for the caller's connection and transaction
+        (transactional submission): same constraint, same outcomes, nothing committed here."""
         ...
 
     async def execution_get(self, tenant: str, execution_id: uuid.UUID) -> Execution | None: ...

@@ -11,7 +11,7 @@ from tickwheel.api.auth import Principal
 from tickwheel.api.deps import principal, transport_for
 from tickwheel.api.error_schema import refusals
 from tickwheel.api.params import Rfc3339
-from tickwheel.client.client import definition_uri
+from tickwheel.client.requests import definition_uri
 from tickwheel.domain.errors import InvalidInput
 from tickwheel.domain.models import ExecutionFilter, Scope
 from tickwheel.domain.states import ExecutionStatus

@@ -117,6 +117,10 @@ def worker(
     path: Annotated[
         list[Path], typer.Option(help="add to sys.path for python entrypoints (repeatable)")
     ] = [Path()],  # noqa: B006 - typer reads, never mutates
+    app: Annotated[
+        list[str] | None,
+        typer.Option(help="module:attr of a tickwheel.App: register its jobs (repeatable)"),
+    ] = None,
     python_module: PythonModules = None,
     command: Commands = None,
     container_image: ContainerImages = None,
@@ -143,6 +147,7 @@ def worker(
         python_paths=",".join(str(entry.resolve()) for entry in path),
         worker_concurrency=concurrency,
         definitions_dir=str(definitions) if definitions else None,
+        apps=",".join(app) if app else None,
         lease_seconds=lease,
         shutdown_grace_seconds=grace,
         worker_finish_batch=finish_batch,

@@ -106,7 +106,7 @@ class InProcessTransport:
     async def submit_many(self, requests: Sequence[SubmitRequest]) -> builtins.list[Wire]:
         """One result per request: its status as the batch route answers it (201, 200, 409,
         422) with the execution or the error."""
-        return [_item_to_wire(item) for item in await self.executions_service.submit_many(requests)]
+        return [item_to_wire(item) for item in await self.executions_service.submit_many(requests)]
 
     async def get(self, execution_id: uuid.UUID) -> Wire:
         return execution_to_wire(await self.executions_service.get(execution_id))
@@ -137,7 +137,7 @@ class InProcessTransport:
         return execution_to_wire(await self.executions_service.replay(execution_id))
 
 
-def _item_to_wire(item: ItemOutcome[Execution]) -> Wire:
+def item_to_wire(item: ItemOutcome[Execution]) -> Wire:
     status = _ITEM_STATUS[item.outcome]
     if item.error is not None:
         exc = item.error

@@ -26,6 +26,7 @@ from tickwheel.domain.submission import NewExecution
 from tickwheel.store.due import hint_pairs
 from tickwheel.store.migrate import Migration, load_migrations, pending
 from tickwheel.store.postgres.api_keys import PostgresApiKeys
+from tickwheel.store.postgres.caller_tx import PostgresCallerTx
 from tickwheel.store.postgres.claims import PostgresClaims
 from tickwheel.store.postgres.definitions import PostgresDefinitions
 from tickwheel.store.postgres.history import PostgresHistory
@@ -63,6 +64,7 @@ class PostgresStore(
     PostgresDefinitions,
     PostgresHistory,
     PostgresApiKeys,
+    PostgresCallerTx,
 ):
     dialect = "postgresql"
 

@@ -29,6 +29,7 @@ from tickwheel.store.migrate import load_migrations, pending
 from tickwheel.store.protocol import AttemptResult, InsertOutcome, Topic
 from tickwheel.store.sqlfile import load_queries
 from tickwheel.store.sqlite.api_keys import SqliteApiKeys
+from tickwheel.store.sqlite.caller_tx import SqliteCallerTx
 from tickwheel.store.sqlite.claims import SqliteClaims
 from tickwheel.store.sqlite.codec import jload, opt_us, to_us
 from tickwheel.store.sqlite.cron import SqliteCronStore
@@ -58,6 +59,7 @@ class SqliteStore(
     SqliteDefinitions,
     SqliteHistory,
     SqliteApiKeys,
+    SqliteCallerTx,
 ):
     dialect = "sqlite"
 
