@@ -9,6 +9,7 @@ from tickwheel.store.cron_protocol import CronStore
 from tickwheel.store.protocol import Store
 from tickwheel.store.session_protocol import SessionStore
 from tickwheel.store.stats_protocol import StatsStore
+from tickwheel.store.webhook_protocol import WebhookStore
 from tickwheel.store.workflow_protocol import WorkflowStore
 from tickwheel.store.workflow_view_protocol import WorkflowViewStore
 
@@ -117,3 +118,11 @@ def session_store_for(store: Store) -> SessionStore:
 
     on_postgres: OnPostgres[SessionStore] = PostgresSessionStore
     return _tables_for(store, "session", lambda sqlite: sqlite.sessions, on_postgres)
+
+
+def webhook_store_for(store: Store) -> WebhookStore:
+    """Webhook subscriptions and deliveries on the same database as ``store``."""
+    from tickwheel.store.postgres.webhooks import PostgresWebhookStore
+
+    on_postgres: OnPostgres[WebhookStore] = PostgresWebhookStore
+    return _tables_for(store, "webhook", lambda sqlite: sqlite.webhooks, on_postgres)

@@ -21,6 +21,7 @@ from psycopg_pool import AsyncConnectionPool
 from tickwheel.domain.models import Execution
 from tickwheel.store.postgres.notify import topics_for
 from tickwheel.store.postgres.rows import execution_from_row, jsonb, opt_aware, require_aware
+from tickwheel.store.postgres.webhooks import webhook_outbox_execution_failed
 from tickwheel.store.postgres.workflows import workflow_event_record
 from tickwheel.store.protocol import AttemptResult, Topic
 from tickwheel.store.sqlfile import load_queries
@@ -104,6 +105,9 @@ class PostgresClaims:
                 ):
                     topics.add(Topic.WORKFLOW)
             topics.update(topics_for(by_key[key].execution_status for key in done))
+            # Dead letters only: their webhook outbox rows, in this transaction.
+            failed = [key[0] for key, row in done.items() if row["status"] == "FAILED"]
+            await webhook_outbox_execution_failed(conn, failed, at)
         return _accepted(results, done)
 
 
