@@ -37,11 +37,18 @@ from tickwheel.engine.reaper import Reaper
 from tickwheel.engine.runners import default_runners
 from tickwheel.engine.runners.secrets import Secrets, SecretsFileError
 from tickwheel.engine.scheduler import Scheduler
+from tickwheel.engine.webhooks import WebhookSender
 from tickwheel.engine.service import Service
 from tickwheel.engine.worker import Worker
 from tickwheel.observability.metrics import serve_metrics
 from tickwheel.store.cron_protocol import CronStore
-from tickwheel.store.factory import cron_store_for, open_store, redact, workflow_store_for
+from tickwheel.store.factory import (
+    cron_store_for,
+    open_store,
+    redact,
+    webhook_store_for,
+    workflow_store_for,
+)
 from tickwheel.store.protocol import Store
 from tickwheel.workflows.orchestrator import Orchestrator
 
@@ -302,6 +309,11 @@ class Engine:
                 window=settings.wheel_window_seconds,
             )
             self.services += [promoter, Reaper(store)]
+            # Webhook deliveries beside the scheduler: any number of senders share the outbox
+            # (leased claims), under the same destination rules as http executions.
+            self.services.append(
+                WebhookSender(webhook_store_for(store), policy=settings.run_policy())
+            )
             if settings.retention_days > 0:  # retention beside the scheduler, hourly
                 retention = timedelta(days=settings.retention_days)
                 self.services.append(Pruner(store, retention=retention, cron=cron_store_for(store)))
