@@ -37,8 +37,8 @@ from tickwheel.engine.reaper import Reaper
 from tickwheel.engine.runners import default_runners
 from tickwheel.engine.runners.secrets import Secrets, SecretsFileError
 from tickwheel.engine.scheduler import Scheduler
-from tickwheel.engine.webhooks import WebhookSender
 from tickwheel.engine.service import Service
+from tickwheel.engine.webhooks import WebhookSender
 from tickwheel.engine.worker import Worker
 from tickwheel.observability.metrics import serve_metrics
 from tickwheel.store.cron_protocol import CronStore
