@@ -5,8 +5,14 @@ from __future__ import annotations
 
 import uuid
 
+import pytest
+
 from tests.api.conftest import Api
 from tests.store.test_webhooks import _dead_letter
+from tickwheel.client.client import AsyncClient
+from tickwheel.client.transports.http import HttpTransport
+from tickwheel.client.transports.inprocess import InProcessTransport
+from tickwheel.domain.errors import InvalidInput, NotFound
 from tickwheel.domain.models import Scope
 
 HOOK = {"url": "https://hooks.example.com/tw", "events": ["execution.failed"]}
@@ -82,3 +88,24 @@ async def test_scopes_and_the_deliveries_of_a_subscription(api: Api) -> None:
     assert delivery["attempts"] == 0 and delivery["responseCode"] is None
     assert delivery["payload"]["executionId"] == str(execution_id)
     assert (await api.http.delete(f"/v1/webhooks/{wid}", headers=read)).status_code == 403
+
+
+async def test_the_sdk_manages_webhooks(api: Api) -> None:
+    """``client.webhooks`` over the HTTP transport: the same models, the API's refusals."""
+    transport = HttpTransport("http://testserver", api.admin_key, http=api.http, backoff=0)
+    client = AsyncClient(transport=transport)
+    made = await client.webhooks.add(HOOK["url"], ["execution.failed", "cron.missed"], "ops")
+    assert made.secret.startswith("whsec_") and made.events == ["execution.failed", "cron.missed"]
+    [listed] = await client.webhooks.list()
+    assert listed.webhook_id == made.webhook_id and listed.secret.startswith("whsec_…")
+    assert (await client.webhooks.get(str(made.webhook_id))).url == HOOK["url"]
+    await _dead_letter(api.store)
+    [delivery] = await client.webhooks.deliveries(made.webhook_id, limit=5)
+    assert (delivery.event, delivery.status) == ("execution.failed", "PENDING")
+    with pytest.raises(InvalidInput, match="a private address"):
+        await client.webhooks.add("http://192.168.1.10/", ["execution.failed"])
+    assert (await client.webhooks.remove(made.webhook_id)).webhook_id == made.webhook_id
+    with pytest.raises(NotFound):
+        await client.webhooks.get(made.webhook_id)
+    with pytest.raises(RuntimeError, match="use HTTP"):
+        await AsyncClient(transport=InProcessTransport(api.store, "acme")).webhooks.list()
