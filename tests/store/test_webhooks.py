@@ -7,6 +7,7 @@ from __future__ import annotations
 import importlib
 import uuid
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -19,6 +20,7 @@ from tickwheel.domain.cron_jobs import Outcome
 from tickwheel.domain.states import AttemptStatus, ExecutionStatus
 from tickwheel.domain.webhooks import DeliveryStatus, WebhookEvent, WebhookSubscription
 from tickwheel.domain.workflow_runs import RunStatus
+from tickwheel.store.cron_protocol import CronAdvance
 from tickwheel.store.factory import cron_store_for, webhook_store_for
 from tickwheel.store.protocol import AttemptResult, Store
 from tickwheel.store.webhook_protocol import WebhookStore
@@ -159,6 +161,30 @@ async def test_missed_and_failed_cron_occurrences_notify(store: Store) -> None:
     ]
     assert jobs[1].delivery.payload["cronJobName"] == job.spec.name
     assert jobs[1].delivery.payload["occurrence"] == iso_micro(missed)
+
+
+async def test_a_tick_that_skips_a_missed_occurrence_notifies_with_its_advance(
+    store: Store,
+) -> None:
+    """The Cron Service's path: the history row and its outbox row commit with the advance."""
+    hooks, cron = webhook_store_for(store), cron_store_for(store)
+    await hooks.webhook_insert(subscription("acme", WebhookEvent.CRON_MISSED))
+    job = cron_job()
+    assert await cron.cron_job_insert(job, audit(job))
+    claim = await cron.cron_job_claim_due("c1", 10, timedelta(0), LEASE, now=T0)
+    assert [j.cron_job_id for j in claim.jobs] == [job.cron_job_id]
+    advance = CronAdvance(
+        job.cron_job_id,
+        job.version,
+        job.next_run_at,
+        T0 + timedelta(days=1),
+        records=[record(job.cron_job_id, T0, Outcome.SKIPPED_MISFIRE, reason="late")],
+    )
+    lost = replace(advance, cron_job_id=uuid.uuid4())  # a deleted job: nothing recorded for it
+    assert await cron.cron_job_advance_many("c1", [advance, lost], T0) == {job.cron_job_id}
+    [job_row] = await _pending(hooks)
+    assert job_row.delivery.event == "cron.missed"
+    assert job_row.delivery.payload["cronJobId"] == str(job.cron_job_id)
 
 
 async def test_a_failed_workflow_run_notifies(store: Store) -> None:
