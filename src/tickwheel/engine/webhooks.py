@@ -177,15 +177,18 @@ class WebhookSender(Service):
             if url.scheme == "https":
                 extensions["sni_hostname"] = url.host
             url = url.copy_with(host=address)
-        response = await client.post(
+        # Streamed and never read: only the status matters, and a receiver's body (however
+        # large) is not loaded.
+        async with client.stream(
+            "POST",
             url,
             content=body,
             headers=headers,
             timeout=self.timeout,
             follow_redirects=False,
             extensions=extensions,
-        )
-        return response.status_code
+        ) as response:
+            return response.status_code
 
     async def _checked_address(self, url: str) -> str | None:
         """The address to connect to, once every address of the host passed the rules (None:
