@@ -162,3 +162,24 @@ async def test_a_denied_address_is_refused_without_a_request(
     [row] = await webhook_store_for(store).webhook_delivery_list("acme", webhook_id, 10)
     assert (row.status, row.attempts, row.response_code) == (DeliveryStatus.FAILED, 1, None)
     assert row.last_error is not None and "a loopback address" in row.last_error
+
+
+async def test_finished_deliveries_are_pruned_after_the_retention(
+    store: Store, receiver: Receiver
+) -> None:
+    webhook_id = await _subscribe(store, receiver.url)
+    hooks = webhook_store_for(store)
+    await _dead_letter(store)
+    clock = FakeClock(T0 + timedelta(seconds=1))
+    sender = _sender(store, clock)
+    sender.retention, sender.prune_every = timedelta(days=1), timedelta(hours=1)
+    assert await sender.run_once() == 1  # delivered at T0 + 1 s
+    receiver.answers = [500]
+    await _dead_letter(store)  # PENDING when the prune comes: kept
+    clock.advance(1)
+    assert await sender.run_once() == 1
+    assert len(await hooks.webhook_delivery_list("acme", webhook_id, 10)) == 2
+    clock.set(T0 + timedelta(days=1, seconds=3))  # past the retention of the delivered one
+    await sender.run_once()
+    [left] = await hooks.webhook_delivery_list("acme", webhook_id, 10)
+    assert (left.status, left.attempts) == (DeliveryStatus.DELIVERED, 2)  # kept, then retried

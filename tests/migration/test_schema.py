@@ -398,6 +398,7 @@ SQLITE_SCHEMA: Schema = {
         "indexes": {
             "webhook_deliveries_by_webhook": "webhook_id, created_at",
             "webhook_deliveries_due": "next_attempt_at WHERE status = 'PENDING'",
+            "webhook_deliveries_finished": "finished_at WHERE status <> 'PENDING'",
         },
         "foreign_keys": ["webhook_id -> webhook_subscriptions(webhook_id) ON DELETE CASCADE"],
     },
@@ -776,6 +777,7 @@ POSTGRES_SCHEMA: Schema = {
         "indexes": {
             "webhook_deliveries_by_webhook": "webhook_id, created_at",
             "webhook_deliveries_due": "next_attempt_at WHERE status = 'PENDING'",
+            "webhook_deliveries_finished": "finished_at WHERE status <> 'PENDING'",
         },
         "foreign_keys": ["webhook_id -> webhook_subscriptions(webhook_id) ON DELETE CASCADE"],
     },

@@ -84,6 +84,8 @@ class WebhookSender(Service):
         max_delay: float = 3600.0,
         max_attempts: int = MAX_ATTEMPTS,
         poll_seconds: float = 1.0,
+        retention: timedelta | None = timedelta(days=30),
+        prune_every: timedelta = timedelta(hours=1),
     ) -> None:
         super().__init__(clock)
         self.store = store
@@ -97,11 +99,16 @@ class WebhookSender(Service):
         self.max_delay = max_delay
         self.max_attempts = max_attempts
         self.poll_seconds = poll_seconds
+        self.retention = retention
+        """How long finished deliveries are kept (None: for ever)."""
+        self.prune_every = prune_every
+        self._next_prune = self.clock.now()
 
     async def idle(self, did: int) -> None:
         await self.pause(0.0 if did else self.poll_seconds)
 
     async def run_once(self) -> int:
+        await self._prune()
         jobs = await self.store.webhook_delivery_claim(
             self.owner, self.batch, self.lease, self.store_now()
         )
@@ -113,6 +120,17 @@ class WebhookSender(Service):
             async with httpx.AsyncClient(trust_env=False) as client:
                 await asyncio.gather(*(self._deliver(client, j) for j in jobs))
         return len(jobs)
+
+    async def _prune(self) -> None:
+        """Once per ``prune_every``: finished deliveries older than ``retention`` go, in
+        bounded batches (a few per round, so that sending is never held up for long)."""
+        now = self.clock.now()
+        if self.retention is None or now < self._next_prune:
+            return
+        self._next_prune = now + self.prune_every
+        for _ in range(10):
+            if await self.store.webhook_delivery_prune(now - self.retention, 1000) < 1000:
+                return
 
     async def _deliver(self, client: httpx.AsyncClient, job: DeliveryJob) -> None:
         code: int | None = None

@@ -60,3 +60,8 @@ class WebhookStore(Protocol):
         """Records the try of a claimed delivery (``delivery`` as claimed); False, and nothing
         written, when ``owner``'s claim of that attempt no longer holds."""
         ...
+
+    async def webhook_delivery_prune(self, before: datetime, limit: int) -> int:
+        """Deletes up to ``limit`` DELIVERED or FAILED deliveries finished before ``before``,
+        oldest first; returns how many (PENDING ones are never deleted)."""
+        ...

@@ -98,6 +98,10 @@ class PostgresWebhookStore:
         }
         return await self._rowcount("webhook_delivery_finish", params) == 1
 
+    async def webhook_delivery_prune(self, before: datetime, limit: int) -> int:
+        params = {"before": require_aware(before), "limit": limit}
+        return await self._rowcount("webhook_delivery_prune", params)
+
 
 async def webhook_outbox_execution_failed(
     conn: Conn, execution_ids: Sequence[uuid.UUID], now: datetime | None

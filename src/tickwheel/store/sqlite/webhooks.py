@@ -104,6 +104,10 @@ class SqliteWebhookStore(SqliteConnection):
         }
         return await self._rowcount("webhook_delivery_finish", params) == 1
 
+    async def webhook_delivery_prune(self, before: datetime, limit: int) -> int:
+        params = {"before": to_us(before), "limit": limit}
+        return await self._rowcount("webhook_delivery_prune", params)
+
 
 async def webhook_outbox_execution_failed(
     conn: aiosqlite.Connection, execution_ids: Sequence[uuid.UUID], now_us: int

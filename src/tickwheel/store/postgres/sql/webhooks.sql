@@ -58,6 +58,16 @@ SET status = %(status)s, response_code = %(response_code)s, last_error = %(last_
 WHERE delivery_id = %(delivery_id)s AND status = 'PENDING' AND lease_owner = %(owner)s
   AND attempts = %(attempts)s;
 
+-- name: webhook_delivery_prune
+-- Retention: one bounded batch of finished deliveries, through webhook_deliveries_finished.
+DELETE FROM webhook_deliveries
+WHERE delivery_id IN (
+    SELECT delivery_id FROM webhook_deliveries
+    WHERE status <> 'PENDING' AND finished_at < %(before)s
+    ORDER BY finished_at
+    LIMIT %(limit)s
+);
+
 -- name: webhook_outbox_execution_failed
 -- In the transaction that dead-lettered the executions: one row per subscription of their
 -- tenants that listens to execution.failed (none, and nothing is written, without one).

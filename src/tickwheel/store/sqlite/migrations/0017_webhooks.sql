@@ -38,3 +38,6 @@ CREATE TABLE webhook_deliveries (
 CREATE INDEX webhook_deliveries_due ON webhook_deliveries (next_attempt_at)
     WHERE status = 'PENDING';
 CREATE INDEX webhook_deliveries_by_webhook ON webhook_deliveries (webhook_id, created_at);
+-- The sender's retention: finished rows, oldest first.
+CREATE INDEX webhook_deliveries_finished ON webhook_deliveries (finished_at)
+    WHERE status <> 'PENDING';
