@@ -90,6 +90,8 @@ def pg_migrated_template(pg_url: str) -> Iterator[str]:
 
 
 _PG_TABLES = (
+    "webhook_deliveries",
+    "webhook_subscriptions",
     "workflow_events",
     "workflow_task_runs",
     "workflow_runs",

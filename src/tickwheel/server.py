@@ -37,6 +37,7 @@ from tickwheel.engine.runners import default_runners
 from tickwheel.engine.runners.secrets import Secrets, SecretsFileError
 from tickwheel.engine.scheduler import Scheduler
 from tickwheel.engine.service import Service
+from tickwheel.engine.webhooks import WebhookSender
 from tickwheel.engine.worker import Worker
 from tickwheel.observability.metrics import serve_metrics
 from tickwheel.pyjobs.loading import register_apps
@@ -47,6 +48,7 @@ from tickwheel.store.factory import (
     open_read_stores,
     open_store,
     redact,
+    webhook_store_for,
     workflow_store_for,
 )
 from tickwheel.store.protocol import Store
@@ -315,6 +317,11 @@ class Engine:
             # server is the only scheduler of its database and promotes over every shard.
             promoter = Scheduler(store, leased=leased, settings=settings.scheduler_settings())
             self.services += [promoter, Reaper(store)]
+            # Webhook deliveries beside the scheduler: any number of senders share the outbox
+            # (leased claims), under the same destination rules as http executions.
+            self.services.append(
+                WebhookSender(webhook_store_for(store), policy=settings.run_policy())
+            )
             pruning = settings.pruner_settings()
             if pruning is not None:  # retention beside the scheduler, hourly
                 self.services.append(Pruner(store, cron=cron_store_for(store), settings=pruning))

@@ -376,6 +376,47 @@ SQLITE_SCHEMA: Schema = {
         "indexes": {"workflow_task_runs_pending": "updated_at WHERE status = 'PENDING'"},
         "foreign_keys": ["workflow_run_id -> workflow_runs(workflow_run_id) ON DELETE CASCADE"],
     },
+    "webhook_deliveries": {
+        "columns": {
+            "delivery_id": "TEXT NOT NULL",
+            "webhook_id": "TEXT NOT NULL",
+            "tenant": "TEXT NOT NULL",
+            "event": "TEXT NOT NULL",
+            "payload": "TEXT NOT NULL",
+            "status": "TEXT NOT NULL",
+            "attempts": "INTEGER NOT NULL",
+            "next_attempt_at": "INTEGER",
+            "lease_owner": "TEXT",
+            "lease_expires_at": "INTEGER",
+            "response_code": "INTEGER",
+            "last_error": "TEXT",
+            "created_at": "INTEGER NOT NULL",
+            "finished_at": "INTEGER",
+        },
+        "primary_key": "delivery_id",
+        "unique": [],
+        "indexes": {
+            "webhook_deliveries_by_webhook": "webhook_id, created_at",
+            "webhook_deliveries_due": "next_attempt_at WHERE status = 'PENDING'",
+            "webhook_deliveries_finished": "finished_at WHERE status <> 'PENDING'",
+        },
+        "foreign_keys": ["webhook_id -> webhook_subscriptions(webhook_id) ON DELETE CASCADE"],
+    },
+    "webhook_subscriptions": {
+        "columns": {
+            "webhook_id": "TEXT NOT NULL",
+            "tenant": "TEXT NOT NULL",
+            "url": "TEXT NOT NULL",
+            "events": "TEXT NOT NULL",
+            "secret": "TEXT NOT NULL",
+            "description": "TEXT NOT NULL",
+            "created_at": "INTEGER NOT NULL",
+        },
+        "primary_key": "webhook_id",
+        "unique": [],
+        "indexes": {"webhook_subscriptions_tenant": "tenant, created_at"},
+        "foreign_keys": [],
+    },
 }
 
 POSTGRES_SCHEMA: Schema = {
@@ -714,12 +755,53 @@ POSTGRES_SCHEMA: Schema = {
         "indexes": {"workflow_task_runs_pending": "updated_at WHERE status = 'PENDING'"},
         "foreign_keys": ["workflow_run_id -> workflow_runs(workflow_run_id) ON DELETE CASCADE"],
     },
+    "webhook_deliveries": {
+        "columns": {
+            "delivery_id": "uuid NOT NULL",
+            "webhook_id": "uuid NOT NULL",
+            "tenant": "text NOT NULL",
+            "event": "text NOT NULL",
+            "payload": "jsonb NOT NULL",
+            "status": "text NOT NULL",
+            "attempts": "integer NOT NULL",
+            "next_attempt_at": "timestamptz",
+            "lease_owner": "text",
+            "lease_expires_at": "timestamptz",
+            "response_code": "integer",
+            "last_error": "text",
+            "created_at": "timestamptz NOT NULL",
+            "finished_at": "timestamptz",
+        },
+        "primary_key": "delivery_id",
+        "unique": [],
+        "indexes": {
+            "webhook_deliveries_by_webhook": "webhook_id, created_at",
+            "webhook_deliveries_due": "next_attempt_at WHERE status = 'PENDING'",
+            "webhook_deliveries_finished": "finished_at WHERE status <> 'PENDING'",
+        },
+        "foreign_keys": ["webhook_id -> webhook_subscriptions(webhook_id) ON DELETE CASCADE"],
+    },
+    "webhook_subscriptions": {
+        "columns": {
+            "webhook_id": "uuid NOT NULL",
+            "tenant": "text NOT NULL",
+            "url": "text NOT NULL",
+            "events": "text[] NOT NULL",
+            "secret": "text NOT NULL",
+            "description": "text NOT NULL",
+            "created_at": "timestamptz NOT NULL",
+        },
+        "primary_key": "webhook_id",
+        "unique": [],
+        "indexes": {"webhook_subscriptions_tenant": "tenant, created_at"},
+        "foreign_keys": [],
+    },
 }
 
 SQLITE_ONLY_TABLES = {"counters"}  # fencing tokens: PostgreSQL uses a sequence instead
 # Which native PostgreSQL types each SQLite storage type stands for (instants are integer µs).
 COMPATIBLE_TYPES = {
-    "TEXT": {"text", "uuid", "jsonb"},
+    "TEXT": {"text", "uuid", "jsonb", "text[]"},  # text[]: a JSON array on SQLite
     "INTEGER": {"integer", "smallint", "bigint", "timestamptz"},
 }
 

@@ -21,7 +21,9 @@ POSTGRES_MIGRATIONS = "tickwheel.store.postgres.migrations"
 # one statement whose data-modifying CTEs draw the fencing tokens from a sequence and insert the
 # attempt rows; SQLite has neither data-modifying CTEs nor sequences, so its claim takes three
 # statements in one write transaction (src/tickwheel/store/sqlite/sql/claims.sql).
-SQLITE_ONLY = {"fencing_token_next", "attempt_insert"}
+# webhook_delivery_claimed: SQLite's RETURNING cannot join the subscription (PostgreSQL's claim
+# does it in the same statement).
+SQLITE_ONLY = {"fencing_token_next", "attempt_insert", "webhook_delivery_claimed"}
 # A leased promotion on PostgreSQL first bounds how long its transaction may sit idle, so that a
 # frozen scheduler cannot hold its fence's FOR SHARE locks on the shard rows forever. SQLite's
 # fence locks no rows (one writer at a time) and SQLite has no such setting.

@@ -17,6 +17,7 @@ from tickwheel.api.routes import (
     executions,
     health,
     metrics,
+    webhooks,
     workflows,
 )
 from tickwheel.config import Settings
@@ -28,6 +29,7 @@ from tickwheel.store.factory import (
     cron_store_for,
     session_store_for,
     stats_store_for,
+    webhook_store_for,
     workflow_store_for,
     workflow_view_store_for,
 )
@@ -62,7 +64,9 @@ def create_app(
     errors.install(app)
     # The process's registry: the engine services of this process record into it too.
     app.state.metrics = process_metrics()
-    for module in (health, metrics, definitions, executions, cron_manual, cron, workflows):
+    app.state.webhooks = webhook_store_for(store)
+    routes = (health, metrics, definitions, executions, cron_manual, cron, workflows, webhooks)
+    for module in routes:
         app.include_router(module.router)
     state = app.state.tickwheel
     install_dashboard(

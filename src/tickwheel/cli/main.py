@@ -7,7 +7,15 @@ from typing import Annotated
 
 import typer
 
-from tickwheel.cli.commands import admin, cron, definitions, executions, roles, workflows
+from tickwheel.cli.commands import (
+    admin,
+    cron,
+    definitions,
+    executions,
+    roles,
+    webhooks,
+    workflows,
+)
 from tickwheel.cli.commands.partitions import app as partitions_app
 from tickwheel.cli.commands.prune import prune_command
 from tickwheel.cli.commands.server import server
@@ -46,6 +54,7 @@ app.add_typer(admin.db_app, name="db")
 admin.db_app.add_typer(partitions_app, name="partitions")
 app.add_typer(cron.app, name="cron")
 app.add_typer(workflows.app, name="workflows")
+app.add_typer(webhooks.app, name="webhooks")
 app.command()(server)
 app.command()(roles.worker)
 app.command()(roles.scheduler)

@@ -34,6 +34,7 @@ from tickwheel.client.requests import (
 )
 from tickwheel.client.transport import Transport
 from tickwheel.client.transports.http import HttpTransport
+from tickwheel.client.webhooks import WebhooksClient, WebhooksSync
 from tickwheel.client.workflows import WorkflowsClient, WorkflowsSync, WorkflowsTransport
 from tickwheel.domain.clock import Clock, SystemClock
 from tickwheel.domain.definition_files import format_from_filename
@@ -71,6 +72,9 @@ class AsyncClient:
             workflows_transport = self.transport
         self.workflows = WorkflowsClient(workflows_transport)
         """Workflows and workflow runs (``client/workflows.py``)."""
+        http = self.transport if isinstance(self.transport, HttpTransport) else None
+        self.webhooks = WebhooksClient(http)
+        """Failure notifications (``client/webhooks.py``), over HTTP."""
 
     async def __aenter__(self) -> AsyncClient:
         return self
@@ -254,6 +258,8 @@ class Client:
         """Cron jobs (``client/cron.py``)."""
         self.workflows = WorkflowsSync(self._run, self._async.workflows)
         """Workflows and workflow runs (``client/workflows.py``)."""
+        self.webhooks = WebhooksSync(self._run, self._async.webhooks)
+        """Failure notifications (``client/webhooks.py``)."""
 
     def _run(self, coro: Coroutine[Any, Any, T]) -> T:
         future: Future[T] = asyncio.run_coroutine_threadsafe(coro, self._loop)

@@ -159,6 +159,12 @@ class Metrics:
             "Workflow writes refused because the run was retried after they read it.",
             registry=r,
         )
+        self.webhook_tries = Counter(
+            "tickwheel_webhook_deliveries",
+            "Tries of webhook deliveries by what became of them (delivered, pending, failed).",
+            ["status"],
+            registry=r,
+        )
         self.pruned = Counter(
             "tickwheel_executions_pruned",
             "Terminal executions deleted by the retention pruner.",
@@ -238,6 +244,10 @@ class Metrics:
     def cron_occurrence(self, outcome: str) -> None:
         """For the Cron Service: one recorded occurrence (``SUBMITTED``, ``SKIPPED_MISFIRE``...)."""
         self.cron_occurrences.labels(outcome.lower()).inc()
+
+    def webhook_try(self, status: str) -> None:
+        """For the webhook sender: one try recorded (``DELIVERED``, ``PENDING``, ``FAILED``)."""
+        self.webhook_tries.labels(status.lower()).inc()
 
     def set_counts(
         self, counts: Mapping[str, int], terminal: frozenset[str], window_seconds: float

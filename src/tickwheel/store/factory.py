@@ -10,6 +10,7 @@ from tickwheel.store.cron_protocol import CronStore
 from tickwheel.store.protocol import Store
 from tickwheel.store.session_protocol import SessionStore
 from tickwheel.store.stats_protocol import StatsStore
+from tickwheel.store.webhook_protocol import WebhookStore
 from tickwheel.store.workflow_protocol import WorkflowStore
 from tickwheel.store.workflow_view_protocol import WorkflowViewStore
 
@@ -152,3 +153,11 @@ async def open_read_stores(
             f"cannot connect to the read database {redact(url)} within {connect_timeout:g} s"
         ) from exc
     return ReadStores(PostgresStatsStore(pool), PostgresWorkflowViewStore(pool), pool.close)
+
+
+def webhook_store_for(store: Store) -> WebhookStore:
+    """Webhook subscriptions and deliveries on the same database as ``store``."""
+    from tickwheel.store.postgres.webhooks import PostgresWebhookStore
+
+    on_postgres: OnPostgres[WebhookStore] = PostgresWebhookStore
+    return _tables_for(store, "webhook", lambda sqlite: sqlite.webhooks, on_postgres)

@@ -19,8 +19,10 @@ from psycopg.rows import DictRow
 from psycopg_pool import AsyncConnectionPool
 
 from tickwheel.domain.models import Execution
+from tickwheel.domain.states import ExecutionStatus
 from tickwheel.store.postgres.notify import topics_for
 from tickwheel.store.postgres.rows import execution_from_row, jsonb, opt_aware, require_aware
+from tickwheel.store.postgres.webhooks import webhook_outbox_execution_failed
 from tickwheel.store.postgres.workflows import workflow_event_record
 from tickwheel.store.protocol import AttemptResult, Topic
 from tickwheel.store.sqlfile import load_queries
@@ -83,7 +85,14 @@ class PostgresClaims:
         done: dict[tuple[uuid.UUID, int], DictRow] = {}
         # The common result (a final status that wakes nobody, its output inline) needs nothing
         # but the statement: one autocommit round trip instead of BEGIN, statement, COMMIT.
-        plain = [r for r in batch if r.output_reference is None and not _wakes(r)]
+        # A dead letter (FAILED) is not plain: its webhook outbox row commits with it.
+        plain = [
+            r
+            for r in batch
+            if r.output_reference is None
+            and not _wakes(r)
+            and r.execution_status is not ExecutionStatus.FAILED
+        ]
         if plain:
             params = {"batch": _batch_json(plain), "now": at, "skip_prefix": WORKFLOW_KEY_PREFIX}
             async with self._pool.connection() as conn:
@@ -125,6 +134,9 @@ class PostgresClaims:
                 ):
                     topics.add(Topic.WORKFLOW)
             topics.update(topics_for(by_key[key].execution_status for key in done))
+            # Dead letters only: their webhook outbox rows, in this transaction.
+            failed = [key[0] for key, row in done.items() if row["status"] == "FAILED"]
+            await webhook_outbox_execution_failed(conn, failed, at)
         return done
 
 

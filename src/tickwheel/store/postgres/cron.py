@@ -31,6 +31,7 @@ from tickwheel.domain.cron_jobs import (
     OverlapPolicy,
 )
 from tickwheel.store.cron_protocol import ApplyBegun, CronAdvance, CronClaim, HistoryCursor
+from tickwheel.store.postgres.webhooks import webhook_outbox_cron
 from tickwheel.store.sqlfile import load_queries
 
 Q = load_queries("tickwheel.store.postgres.sql")
@@ -228,6 +229,7 @@ class PostgresCronStore:
             records = [r for a in advances if a.cron_job_id in alive for r in a.records]
             if records:
                 await conn.execute(Q["cron_occurrence_insert_many"], _columns(records))
+                await webhook_outbox_cron(conn, records)
             cursor = await conn.execute(
                 Q["cron_job_advance_many"],
                 {
@@ -263,12 +265,14 @@ class PostgresCronStore:
                     await cur.executemany(
                         Q["cron_occurrence_insert"], [record_params(r) for r in records]
                     )
+                await webhook_outbox_cron(conn, records)
             return True
 
     async def cron_occurrences_record(self, records: Sequence[OccurrenceRecord]) -> None:
         if records:
             async with self._tx() as conn:
                 await conn.execute(Q["cron_occurrence_insert_many"], _columns(records))
+                await webhook_outbox_cron(conn, records)
 
     async def cron_occurrence_list(
         self,

@@ -44,6 +44,7 @@ from tickwheel.store.postgres.rows import (
     require_aware,
 )
 from tickwheel.store.postgres.shard_leases import PostgresShardLeases
+from tickwheel.store.postgres.webhooks import webhook_outbox_execution_failed
 from tickwheel.store.postgres.workers import PostgresWorkerRegistry
 from tickwheel.store.postgres.workflows import workflow_event_record
 from tickwheel.store.protocol import AttemptResult, InsertOutcome, Topic
@@ -321,6 +322,8 @@ class PostgresStore(
                     conn, row["idempotency_key"], row["execution_id"], row["status"], opt_aware(now)
                 ):
                     topics.add(Topic.WORKFLOW)
+            failed = [row["execution_id"] for row in rows if row["status"] == "FAILED"]
+            await webhook_outbox_execution_failed(conn, failed, opt_aware(now))
             return [r.execution_id for r in moved]
 
     async def execution_release(

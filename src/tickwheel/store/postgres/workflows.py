@@ -19,6 +19,7 @@ from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 
 from tickwheel.domain.workflow_runs import RunStatus, TaskRunStatus
+from tickwheel.store.postgres.webhooks import webhook_outbox_workflow_run_failed
 from tickwheel.store.sqlfile import load_queries
 from tickwheel.store.workflow_protocol import (
     StoredWorkflow,
@@ -139,7 +140,13 @@ class PostgresWorkflowStore:
             "now": now,
             "retry_count": retry_count,
         }
-        return await self._rowcount("workflow_run_finish", params) == 1
+        if status is not RunStatus.FAILED:
+            return await self._rowcount("workflow_run_finish", params) == 1
+        async with self._tx() as conn:  # a failed run: its webhook outbox rows in the same tx
+            if (await conn.execute(Q["workflow_run_finish"], params)).rowcount != 1:
+                return False
+            await webhook_outbox_workflow_run_failed(conn, workflow_run_id, now)
+            return True
 
     async def workflow_run_retry(
         self,

@@ -21,6 +21,7 @@ from tickwheel.store.sqlfile import load_queries
 from tickwheel.store.sqlite.codec import opt_us, to_us
 from tickwheel.store.sqlite.connection import SqliteConnection
 from tickwheel.store.sqlite.rows import execution_row
+from tickwheel.store.sqlite.webhooks import webhook_outbox_execution_failed
 from tickwheel.store.sqlite.workflows import workflow_event_record
 
 Q = load_queries("tickwheel.store.sqlite.sql")
@@ -82,6 +83,13 @@ class SqliteClaims(SqliteConnection):
                 ok, recorded = await _finish_one(conn, result, now_us)
                 accepted.append(ok)
                 outbox |= recorded
+            # Dead letters only: their webhook outbox rows, in this transaction.
+            failed = [
+                r.execution_id
+                for r, ok in zip(results, accepted, strict=True)
+                if ok and r.execution_status is ExecutionStatus.FAILED
+            ]
+            await webhook_outbox_execution_failed(conn, failed, now_us)
         if outbox:
             self._signal(Topic.WORKFLOW)
         statuses = {r.execution_status for r, ok in zip(results, accepted, strict=True) if ok}

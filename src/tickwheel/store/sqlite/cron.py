@@ -30,6 +30,7 @@ from tickwheel.store.cron_protocol import ApplyBegun, CronAdvance, CronClaim, Hi
 from tickwheel.store.sqlfile import load_queries
 from tickwheel.store.sqlite.codec import from_us, jload, jload_object, opt_us, to_us
 from tickwheel.store.sqlite.connection import SqliteConnection
+from tickwheel.store.sqlite.webhooks import webhook_outbox_cron
 
 Q = load_queries("tickwheel.store.sqlite.sql")
 
@@ -194,6 +195,9 @@ class SqliteCronStore(SqliteConnection):
                 record_params(r) for a in advances if str(a.cron_job_id) in alive for r in a.records
             ]
             await conn.executemany(Q["cron_occurrence_insert_many"], records)
+            await webhook_outbox_cron(
+                conn, [r for a in advances if str(a.cron_job_id) in alive for r in a.records]
+            )
             for advance in advances:
                 if str(advance.cron_job_id) not in alive:
                     continue
@@ -224,6 +228,7 @@ class SqliteCronStore(SqliteConnection):
                 return False
             for record in records:
                 await conn.execute(Q["cron_occurrence_insert"], record_params(record))
+            await webhook_outbox_cron(conn, records)
             return True
 
     async def cron_occurrences_record(self, records: Sequence[OccurrenceRecord]) -> None:
@@ -231,6 +236,7 @@ class SqliteCronStore(SqliteConnection):
             async with self._tx() as conn:
                 rows = [record_params(r) for r in records]
                 await conn.executemany(Q["cron_occurrence_insert_many"], rows)
+                await webhook_outbox_cron(conn, records)
 
     async def cron_occurrence_list(
         self,

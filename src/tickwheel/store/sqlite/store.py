@@ -44,6 +44,7 @@ from tickwheel.store.sqlite.rows import (
 from tickwheel.store.sqlite.sessions import SqliteSessionStore
 from tickwheel.store.sqlite.shard_leases import SqliteShardLeases
 from tickwheel.store.sqlite.stats import SqliteStatsStore
+from tickwheel.store.sqlite.webhooks import SqliteWebhookStore, webhook_outbox_execution_failed
 from tickwheel.store.sqlite.workers import SqliteWorkerRegistry
 from tickwheel.store.sqlite.workflow_views import SqliteWorkflowViewStore
 from tickwheel.store.sqlite.workflows import SqliteWorkflowStore, workflow_event_record
@@ -83,6 +84,11 @@ class SqliteStore(
     def stats(self) -> SqliteStatsStore:
         """The dashboard's read-only aggregates on this same connection (and its lock)."""
         return SqliteStatsStore(self._conn, self._lock)
+
+    @property
+    def webhooks(self) -> SqliteWebhookStore:
+        """Webhook subscriptions and deliveries on this same connection (and its lock)."""
+        return SqliteWebhookStore(self._conn, self._lock)
 
     @property
     def sessions(self) -> SqliteSessionStore:
@@ -326,6 +332,8 @@ class SqliteStore(
                     self._signal(Topic.WORKFLOW)
                 retrying |= result.execution_status is ExecutionStatus.RETRY_WAIT
                 reaped.append(result.execution_id)
+                if result.execution_status is ExecutionStatus.FAILED:
+                    await webhook_outbox_execution_failed(conn, [result.execution_id], now_us)
         if retrying:
             self._signal(Topic.DUE)
         return reaped
