@@ -200,9 +200,10 @@ async def test_claims_record_attempts_and_hand_out_growing_tokens_across_batches
 
 
 async def test_postgres_finishes_plain_results_without_a_transaction(store: Store) -> None:
-    """The common batch (final statuses, outputs inline, no workflow task run) is one autocommit
-    statement on PostgreSQL: no BEGIN/COMMIT round trips. A workflow task run in the same batch
-    is left by that statement and finished in a transaction, with its outbox row."""
+    """The common batch (final statuses, outputs inline, no workflow task run, no dead letter) is
+    one autocommit statement on PostgreSQL: no BEGIN/COMMIT round trips. A dead letter (its
+    webhook outbox row) and a workflow task run (its workflow outbox row) are left by that
+    statement and finished in a transaction."""
     if not isinstance(store, PostgresStore):
         pytest.skip("round trips are PostgreSQL's")
     run_id = uuid.uuid4()
@@ -223,15 +224,17 @@ async def test_postgres_finishes_plain_results_without_a_transaction(store: Stor
             error={"kind": "permanent", "message": "no"},
         ),
     ]  # fmt: skip
-    assert await store.attempt_finish_many(results, DONE_AT) == [True, True]
+    assert await store.attempt_finish_many(results[:1], DONE_AT) == [True]
     assert opened == []
+    assert await store.attempt_finish_many(results[1:], DONE_AT) == [True]
+    assert opened == [0]  # the dead letter
     finish_task = AttemptResult(task.execution_id, _token(task), ok, err, output={})
     assert await store.attempt_finish_many([*results, finish_task], DONE_AT) == [
         False,
         False,
         True,
     ]
-    assert opened == [0]  # the workflow task run, and the two already finished (refused again)
+    assert opened == [0, 1]  # the workflow task run, and the two already finished (refused again)
     events = await workflow_store_for(store).workflow_event_claim("orch", 10, LEASE, DONE_AT)
     assert [(e.execution_id, e.status) for e in events] == [(task.execution_id, "SUCCEEDED")]
     assert (await _get(store, plain)).output == {"n": 1}
