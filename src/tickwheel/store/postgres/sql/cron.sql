@@ -270,3 +270,13 @@ WHERE audit_id = ANY (ARRAY(SELECT audit_id FROM batch));
 
 -- name: cron_audit_count_prunable
 SELECT count(*) AS n FROM cron_audit WHERE at < %(before)s::timestamptz;
+
+-- name: cron_job_delete_many
+-- `cron apply --prune`: a thousand deletes in one statement, each guarded by the version the
+-- apply read (a job changed meanwhile stays); the ids deleted come back.
+DELETE FROM cron_jobs c
+USING unnest(%(cron_job_ids)s::uuid[], %(expected_versions)s::integer[])
+    AS d (cron_job_id, expected_version)
+WHERE c.tenant = %(tenant)s AND c.cron_job_id = d.cron_job_id
+  AND c.version = d.expected_version
+RETURNING c.cron_job_id;

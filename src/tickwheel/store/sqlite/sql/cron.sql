@@ -235,3 +235,13 @@ WHERE audit_id IN (
 
 -- name: cron_audit_count_prunable
 SELECT count(*) AS n FROM cron_audit WHERE at < :before;
+
+-- name: cron_job_delete_many
+-- `cron apply --prune`: many deletes in one statement (:doomed is a JSON array of [id, version]
+-- pairs), each guarded by the version the apply read; the ids deleted come back.
+DELETE FROM cron_jobs
+WHERE tenant = :tenant
+  AND (cron_job_id, version) IN (
+      SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each(:doomed)
+  )
+RETURNING cron_job_id;
