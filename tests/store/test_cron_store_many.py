@@ -81,3 +81,18 @@ async def test_delete_many_deletes_each_job_at_its_version_in_its_tenant_only(
         assert await cron.cron_job_get(tenant, job.cron_job_id) == job
     assert len(await cron.cron_audit_list("acme", b.cron_job_id, 10)) == 1
     assert await cron.cron_job_delete_many("acme", [], []) == set()
+
+
+async def test_history_rows_outside_a_tick_are_recorded_once_and_only_for_jobs_that_exist(
+    cron: CronStore,
+) -> None:
+    a, b = await _stored(cron, "a", "b")
+    assert await cron.cron_job_delete_many("acme", [(b.cron_job_id, 1)], [audit(b)]) == {
+        b.cron_job_id
+    }
+    rows = [record(a.cron_job_id, T0), record(a.cron_job_id, LATER), record(b.cron_job_id, T0)]
+    assert await cron.cron_occurrences_record(rows) == {a.cron_job_id}
+    assert await cron.cron_occurrences_record(rows[:1]) == {a.cron_job_id}  # again: no new row
+    history = await cron.cron_occurrence_list("acme", a.cron_job_id, None, 10)
+    assert [r.occurrence for r in history] == [LATER, T0]
+    assert await cron.cron_occurrences_record([]) == set()

@@ -65,7 +65,7 @@ async def cancel_materialised(
             break
         before = page[-1].execution_id
     if records and record:
-        await cron.cron_occurrence_record(job.cron_job_id, records)
+        await cron.cron_occurrences_record(records)
     return records
 
 
@@ -139,7 +139,7 @@ async def cancel_submitted(
             )
         )
     if cancelled and record:
-        await cron.cron_occurrence_record(job.cron_job_id, cancelled)
+        await cron.cron_occurrences_record(cancelled)
     return cancelled
 
 

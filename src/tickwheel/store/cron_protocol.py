@@ -182,16 +182,11 @@ class CronStore(Protocol):
         """Gives up claims without advancing (a tick that failed part-way)."""
         ...
 
-    async def cron_occurrence_record(
-        self, cron_job_id: uuid.UUID, records: Sequence[OccurrenceRecord]
-    ) -> bool:
-        """Adds history rows (each at most once) to a job found by its caller in its tenant,
-        without changing the job: what a pause did to occurrences already materialised. False
-        when the job is gone (its history went with it)."""
-        ...
-
-    async def cron_occurrences_record(self, records: Sequence[OccurrenceRecord]) -> None:
-        """History rows outside a tick (a trigger, a backfill), each at most once."""
+    async def cron_occurrences_record(self, records: Sequence[OccurrenceRecord]) -> set[uuid.UUID]:
+        """History rows outside a tick (what a pause cancelled, a trigger, a backfill), each at
+        most once, without changing the jobs. The jobs are locked first (a delete in flight is
+        waited for); a job that is gone gets none (its history went with it). Returns the ids
+        of the jobs that got their rows."""
         ...
 
     async def cron_occurrence_list(

@@ -84,10 +84,7 @@ class PostgresCronStore:
                 return None
             await conn.execute(Q["cron_audit_insert"], audit_params(audit))
             if records:
-                async with conn.cursor() as cur:
-                    await cur.executemany(
-                        Q["cron_occurrence_insert"], [record_params(r) for r in records]
-                    )
+                await conn.execute(Q["cron_occurrence_insert_many"], _columns(records))
             return job_row(row)
 
     async def cron_job_delete(
@@ -290,24 +287,17 @@ class PostgresCronStore:
                 Q["cron_job_release"], [{"cron_job_id": i, "owner": owner} for i in cron_job_ids]
             )
 
-    async def cron_occurrence_record(
-        self, cron_job_id: uuid.UUID, records: Sequence[OccurrenceRecord]
-    ) -> bool:
+    async def cron_occurrences_record(self, records: Sequence[OccurrenceRecord]) -> set[uuid.UUID]:
+        if not records:
+            return set()
+        ids = sorted({r.cron_job_id for r in records})
         async with self._tx() as conn:
-            cursor = await conn.execute(Q["cron_job_lock"], {"cron_job_id": cron_job_id})
-            if await cursor.fetchone() is None:
-                return False
-            if records:
-                async with conn.cursor() as cur:
-                    await cur.executemany(
-                        Q["cron_occurrence_insert"], [record_params(r) for r in records]
-                    )
-            return True
-
-    async def cron_occurrences_record(self, records: Sequence[OccurrenceRecord]) -> None:
-        if records:
-            async with self._tx() as conn:
-                await conn.execute(Q["cron_occurrence_insert_many"], _columns(records))
+            cursor = await conn.execute(Q["cron_job_lock_many"], {"cron_job_ids": ids})
+            alive: set[uuid.UUID] = {row["cron_job_id"] for row in await cursor.fetchall()}
+            rows = [r for r in records if r.cron_job_id in alive]
+            if rows:
+                await conn.execute(Q["cron_occurrence_insert_many"], _columns(rows))
+        return alive
 
     async def cron_occurrence_list(
         self,

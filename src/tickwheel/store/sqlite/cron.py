@@ -66,8 +66,8 @@ class SqliteCronStore(SqliteConnection):
             if row is None:
                 return None
             await conn.execute(Q["cron_audit_insert"], audit_params(audit))
-            for record in records:
-                await conn.execute(Q["cron_occurrence_insert"], record_params(record))
+            rows = [record_params(r) for r in records]
+            await conn.executemany(Q["cron_occurrence_insert_many"], rows)
             return job_row(row)
 
     async def cron_job_delete(
@@ -246,22 +246,16 @@ class SqliteCronStore(SqliteConnection):
                     Q["cron_job_release"], {"cron_job_id": str(job_id), "owner": owner}
                 )
 
-    async def cron_occurrence_record(
-        self, cron_job_id: uuid.UUID, records: Sequence[OccurrenceRecord]
-    ) -> bool:
+    async def cron_occurrences_record(self, records: Sequence[OccurrenceRecord]) -> set[uuid.UUID]:
+        if not records:
+            return set()
+        ids = json.dumps(sorted({str(r.cron_job_id) for r in records}))
         async with self._tx() as conn:
-            cursor = await conn.execute(Q["cron_job_lock"], {"cron_job_id": str(cron_job_id)})
-            if await cursor.fetchone() is None:
-                return False
-            for record in records:
-                await conn.execute(Q["cron_occurrence_insert"], record_params(record))
-            return True
-
-    async def cron_occurrences_record(self, records: Sequence[OccurrenceRecord]) -> None:
-        if records:
-            async with self._tx() as conn:
-                rows = [record_params(r) for r in records]
-                await conn.executemany(Q["cron_occurrence_insert_many"], rows)
+            cursor = await conn.execute(Q["cron_job_lock_many"], {"cron_job_ids": ids})
+            alive = {uuid.UUID(row["cron_job_id"]) for row in await cursor.fetchall()}
+            rows = [record_params(r) for r in records if r.cron_job_id in alive]
+            await conn.executemany(Q["cron_occurrence_insert_many"], rows)
+        return alive
 
     async def cron_occurrence_list(
         self,

@@ -77,40 +77,9 @@ FROM due, clock
 WHERE c.cron_job_id = due.cron_job_id
 RETURNING c.*, clock.now AS claimed_at;
 
--- name: cron_job_lock
--- Taken first by an advance: waits for a user's update or delete of the job in flight, and
--- tells the advance when the job is gone (then it records nothing).
-SELECT cron_job_id FROM cron_jobs WHERE cron_job_id = %(cron_job_id)s FOR UPDATE;
-
--- name: cron_job_advance
--- Guarded three ways: the claim is still ours (not expired and taken over), no user changed
--- the job (version), and it still continues from where this tick planned (next_run_at).
-UPDATE cron_jobs
-SET next_run_at = %(next_run_at)s,
-    last_occurrence = coalesce(%(last_occurrence)s, last_occurrence),
-    -- The last occurrence became either an execution or a workflow run: both move together.
-    last_execution_id = CASE WHEN %(last_occurrence)s::timestamptz IS NULL THEN last_execution_id
-        ELSE %(last_execution_id)s::uuid END,
-    last_workflow_run_id = CASE WHEN %(last_occurrence)s::timestamptz IS NULL
-        THEN last_workflow_run_id ELSE %(last_workflow_run_id)s::uuid END,
-    claimed_by = NULL, claim_expires_at = NULL
-WHERE cron_job_id = %(cron_job_id)s AND claimed_by = %(owner)s
-  AND version = %(expected_version)s
-  AND next_run_at IS NOT DISTINCT FROM %(expected_next_run_at)s::timestamptz;
-
 -- name: cron_job_release
 UPDATE cron_jobs SET claimed_by = NULL, claim_expires_at = NULL
 WHERE cron_job_id = %(cron_job_id)s AND claimed_by = %(owner)s;
-
--- name: cron_occurrence_insert
-INSERT INTO cron_occurrences (
-    cron_job_id, occurrence, outcome, execution_id, execute_at, reason, recorded_at,
-    workflow_run_id
-) VALUES (
-    %(cron_job_id)s, %(occurrence)s, %(outcome)s, %(execution_id)s, %(execute_at)s, %(reason)s,
-    %(recorded_at)s, %(workflow_run_id)s
-)
-ON CONFLICT (cron_job_id, occurrence, outcome) DO NOTHING;
 
 -- name: cron_occurrence_list
 SELECT o.* FROM cron_occurrences o JOIN cron_jobs j ON j.cron_job_id = o.cron_job_id
@@ -133,15 +102,16 @@ ORDER BY audit_id
 LIMIT %(limit)s;
 
 -- name: cron_job_lock_many
--- An advance of a whole tick's jobs takes their row locks first, in id order (two instances
--- and a user's edit never wait on each other in a cycle); the ids that come back still exist.
+-- An advance of a whole tick's jobs (or a record of history rows outside a tick) takes their
+-- row locks first, in id order (two instances and a user's edit never wait on each other in a
+-- cycle), waiting for a delete in flight; the ids that come back still exist.
 SELECT cron_job_id FROM cron_jobs
 WHERE cron_job_id = ANY(%(cron_job_ids)s::uuid[])
 ORDER BY cron_job_id
 FOR UPDATE;
 
 -- name: cron_occurrence_insert_many
--- A tick's history rows in one statement, one array per column; each row at most once.
+-- History rows in one statement, one array per column; each row at most once.
 INSERT INTO cron_occurrences (
     cron_job_id, occurrence, outcome, execution_id, execute_at, reason, recorded_at,
     workflow_run_id
