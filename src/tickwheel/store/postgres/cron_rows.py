@@ -76,7 +76,7 @@ def job_row(r: Row) -> CronJob:
         workflow_name=r["workflow_name"],
         workflow_version=r["workflow_version"],
         inputs=r["inputs"],
-        dst_policy=DstPolicy.from_document(r["dst_policy"]),
+        dst_policy=DstPolicy.from_stored(r["dst_policy"]),
         misfire_policy=MisfirePolicy(r["misfire_policy"]),
         max_catch_up=r["max_catch_up"],
         overlap_policy=OverlapPolicy(r["overlap_policy"]),

@@ -92,7 +92,7 @@ def job_row(r: sqlite3.Row) -> CronJob:
         workflow_name=r["workflow_name"],
         workflow_version=r["workflow_version"],
         inputs=jload_object(r["inputs"]),
-        dst_policy=DstPolicy.from_document(json.loads(r["dst_policy"])),
+        dst_policy=DstPolicy.from_stored(json.loads(r["dst_policy"])),
         misfire_policy=MisfirePolicy(r["misfire_policy"]),
         max_catch_up=r["max_catch_up"],
         overlap_policy=OverlapPolicy(r["overlap_policy"]),
