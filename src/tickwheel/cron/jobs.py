@@ -31,21 +31,19 @@ from tickwheel.client.cron_wire import (
     job_to_wire,
     name_cursor,
     parse_ref,
-    preview_to_wire,
     read_history_cursor,
     read_name_cursor,
     record_to_wire,
     spec_from_wire,
     spec_to_wire,
 )
-from tickwheel.client.wire import iso
 from tickwheel.cron.apply import apply_jobs
 from tickwheel.cron.checks import check_definition, check_workflow
+from tickwheel.cron.expressions import preview_document
 from tickwheel.cron.manual import backfill, trigger
 from tickwheel.cron.pause import cancel_materialised, paused_records
 from tickwheel.cron.schedule import TINY, Schedule
 from tickwheel.domain.clock import Clock, SystemClock
-from tickwheel.domain.cron import DstPolicy, preview
 from tickwheel.domain.cron_jobs import (
     AuditAction,
     AuditEntry,
@@ -65,7 +63,6 @@ if TYPE_CHECKING:
 
 NEXT_FIRES = 5
 MAX_PAGE = 200
-MAX_PREVIEW = 100
 
 
 class CronJobs:
@@ -171,20 +168,9 @@ class CronJobs:
         count: int,
         dst_policy: dict[str, Any] | None = None,
     ) -> Wire:
-        """For people writing expressions: nothing is stored."""
-        if not 1 <= count <= MAX_PREVIEW:
-            message = f"must be between 1 and {MAX_PREVIEW}"
-            raise InvalidInput(f"count {message}", [FieldError("count", message)])
-        policy = DstPolicy.from_document(dst_policy)
+        """For people writing expressions: nothing is stored (``expressions.py``)."""
         start = after or self.clock.now()
-        rows = preview(expression, timezone, start, count, policy)
-        return {
-            "expression": expression,
-            "timezone": timezone,
-            "from": iso(start),
-            "dstPolicy": policy.to_document(),
-            "items": [preview_to_wire(r) for r in rows],
-        }
+        return preview_document(expression, timezone, start, count, dst_policy)
 
     # -- changing -------------------------------------------------------------------------------
 
