@@ -7,6 +7,7 @@ cron`` instances share the tables; ``cron_job_claim_due`` hands each a disjoint 
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
@@ -25,7 +26,6 @@ from tickwheel.store.postgres.cron_rows import (
     audit_row,
     job_params,
     job_row,
-    record_params,
     record_row,
 )
 from tickwheel.store.sqlfile import load_queries
@@ -335,22 +335,49 @@ class PostgresCronStore:
         return int(history[0]["n"]) + int(audit[0]["n"])
 
 
-def _columns(records: Sequence[OccurrenceRecord]) -> dict[str, list[Any]]:
-    """History rows as one array per column, for ``unnest``."""
-    rows = [record_params(r) for r in records]
-    return {key: [row[key] for row in rows] for key in rows[0]}
+def _columns(records: Sequence[OccurrenceRecord]) -> dict[str, str]:
+    """History rows as one JSON array, for ``json_to_recordset``."""
+    rows = [
+        {
+            "cron_job_id": str(r.cron_job_id),
+            "occurrence": _text(r.occurrence),
+            "outcome": str(r.outcome),
+            "execution_id": _text(r.execution_id),
+            "execute_at": _text(r.execute_at),
+            "reason": r.reason,
+            "recorded_at": _text(r.recorded_at),
+            "workflow_run_id": _text(r.workflow_run_id),
+        }
+        for r in records
+    ]
+    return {"rows": json.dumps(rows)}
 
 
-def _advance_columns(advances: Sequence[CronAdvance]) -> dict[str, list[Any]]:
-    return {
-        "cron_job_id": [a.cron_job_id for a in advances],
-        "expected_version": [a.expected_version for a in advances],
-        "expected_next_run_at": [a.expected_next_run_at for a in advances],
-        "next_run_at": [a.next_run_at for a in advances],
-        "last_occurrence": [a.last_occurrence for a in advances],
-        "last_execution_id": [a.last_execution_id for a in advances],
-        "last_workflow_run_id": [a.last_workflow_run_id for a in advances],
-    }
+def _advance_columns(advances: Sequence[CronAdvance]) -> dict[str, str]:
+    rows = [
+        {
+            "cron_job_id": str(a.cron_job_id),
+            "expected_version": a.expected_version,
+            "expected_next_run_at": _text(a.expected_next_run_at),
+            "next_run_at": _text(a.next_run_at),
+            "last_occurrence": _text(a.last_occurrence),
+            "last_execution_id": _text(a.last_execution_id),
+            "last_workflow_run_id": _text(a.last_workflow_run_id),
+        }
+        for a in advances
+    ]
+    return {"advances": json.dumps(rows)}
+
+
+def _text(value: datetime | uuid.UUID | None) -> str | None:
+    """An instant (which must carry its offset) or an id as PostgreSQL reads it back."""
+    if value is None:
+        return None
+    if isinstance(value, datetime):
+        if value.tzinfo is None:
+            raise ValueError("naive datetimes are not stored: attach a timezone")
+        return value.isoformat()
+    return str(value)
 
 
 def _due_order(job: CronJob) -> tuple[datetime, str]:

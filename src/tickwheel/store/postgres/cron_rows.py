@@ -103,19 +103,6 @@ def job_row(r: Row) -> CronJob:
     )
 
 
-def record_params(record: OccurrenceRecord) -> dict[str, Any]:
-    return {
-        "cron_job_id": record.cron_job_id,
-        "occurrence": _aware(record.occurrence),
-        "outcome": str(record.outcome),
-        "execution_id": record.execution_id,
-        "workflow_run_id": record.workflow_run_id,
-        "execute_at": _aware(record.execute_at),
-        "reason": record.reason,
-        "recorded_at": _aware(record.recorded_at),
-    }
-
-
 def record_row(r: Row) -> OccurrenceRecord:
     occurrence, recorded = _utc(r["occurrence"]), _utc(r["recorded_at"])
     assert occurrence is not None and recorded is not None

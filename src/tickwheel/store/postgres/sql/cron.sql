@@ -111,21 +111,24 @@ ORDER BY cron_job_id
 FOR UPDATE;
 
 -- name: cron_occurrence_insert_many
--- History rows in one statement, one array per column; each row at most once.
+-- History rows in one statement, each at most once. The rows come as one JSON array of objects
+-- (json_to_recordset): encoding it is a C call, where psycopg dumps eight parameter arrays
+-- element by element in Python (half the CPU of these parameters, measured).
 INSERT INTO cron_occurrences (
     cron_job_id, occurrence, outcome, execution_id, execute_at, reason, recorded_at,
     workflow_run_id
 )
-SELECT * FROM unnest(
-    %(cron_job_id)s::uuid[], %(occurrence)s::timestamptz[], %(outcome)s::text[],
-    %(execution_id)s::uuid[], %(execute_at)s::timestamptz[], %(reason)s::text[],
-    %(recorded_at)s::timestamptz[], %(workflow_run_id)s::uuid[]
+SELECT r.cron_job_id, r.occurrence, r.outcome, r.execution_id, r.execute_at, r.reason,
+    r.recorded_at, r.workflow_run_id
+FROM json_to_recordset(%(rows)s::json) AS r (
+    cron_job_id uuid, occurrence timestamptz, outcome text, execution_id uuid,
+    execute_at timestamptz, reason text, recorded_at timestamptz, workflow_run_id uuid
 )
 ON CONFLICT (cron_job_id, occurrence, outcome) DO NOTHING;
-
 -- name: cron_job_advance_many
 -- cron_job_advance for a whole tick in one statement: each job guarded on its own (the claim
 -- is ours, its version and next_run_at are those planned from); the ids that moved come back.
+-- The advances come as one JSON array of objects, like the history rows.
 UPDATE cron_jobs c
 SET next_run_at = a.next_run_at,
     last_occurrence = coalesce(a.last_occurrence, c.last_occurrence),
@@ -134,18 +137,15 @@ SET next_run_at = a.next_run_at,
     last_workflow_run_id = CASE WHEN a.last_occurrence IS NULL THEN c.last_workflow_run_id
         ELSE a.last_workflow_run_id END,
     claimed_by = NULL, claim_expires_at = NULL
-FROM unnest(
-    %(cron_job_id)s::uuid[], %(expected_version)s::integer[],
-    %(expected_next_run_at)s::timestamptz[], %(next_run_at)s::timestamptz[],
-    %(last_occurrence)s::timestamptz[], %(last_execution_id)s::uuid[],
-    %(last_workflow_run_id)s::uuid[]
-) AS a (cron_job_id, expected_version, expected_next_run_at, next_run_at, last_occurrence,
-        last_execution_id, last_workflow_run_id)
+FROM json_to_recordset(%(advances)s::json) AS a (
+    cron_job_id uuid, expected_version integer, expected_next_run_at timestamptz,
+    next_run_at timestamptz, last_occurrence timestamptz, last_execution_id uuid,
+    last_workflow_run_id uuid
+)
 WHERE c.cron_job_id = a.cron_job_id AND c.claimed_by = %(owner)s
   AND c.version = a.expected_version
   AND c.next_run_at IS NOT DISTINCT FROM a.expected_next_run_at
 RETURNING c.cron_job_id;
-
 -- name: cron_job_release_many
 UPDATE cron_jobs SET claimed_by = NULL, claim_expires_at = NULL
 WHERE cron_job_id = ANY(%(cron_job_ids)s::uuid[]) AND claimed_by = %(owner)s;
