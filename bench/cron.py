@@ -324,15 +324,17 @@ def table(rows: Sequence[dict[str, Any]]) -> str:
         who = "APScheduler" if r["instances"] == 0 else str(r["instances"])
         own = _sum(r.get("cron_cpu_ms"), r.get("pg_cron_ms"))
         total = _sum(r.get("cron_cpu_ms"), r.get("server_cpu_ms"), r.get("pg_all_ms"))
+        its_pg = r.get("pg_cron_ms")
         if r["instances"] == 0:  # one process and its job store's backends: all its own
-            own = total = _sum(r.get("cron_cpu_ms"), r.get("pg_all_ms"))
+            its_pg = r.get("pg_all_ms")
+            own = total = _sum(r.get("cron_cpu_ms"), its_pg)
         lines.append(
             f"| {r['n']:,}, {who} | {_f(r['create_jobs_per_s'], 0)} "
             f"| {_f(r.get('lead_min_s'))} / {_f(r.get('lead_p50_s'))} "
             f"| {_f(r['late_p50_s'], 2)} / {_f(r['late_p99_s'], 2)} "
             f"| {_f(r['materialise_eps'], 0)} ({_f(times, 2)} x) | {_f(r.get('busy'), 2)} "
             f"| {_f(r['missed'], 0)} / {_f(r.get('duplicated'), 0)} / {_f(r.get('misfires'), 0)} "
-            f"| {_f(r.get('cron_cpu_ms'), 2)} + {_f(r.get('pg_cron_ms'), 2)} = {_f(own, 2)}; "
+            f"| {_f(r.get('cron_cpu_ms'), 2)} + {_f(its_pg, 2)} = {_f(own, 2)}; "
             f"{_f(total, 2)} |"
         )
     return "\n".join(lines)
