@@ -35,7 +35,7 @@ from datetime import datetime, timedelta
 from typing import Any, Protocol, cast
 
 from tickwheel.client.cron_wire import Wire, spec_from_wire, spec_to_wire
-from tickwheel.cron.pause import cancel_materialised_many
+from tickwheel.cron.pause import cancel_materialised, cancel_materialised_many
 from tickwheel.domain.clock import Clock
 from tickwheel.domain.cron_jobs import (
     AuditAction,
@@ -52,6 +52,10 @@ from tickwheel.store.protocol import Store
 MAX_DECLARED = 100_000
 CHUNK = 1000
 """Names per read and jobs per insert transaction."""
+SWEEP_EACH = 20
+"""Up to this many pruned jobs, each one's materialised executions are looked up on its own
+(one query each); beyond it, one pass pages through all the tenant's unstarted cron
+executions, which for a few jobs among 50,000 would read far more than it cancels."""
 STALE = timedelta(minutes=10)
 """A first try with no result after this long died: a retry takes its key over."""
 MAX_LABEL = 200
@@ -229,7 +233,7 @@ async def _update_all(jobs: CronJobs, plan: Plan, label: str | None) -> list[str
 
 async def _delete_all(jobs: CronJobs, plan: Plan) -> list[str]:
     """The pruned jobs, a thousand per transaction, each guarded by the version the diff read;
-    then what they had materialised and not started is cancelled, in one pass for them all.
+    then what they had materialised and not started is cancelled (in one pass for many).
     Returns the names of those changed by someone else meanwhile (left as they are)."""
     doomed = [current for action, _, current, _ in plan if action == "delete" and current]
     lost: list[str] = []
@@ -243,7 +247,12 @@ async def _delete_all(jobs: CronJobs, plan: Plan) -> list[str]:
         deleted |= gone
         lost += [job.name for job in batch if job.cron_job_id not in gone]
     # What they had materialised and not started would otherwise run for up to a lead more.
-    await cancel_materialised_many(jobs.store, jobs.tenant, deleted, jobs.clock.now())
+    now = jobs.clock.now()
+    if len(deleted) <= SWEEP_EACH:
+        for job in (job for job in doomed if job.cron_job_id in deleted):
+            await cancel_materialised(jobs.cron, jobs.store, job, now, record=False)
+    else:
+        await cancel_materialised_many(jobs.store, jobs.tenant, deleted, now)
     return lost
 
 
