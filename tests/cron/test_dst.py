@@ -9,6 +9,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from tests.cron.helpers import CronRig, keys_of
+from tickwheel.domain.cron_dst import DstPolicy
+from tickwheel.domain.errors import InvalidInput
 from tickwheel.store.protocol import Store
 
 HALF_HOUR = 1800.0
@@ -105,3 +107,16 @@ async def test_hourly_follows_elapsed_time(store: Store, midnight: str, hours: i
     instants = [utc(k[:-1]) for k in keys_of(await rig.executions(), job)]
     day = [i for i in instants if start <= i < end]
     assert day == [start + timedelta(hours=h) for h in range(hours)]
+
+
+def test_a_stored_dst_policy_is_read_once_per_combination_and_still_checked() -> None:
+    document = {"nonexistent": "skip", "ambiguous": "both"}
+    first = DstPolicy.from_stored(document)
+    assert first == DstPolicy(nonexistent="skip", ambiguous="both")
+    assert DstPolicy.from_stored(dict(document)) is first  # shared: a claim reads 500 rows
+    assert DstPolicy.from_stored(None) == DstPolicy()
+    assert DstPolicy.from_stored({"ambiguous": "second"}) == DstPolicy(ambiguous="second")
+    with pytest.raises(InvalidInput):
+        DstPolicy.from_stored({"nonexistent": "later", "ambiguous": "both"})
+    with pytest.raises(InvalidInput):
+        DstPolicy.from_stored({"nonexistent": ["skip"], "ambiguous": "both"})

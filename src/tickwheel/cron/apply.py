@@ -11,7 +11,9 @@ At scale (issue 18: 100,000 jobs in one file, under a minute):
 
 * the diff reads only the declared names' rows, a thousand names a query, never every stored
   job of the tenant; a definition is read once per apply, not once per job;
-* new jobs are inserted a thousand per transaction;
+* new jobs are inserted, changed jobs updated and pruned jobs deleted a thousand per
+  transaction (each job still guarded by the version the diff read), and the executions the
+  deleted jobs had materialised are cancelled in one pass, not one per job;
 * a ``label`` names the file (or owner) an apply speaks for: its jobs carry it, and ``prune``
   deletes only jobs with the same label (none: jobs without one), so several files coexist;
 * an ``apply_key`` (the HTTP ``Idempotency-Key``) makes a retry safe: the first apply's result
@@ -27,11 +29,14 @@ import copy
 import hashlib
 import json
 import time
+import uuid
 from dataclasses import replace
-from datetime import timedelta
-from typing import TYPE_CHECKING, Any, cast
+from datetime import datetime, timedelta
+from typing import Any, Protocol, cast
 
 from tickwheel.client.cron_wire import Wire, spec_from_wire, spec_to_wire
+from tickwheel.cron.pause import cancel_materialised, cancel_materialised_many
+from tickwheel.domain.clock import Clock
 from tickwheel.domain.cron_jobs import (
     AuditAction,
     AuditEntry,
@@ -41,19 +46,44 @@ from tickwheel.domain.cron_jobs import (
 )
 from tickwheel.domain.errors import Conflict, FieldError, InvalidInput
 from tickwheel.domain.ids import uuid7
-
-if TYPE_CHECKING:
-    from tickwheel.cron.jobs import CronJobs
-    from tickwheel.store.protocol import Store
+from tickwheel.store.cron_protocol import CronStore
+from tickwheel.store.protocol import Store
 
 MAX_DECLARED = 100_000
 CHUNK = 1000
 """Names per read and jobs per insert transaction."""
+SWEEP_EACH = 20
+"""Up to this many pruned jobs, each one's materialised executions are looked up on its own
+(one query each); beyond it, one pass pages through all the tenant's unstarted cron
+executions, which for a few jobs among 50,000 would read far more than it cancels."""
 STALE = timedelta(minutes=10)
 """A first try with no result after this long died: a retry takes its key over."""
 MAX_LABEL = 200
 
 Plan = list[tuple[str, CronJobSpec | None, CronJob | None, list[str]]]
+
+
+class CronJobs(Protocol):
+    """What an apply needs of the cron API's rules. ``cron.jobs.CronJobs`` hands itself in;
+    naming the need here keeps this module from importing that one (which imports this)."""
+
+    cron: CronStore
+    store: Store
+    tenant: str
+    actor: str
+    clock: Clock
+
+    async def check_target(self, spec: CronJobSpec, path: str = "") -> None: ...
+
+    def first_run(self, spec: CronJobSpec, now: datetime) -> datetime | None: ...
+
+    async def create(self, spec: CronJobSpec) -> tuple[Wire, bool]: ...
+
+    def changed(self, job: CronJob, spec: CronJobSpec, now: datetime) -> CronJob: ...
+
+    def audit(
+        self, job: CronJob, action: AuditAction, before: CronJob | None, now: datetime
+    ) -> AuditEntry: ...
 
 
 async def apply_jobs(
@@ -125,19 +155,23 @@ async def _apply(
     if prune:
         doomed = await jobs.cron.cron_job_prunable(jobs.tenant, label, names)
         plan += [("delete", None, job, []) for job in doomed]
-    created = {} if dry_run else await _create_all(jobs, plan, label)
+    created: dict[str, str] = {}
+    if not dry_run:
+        created = await _create_all(jobs, plan, label)
+        lost = await _update_all(jobs, plan, label) + await _delete_all(jobs, plan)
+        if lost:
+            raise _changed_meanwhile(lost)
     items: list[Wire] = []
     for action, wanted, current, changes in plan:
         name = wanted.name if wanted else current.name if current else ""
-        item: Wire = {
-            "action": action,
-            "name": name,
-            "cronJobId": str(current.cron_job_id) if current else created.get(name),
-            "changes": changes,
-        }
-        if not dry_run and action in ("update", "delete"):
-            await _carry_out(jobs, action, wanted, current, label)
-        items.append(item)
+        items.append(
+            {
+                "action": action,
+                "name": name,
+                "cronJobId": str(current.cron_job_id) if current else created.get(name),
+                "changes": changes,
+            }
+        )
     summary = {
         key: sum(1 for i in items if i["action"] == key)
         for key in ("create", "update", "delete", "unchanged")
@@ -176,6 +210,60 @@ async def _create_all(jobs: CronJobs, plan: Plan, label: str | None) -> dict[str
                 wire, _ = await jobs.create(job.spec)
                 ids[job.name] = str(wire["cronJobId"])
     return ids
+
+
+async def _update_all(jobs: CronJobs, plan: Plan, label: str | None) -> list[str]:
+    """The changed jobs, a thousand per transaction, each guarded by the version the diff
+    read; the names of those changed by someone else meanwhile (left as they are)."""
+    wanted = [
+        (replace(current, label=label), spec)
+        for action, spec, current, _ in plan
+        if action == "update" and spec is not None and current is not None
+    ]
+    lost: list[str] = []
+    for start in range(0, len(wanted), CHUNK):
+        now = jobs.clock.now()
+        batch = [(job, jobs.changed(job, spec, now)) for job, spec in wanted[start : start + CHUNK]]
+        changes = [(new, old.version) for old, new in batch]
+        audits = [jobs.audit(new, AuditAction.UPDATED, old, now) for old, new in batch]
+        written = await jobs.cron.cron_job_update_many(changes, audits)
+        lost += [new.name for _, new in batch if new.cron_job_id not in written]
+    return lost
+
+
+async def _delete_all(jobs: CronJobs, plan: Plan) -> list[str]:
+    """The pruned jobs, a thousand per transaction, each guarded by the version the diff read;
+    then what they had materialised and not started is cancelled (in one pass for many).
+    Returns the names of those changed by someone else meanwhile (left as they are)."""
+    doomed = [current for action, _, current, _ in plan if action == "delete" and current]
+    lost: list[str] = []
+    deleted: set[uuid.UUID] = set()
+    for start in range(0, len(doomed), CHUNK):
+        now = jobs.clock.now()
+        batch = doomed[start : start + CHUNK]
+        audits = [jobs.audit(job, AuditAction.DELETED, job, now) for job in batch]
+        pairs = [(job.cron_job_id, job.version) for job in batch]
+        gone = await jobs.cron.cron_job_delete_many(jobs.tenant, pairs, audits)
+        deleted |= gone
+        lost += [job.name for job in batch if job.cron_job_id not in gone]
+    # What they had materialised and not started would otherwise run for up to a lead more.
+    now = jobs.clock.now()
+    if len(deleted) <= SWEEP_EACH:
+        for job in (job for job in doomed if job.cron_job_id in deleted):
+            await cancel_materialised(jobs.cron, jobs.store, job, now, record=False)
+    else:
+        await cancel_materialised_many(jobs.store, jobs.tenant, deleted, now)
+    return lost
+
+
+def _changed_meanwhile(names: list[str]) -> Conflict:
+    shown = ", ".join(repr(n) for n in names[:10])
+    more = f" and {len(names) - 10} more" if len(names) > 10 else ""
+    return Conflict(
+        f"{len(names)} cron job(s) changed while this apply ran ({shown}{more}) and were left "
+        "as they are; the rest was applied: apply the file again to reconcile them",
+        {"changedMeanwhile": names[:100]},
+    )
 
 
 def _created(jobs: CronJobs, job: CronJob, now: Any) -> AuditEntry:
@@ -263,17 +351,3 @@ def _request_hash(docs: list[Any], prune: bool, label: str | None) -> str:
 def _changes(old: CronJobSpec, new: CronJobSpec) -> list[str]:
     before, after = spec_to_wire(old), spec_to_wire(new)
     return [key for key in after if before.get(key) != after[key]]
-
-
-async def _carry_out(
-    jobs: CronJobs,
-    action: str,
-    spec: CronJobSpec | None,
-    current: CronJob | None,
-    label: str | None,
-) -> None:
-    if action == "update" and spec is not None and current is not None:
-        # The label rides on the job handed in: ``update`` writes the whole row it returns.
-        await jobs.update(replace(current, label=label), spec)
-    elif action == "delete" and current is not None:
-        await jobs.cron_delete(str(current.cron_job_id), current.version)

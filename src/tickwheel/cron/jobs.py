@@ -31,20 +31,19 @@ from tickwheel.client.cron_wire import (
     job_to_wire,
     name_cursor,
     parse_ref,
-    preview_to_wire,
     read_history_cursor,
     read_name_cursor,
     record_to_wire,
     spec_from_wire,
     spec_to_wire,
 )
-from tickwheel.client.wire import iso
+from tickwheel.cron.apply import apply_jobs
 from tickwheel.cron.checks import check_definition, check_workflow
-from tickwheel.cron.pause import cancel_materialised
-from tickwheel.cron.policies import RECORD_LIMIT
+from tickwheel.cron.expressions import preview_document
+from tickwheel.cron.manual import backfill, trigger
+from tickwheel.cron.pause import cancel_materialised, paused_records
 from tickwheel.cron.schedule import TINY, Schedule
 from tickwheel.domain.clock import Clock, SystemClock
-from tickwheel.domain.cron import DstPolicy, preview
 from tickwheel.domain.cron_jobs import (
     AuditAction,
     AuditEntry,
@@ -52,7 +51,6 @@ from tickwheel.domain.cron_jobs import (
     CronJobSpec,
     CronJobStatus,
     OccurrenceRecord,
-    Outcome,
 )
 from tickwheel.domain.errors import Conflict, FieldError, InvalidInput, NotFound
 from tickwheel.domain.ids import uuid7
@@ -65,7 +63,6 @@ if TYPE_CHECKING:
 
 NEXT_FIRES = 5
 MAX_PAGE = 200
-MAX_PREVIEW = 100
 
 
 class CronJobs:
@@ -171,20 +168,9 @@ class CronJobs:
         count: int,
         dst_policy: dict[str, Any] | None = None,
     ) -> Wire:
-        """For people writing expressions: nothing is stored."""
-        if not 1 <= count <= MAX_PREVIEW:
-            message = f"must be between 1 and {MAX_PREVIEW}"
-            raise InvalidInput(f"count {message}", [FieldError("count", message)])
-        policy = DstPolicy.from_document(dst_policy)
+        """For people writing expressions: nothing is stored (``expressions.py``)."""
         start = after or self.clock.now()
-        rows = preview(expression, timezone, start, count, policy)
-        return {
-            "expression": expression,
-            "timezone": timezone,
-            "from": iso(start),
-            "dstPolicy": policy.to_document(),
-            "items": [preview_to_wire(r) for r in rows],
-        }
+        return preview_document(expression, timezone, start, count, dst_policy)
 
     # -- changing -------------------------------------------------------------------------------
 
@@ -198,7 +184,7 @@ class CronJobs:
     def first_run(self, spec: CronJobSpec, now: datetime) -> datetime | None:
         return Schedule(spec).next_fire(now)[0]
 
-    def _audit(
+    def audit(
         self, job: CronJob, action: AuditAction, before: CronJob | None, now: datetime
     ) -> AuditEntry:
         return AuditEntry(
@@ -232,7 +218,7 @@ class CronJobs:
                 updated_at=now,
             )
             if await self.cron.cron_job_insert(
-                job, self._audit(job, AuditAction.CREATED, None, now)
+                job, self.audit(job, AuditAction.CREATED, None, now)
             ):
                 return self.render(job), True
             existing = await self.cron.cron_job_get_by_name(self.tenant, spec.name)
@@ -265,13 +251,16 @@ class CronJobs:
         """Writes ``spec``; a change to when the job fires recomputes its next run from now (a
         change to inputs or policies keeps it)."""
         now = self.clock.now()
+        return await self._write(job, self.changed(job, spec, now), AuditAction.UPDATED, now)
+
+    def changed(self, job: CronJob, spec: CronJobSpec, now: datetime) -> CronJob:
+        """The job as ``update`` writes it (``cron apply`` writes many at once)."""
         next_run = job.next_run_at
         if spec.schedule_key() != job.spec.schedule_key():
             next_run = self.first_run(spec, now)
-        changed = replace(
+        return replace(
             job, spec=spec, next_run_at=next_run, version=job.version + 1, updated_at=now
         )
-        return await self._write(job, changed, AuditAction.UPDATED, now)
 
     async def _write(
         self,
@@ -281,7 +270,7 @@ class CronJobs:
         now: datetime,
         records: list[OccurrenceRecord] | None = None,
     ) -> CronJob:
-        audit = self._audit(changed, action, job, now)
+        audit = self.audit(changed, action, job, now)
         written = await self.cron.cron_job_update(changed, job.version, audit, records or [])
         if written is None:
             raise _changed_meanwhile(job)
@@ -324,7 +313,7 @@ class CronJobs:
         records: list[OccurrenceRecord] = []
         next_run = job.next_run_at
         if not catch_up and next_run is not None and next_run < now:
-            records = _paused_records(job, now)
+            records = paused_records(job, now)
             next_run = Schedule(job.spec).next_fire(now - TINY)[0]
         resumed = replace(
             job,
@@ -341,7 +330,7 @@ class CronJobs:
         job = await self.find(ref)
         self._check_version(job, version)
         now = self.clock.now()
-        audit = self._audit(job, AuditAction.DELETED, job, now)
+        audit = self.audit(job, AuditAction.DELETED, job, now)
         if not await self.cron.cron_job_delete(self.tenant, job.cron_job_id, job.version, audit):
             raise _changed_meanwhile(job)
         # What it had materialised and not started would otherwise run for up to a lead more.
@@ -356,8 +345,6 @@ class CronJobs:
         label: str | None = None,
         apply_key: str | None = None,
     ) -> Wire:
-        from tickwheel.cron.apply import apply_jobs
-
         return await apply_jobs(
             self, docs, prune=prune, dry_run=dry_run, label=label, apply_key=apply_key
         )
@@ -367,16 +354,15 @@ class CronJobs:
     async def cron_trigger(
         self, ref: str, key: str | None, client: AsyncClient | None = None
     ) -> Wire:
-        from tickwheel.cron.manual import trigger
-
-        return await trigger(self, client or self._client(), ref, key)
+        job = await self.find(ref)
+        return await trigger(self.cron, client or self._client(), job, self.actor, self.clock, key)
 
     async def cron_backfill(
         self, ref: str, start: datetime, end: datetime, client: AsyncClient | None = None
     ) -> Wire:
-        from tickwheel.cron.manual import backfill
-
-        return await backfill(self, client or self._client(), ref, start, end)
+        job = await self.find(ref)
+        client = client or self._client()
+        return await backfill(self.cron, client, job, self.actor, self.clock, start, end)
 
     def _client(self) -> AsyncClient:
         """Executions through the store, by the API's rules (no workflow API in process)."""
@@ -396,26 +382,6 @@ def _target_key(spec: CronJobSpec) -> tuple[Any, ...]:
         spec.workflow_version,
         spec.inputs,
     )
-
-
-def _paused_records(job: CronJob, now: datetime) -> list[OccurrenceRecord]:
-    assert job.next_run_at is not None
-    reason = f"the job was paused (since {iso(job.paused_at)}) and resumed without catch-up"
-    tail, earlier = Schedule(job.spec).last_firing(job.next_run_at - TINY, now, RECORD_LIMIT)
-    rows = [
-        OccurrenceRecord(job.cron_job_id, r.at, Outcome.SKIPPED_PAUSED, now, reason=reason)
-        for r in tail.firing
-    ]
-    if earlier and rows:
-        summary = f"{reason}; this row stands for every occurrence from {iso(job.next_run_at)} "
-        summary += f"up to {iso(rows[0].occurrence)}, too many to list one by one"
-        rows.insert(
-            0,
-            OccurrenceRecord(
-                job.cron_job_id, job.next_run_at, Outcome.SKIPPED_PAUSED, now, reason=summary
-            ),
-        )
-    return rows
 
 
 def _changed_meanwhile(job: CronJob) -> Conflict:

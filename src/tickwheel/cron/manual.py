@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from tickwheel.client.client import AsyncClient
 from tickwheel.client.cron_wire import Wire
@@ -27,21 +27,27 @@ from tickwheel.client.wire import iso
 from tickwheel.cron.policies import occurrence_request
 from tickwheel.cron.schedule import TINY, Schedule
 from tickwheel.cron.targets import start_workflow_run
+from tickwheel.domain.clock import Clock
 from tickwheel.domain.cron_jobs import CronJob, CronTarget, OccurrenceRecord, Outcome
 from tickwheel.domain.errors import Conflict, FieldError, InvalidInput
 from tickwheel.domain.submission import SubmitRequest
-
-if TYPE_CHECKING:
-    from tickwheel.cron.jobs import CronJobs
+from tickwheel.store.cron_protocol import CronStore
 
 MAX_BACKFILL = 1000
 MAX_AGE = timedelta(days=7)
 """The oldest occurrence a backfill reaches: the API refuses an ``executeAt`` further back."""
 
 
-async def trigger(jobs: CronJobs, client: AsyncClient, ref: str, token: str | None) -> Wire:
-    job = await jobs.find(ref)
-    now = jobs.clock.now()
+async def trigger(
+    cron: CronStore,
+    client: AsyncClient,
+    job: CronJob,
+    actor: str,
+    clock: Clock,
+    token: str | None,
+) -> Wire:
+    """One extra run of ``job`` now; ``actor`` is named in its history row."""
+    now = clock.now()
     token = _token(token) if token is not None else iso(now)
     spec = job.spec
     if spec.target is CronTarget.WORKFLOW:
@@ -57,9 +63,9 @@ async def trigger(jobs: CronJobs, client: AsyncClient, ref: str, token: str | No
             run_id = uuid.UUID(str(_existing(exc, "workflowRunId")))
         record = OccurrenceRecord(
             job.cron_job_id, now, Outcome.SUBMITTED, now,
-            workflow_run_id=run_id, reason=f"triggered by hand ({jobs.actor})",
+            workflow_run_id=run_id, reason=f"triggered by hand ({actor})",
         )  # fmt: skip
-        await jobs.cron.cron_occurrences_record([record])
+        await cron.cron_occurrences_record([record])
         return {"cronJobId": str(job.cron_job_id), "idempotencyKey": key,
                 "executionId": None, "workflowRunId": str(run_id)}  # fmt: skip
     assert spec.definition_uri is not None
@@ -77,22 +83,29 @@ async def trigger(jobs: CronJobs, client: AsyncClient, ref: str, token: str | No
     # row the same one, written once.
     record = OccurrenceRecord(
         job.cron_job_id, created_at or now, Outcome.SUBMITTED, now,
-        execution_id=execution_id, execute_at=now, reason=f"triggered by hand ({jobs.actor})",
+        execution_id=execution_id, execute_at=now, reason=f"triggered by hand ({actor})",
     )  # fmt: skip
-    await jobs.cron.cron_occurrences_record([record])
+    await cron.cron_occurrences_record([record])
     return {"cronJobId": str(job.cron_job_id), "idempotencyKey": key,
             "executionId": str(execution_id), "workflowRunId": None}  # fmt: skip
 
 
 async def backfill(
-    jobs: CronJobs, client: AsyncClient, ref: str, start: datetime, end: datetime
+    cron: CronStore,
+    client: AsyncClient,
+    job: CronJob,
+    actor: str,
+    clock: Clock,
+    start: datetime,
+    end: datetime,
 ) -> Wire:
-    job = await jobs.find(ref)
-    now = jobs.clock.now()
+    """The occurrences of ``job`` in ``[start, end]`` that did not run; ``actor`` is named in
+    their history rows."""
+    now = clock.now()
     occurrences = _occurrences_between(job, start, end, now)
     items: list[Wire] = []
     records: list[OccurrenceRecord] = []
-    why = f"backfilled by hand ({jobs.actor})"
+    why = f"backfilled by hand ({actor})"
     if job.spec.target is CronTarget.WORKFLOW:
         _needs_workflows(client)
         for occurrence in occurrences:
@@ -117,7 +130,7 @@ async def backfill(
                                      execution_id=execution_id, execute_at=request.execute_at,
                                      reason=why)
                 )  # fmt: skip
-    await jobs.cron.cron_occurrences_record(records)
+    await cron.cron_occurrences_record(records)
     created = sum(1 for item in items if item["created"])
     return {
         "cronJobId": str(job.cron_job_id),

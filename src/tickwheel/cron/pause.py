@@ -23,7 +23,9 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from tickwheel.client.client import AsyncClient
-from tickwheel.cron.policies import idempotency_key
+from tickwheel.client.wire import iso
+from tickwheel.cron.policies import RECORD_LIMIT, idempotency_key
+from tickwheel.cron.schedule import TINY, Schedule
 from tickwheel.domain.cron_jobs import CronJob, OccurrenceRecord, Outcome
 from tickwheel.domain.errors import Conflict, NotFound
 from tickwheel.domain.models import Execution, ExecutionFilter
@@ -63,8 +65,42 @@ async def cancel_materialised(
             break
         before = page[-1].execution_id
     if records and record:
-        await cron.cron_occurrence_record(job.cron_job_id, records)
+        await cron.cron_occurrences_record(records)
     return records
+
+
+async def cancel_materialised_many(
+    store: Store, tenant: str, cron_job_ids: set[uuid.UUID], now: datetime
+) -> int:
+    """``cancel_materialised`` for many deleted jobs at once (a ``cron apply --prune``): one
+    pass over the tenant's unstarted cron executions (a lead's worth per active job at most)
+    instead of one per job, cancelling those whose key names one of ``cron_job_ids``. Their
+    history went with the jobs: nothing is recorded. Returns how many were cancelled."""
+    if not cron_job_ids:
+        return 0
+    flt = ExecutionFilter(statuses=UNSTARTED, idempotency_key_prefix="cron:")
+    cancelled = 0
+    before: uuid.UUID | None = None
+    while True:
+        page = await store.execution_list(tenant, flt, before, PAGE)
+        for execution in page:
+            owner = _job_of(execution)
+            if owner not in cron_job_ids or occurrence_of(owner, execution) is None:
+                continue
+            if await store.execution_cancel_unstarted(tenant, execution.execution_id, now):
+                cancelled += 1
+        if len(page) < PAGE:
+            return cancelled
+        before = page[-1].execution_id
+
+
+def _job_of(execution: Execution) -> uuid.UUID | None:
+    """The cron job a ``cron:<cronJobId>:<occurrence>`` key names, if it has that form."""
+    parts = (execution.idempotency_key or "").split(":", 2)
+    try:
+        return uuid.UUID(parts[1]) if len(parts) == 3 else None
+    except ValueError:
+        return None
 
 
 async def cancel_submitted(
@@ -103,7 +139,7 @@ async def cancel_submitted(
             )
         )
     if cancelled and record:
-        await cron.cron_occurrence_record(job.cron_job_id, cancelled)
+        await cron.cron_occurrences_record(cancelled)
     return cancelled
 
 
@@ -139,3 +175,25 @@ def _reason(status: ExecutionStatus) -> str:
         f"the job was paused before this occurrence started: its execution (then {status}) "
         "was cancelled; a resume does not run it again"
     )
+
+
+def paused_records(job: CronJob, now: datetime) -> list[OccurrenceRecord]:
+    """A resume without catch-up: each occurrence missed while paused, SKIPPED_PAUSED (the
+    newest ``RECORD_LIMIT``, and one row standing for the older ones)."""
+    assert job.next_run_at is not None
+    reason = f"the job was paused (since {iso(job.paused_at)}) and resumed without catch-up"
+    tail, earlier = Schedule(job.spec).last_firing(job.next_run_at - TINY, now, RECORD_LIMIT)
+    rows = [
+        OccurrenceRecord(job.cron_job_id, r.at, Outcome.SKIPPED_PAUSED, now, reason=reason)
+        for r in tail.firing
+    ]
+    if earlier and rows:
+        summary = f"{reason}; this row stands for every occurrence from {iso(job.next_run_at)} "
+        summary += f"up to {iso(rows[0].occurrence)}, too many to list one by one"
+        rows.insert(
+            0,
+            OccurrenceRecord(
+                job.cron_job_id, job.next_run_at, Outcome.SKIPPED_PAUSED, now, reason=summary
+            ),
+        )
+    return rows

@@ -84,8 +84,27 @@ class DstPolicy:
             ambiguous=cast(Ambiguous, values.get("ambiguous", "first")),
         )
 
+    @classmethod
+    def from_stored(cls, document: object) -> DstPolicy:
+        """``from_document`` for a row read back (a claim reads 500 at a time): the few valid
+        combinations are built once and shared (the class is frozen)."""
+        key = (
+            (document.get("nonexistent"), document.get("ambiguous"))
+            if isinstance(document, Mapping) and len(document) == 2
+            else None
+        )
+        if key is not None and all(isinstance(value, str) for value in key):
+            found = _STORED.get(key)
+            if found is None:
+                found = _STORED[key] = cls.from_document(document)  # an invalid one raises
+            return found
+        return cls.from_document(document)
+
     def to_document(self) -> dict[str, str]:
         return {"nonexistent": self.nonexistent, "ambiguous": self.ambiguous}
+
+
+_STORED: dict[tuple[object, ...], DstPolicy] = {}
 
 
 _CHOICES: dict[str, tuple[str, ...]] = {

@@ -112,6 +112,26 @@ class CronStore(Protocol):
         the ids inserted; a job whose name is taken is left out, and so is its audit row."""
         ...
 
+    async def cron_job_update_many(
+        self, changes: Sequence[tuple[CronJob, int]], audits: Sequence[AuditEntry]
+    ) -> set[uuid.UUID]:
+        """``cron_job_update`` for many jobs in one transaction: each ``(job, expected_version)``
+        is written if its stored version is still the expected one, and ``audits[i]`` (the
+        audit row of ``changes[i]``) only if it was. Returns the ids written; a job changed or
+        deleted meanwhile is left as it is."""
+        ...
+
+    async def cron_job_delete_many(
+        self,
+        tenant: str,
+        doomed: Sequence[tuple[uuid.UUID, int]],
+        audits: Sequence[AuditEntry],
+    ) -> set[uuid.UUID]:
+        """``cron_job_delete`` for many ``(cron_job_id, expected_version)`` in one transaction,
+        each guarded on its own; ``audits[i]`` is written only if ``doomed[i]`` was deleted.
+        Returns the ids deleted."""
+        ...
+
     async def cron_apply_begin(
         self, tenant: str, key: str, request_hash: str, now: datetime, stale: timedelta
     ) -> ApplyBegun:
@@ -155,16 +175,11 @@ class CronStore(Protocol):
         """Gives up claims without advancing (a tick that failed part-way)."""
         ...
 
-    async def cron_occurrence_record(
-        self, cron_job_id: uuid.UUID, records: Sequence[OccurrenceRecord]
-    ) -> bool:
-        """Adds history rows (each at most once) to a job found by its caller in its tenant,
-        without changing the job: what a pause did to occurrences already materialised. False
-        when the job is gone (its history went with it)."""
-        ...
-
-    async def cron_occurrences_record(self, records: Sequence[OccurrenceRecord]) -> None:
-        """History rows outside a tick (a trigger, a backfill), each at most once."""
+    async def cron_occurrences_record(self, records: Sequence[OccurrenceRecord]) -> set[uuid.UUID]:
+        """History rows outside a tick (what a pause cancelled, a trigger, a backfill), each at
+        most once, without changing the jobs. The jobs are locked first (a delete in flight is
+        waited for); a job that is gone gets none (its history went with it). Returns the ids
+        of the jobs that got their rows."""
         ...
 
     async def cron_occurrence_list(

@@ -7,6 +7,7 @@ cron`` instances share the tables; ``cron_job_claim_due`` hands each a disjoint 
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
@@ -18,26 +19,21 @@ from psycopg.rows import DictRow
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 
-from tickwheel.domain.cron import DstPolicy
-from tickwheel.domain.cron_jobs import (
-    AuditAction,
-    AuditEntry,
-    CronJob,
-    CronJobSpec,
-    CronJobStatus,
-    MisfirePolicy,
-    OccurrenceRecord,
-    Outcome,
-    OverlapPolicy,
-)
+from tickwheel.domain.cron_jobs import AuditEntry, CronJob, OccurrenceRecord
 from tickwheel.store.cron_protocol import ApplyBegun, CronAdvance, CronClaim, HistoryCursor
+from tickwheel.store.postgres.cron_rows import (
+    audit_params,
+    audit_row,
+    job_params,
+    job_row,
+    record_row,
+)
 from tickwheel.store.postgres.webhooks import webhook_outbox_cron
 from tickwheel.store.sqlfile import load_queries
 
 Q = load_queries("tickwheel.store.postgres.sql")
 
 Conn = AsyncConnection[DictRow]
-Row = dict[str, Any]
 
 
 class PostgresCronStore:
@@ -89,10 +85,7 @@ class PostgresCronStore:
                 return None
             await conn.execute(Q["cron_audit_insert"], audit_params(audit))
             if records:
-                async with conn.cursor() as cur:
-                    await cur.executemany(
-                        Q["cron_occurrence_insert"], [record_params(r) for r in records]
-                    )
+                await conn.execute(Q["cron_occurrence_insert_many"], _columns(records))
             return job_row(row)
 
     async def cron_job_delete(
@@ -143,6 +136,49 @@ class PostgresCronStore:
                 async with conn.cursor() as cur:
                     await cur.executemany(Q["cron_audit_insert"], rows)
         return inserted
+
+    async def cron_job_update_many(
+        self, changes: Sequence[tuple[CronJob, int]], audits: Sequence[AuditEntry]
+    ) -> set[uuid.UUID]:
+        """The guarded updates pipelined in one transaction (``executemany``), each returning
+        its id when it matched; then the audit rows of those."""
+        if not changes:
+            return set()
+        params = [{**job_params(job), "expected_version": v} for job, v in changes]
+        written: set[uuid.UUID] = set()
+        async with self._tx() as conn, conn.cursor() as cur:
+            await cur.executemany(Q["cron_job_update"], params, returning=True)
+            while True:
+                row = await cur.fetchone()
+                if row is not None:
+                    written.add(row["cron_job_id"])
+                if not cur.nextset():
+                    break
+            rows = [audit_params(a) for a in audits if a.cron_job_id in written]
+            if rows:
+                await cur.executemany(Q["cron_audit_insert"], rows)
+        return written
+
+    async def cron_job_delete_many(
+        self,
+        tenant: str,
+        doomed: Sequence[tuple[uuid.UUID, int]],
+        audits: Sequence[AuditEntry],
+    ) -> set[uuid.UUID]:
+        if not doomed:
+            return set()
+        params = {
+            "tenant": tenant,
+            "cron_job_ids": [i for i, _ in doomed],
+            "expected_versions": [v for _, v in doomed],
+        }
+        async with self._tx() as conn, conn.cursor() as cur:
+            await cur.execute(Q["cron_job_delete_many"], params)
+            deleted: set[uuid.UUID] = {row["cron_job_id"] for row in await cur.fetchall()}
+            rows = [audit_params(a) for a in audits if a.cron_job_id in deleted]
+            if rows:
+                await cur.executemany(Q["cron_audit_insert"], rows)
+        return deleted
 
     async def cron_apply_begin(
         self, tenant: str, key: str, request_hash: str, now: datetime, stale: timedelta
@@ -253,26 +289,18 @@ class PostgresCronStore:
                 Q["cron_job_release"], [{"cron_job_id": i, "owner": owner} for i in cron_job_ids]
             )
 
-    async def cron_occurrence_record(
-        self, cron_job_id: uuid.UUID, records: Sequence[OccurrenceRecord]
-    ) -> bool:
+    async def cron_occurrences_record(self, records: Sequence[OccurrenceRecord]) -> set[uuid.UUID]:
+        if not records:
+            return set()
+        ids = sorted({r.cron_job_id for r in records})
         async with self._tx() as conn:
-            cursor = await conn.execute(Q["cron_job_lock"], {"cron_job_id": cron_job_id})
-            if await cursor.fetchone() is None:
-                return False
-            if records:
-                async with conn.cursor() as cur:
-                    await cur.executemany(
-                        Q["cron_occurrence_insert"], [record_params(r) for r in records]
-                    )
-                await webhook_outbox_cron(conn, records)
-            return True
-
-    async def cron_occurrences_record(self, records: Sequence[OccurrenceRecord]) -> None:
-        if records:
-            async with self._tx() as conn:
-                await conn.execute(Q["cron_occurrence_insert_many"], _columns(records))
-                await webhook_outbox_cron(conn, records)
+            cursor = await conn.execute(Q["cron_job_lock_many"], {"cron_job_ids": ids})
+            alive: set[uuid.UUID] = {row["cron_job_id"] for row in await cursor.fetchall()}
+            rows = [r for r in records if r.cron_job_id in alive]
+            if rows:
+                await conn.execute(Q["cron_occurrence_insert_many"], _columns(rows))
+                await webhook_outbox_cron(conn, rows)
+        return alive
 
     async def cron_occurrence_list(
         self,
@@ -310,161 +338,50 @@ class PostgresCronStore:
         return int(history[0]["n"]) + int(audit[0]["n"])
 
 
-def _columns(records: Sequence[OccurrenceRecord]) -> dict[str, list[Any]]:
-    """History rows as one array per column, for ``unnest``."""
-    rows = [record_params(r) for r in records]
-    return {key: [row[key] for row in rows] for key in rows[0]}
+def _columns(records: Sequence[OccurrenceRecord]) -> dict[str, str]:
+    """History rows as one JSON array, for ``json_to_recordset``."""
+    rows = [
+        {
+            "cron_job_id": str(r.cron_job_id),
+            "occurrence": _text(r.occurrence),
+            "outcome": str(r.outcome),
+            "execution_id": _text(r.execution_id),
+            "execute_at": _text(r.execute_at),
+            "reason": r.reason,
+            "recorded_at": _text(r.recorded_at),
+            "workflow_run_id": _text(r.workflow_run_id),
+        }
+        for r in records
+    ]
+    return {"rows": json.dumps(rows)}
 
 
-def _advance_columns(advances: Sequence[CronAdvance]) -> dict[str, list[Any]]:
-    return {
-        "cron_job_id": [a.cron_job_id for a in advances],
-        "expected_version": [a.expected_version for a in advances],
-        "expected_next_run_at": [a.expected_next_run_at for a in advances],
-        "next_run_at": [a.next_run_at for a in advances],
-        "last_occurrence": [a.last_occurrence for a in advances],
-        "last_execution_id": [a.last_execution_id for a in advances],
-        "last_workflow_run_id": [a.last_workflow_run_id for a in advances],
-    }
+def _advance_columns(advances: Sequence[CronAdvance]) -> dict[str, str]:
+    rows = [
+        {
+            "cron_job_id": str(a.cron_job_id),
+            "expected_version": a.expected_version,
+            "expected_next_run_at": _text(a.expected_next_run_at),
+            "next_run_at": _text(a.next_run_at),
+            "last_occurrence": _text(a.last_occurrence),
+            "last_execution_id": _text(a.last_execution_id),
+            "last_workflow_run_id": _text(a.last_workflow_run_id),
+        }
+        for a in advances
+    ]
+    return {"advances": json.dumps(rows)}
+
+
+def _text(value: datetime | uuid.UUID | None) -> str | None:
+    """An instant (which must carry its offset) or an id as PostgreSQL reads it back."""
+    if value is None:
+        return None
+    if isinstance(value, datetime):
+        if value.tzinfo is None:
+            raise ValueError("naive datetimes are not stored: attach a timezone")
+        return value.isoformat()
+    return str(value)
 
 
 def _due_order(job: CronJob) -> tuple[datetime, str]:
     return (job.next_run_at or datetime.max.replace(tzinfo=UTC), str(job.cron_job_id))
-
-
-def _aware(value: datetime | None) -> datetime | None:
-    if value is not None and value.tzinfo is None:
-        raise ValueError("naive datetimes are not stored: attach a timezone")
-    return value
-
-
-def _utc(value: datetime | None) -> datetime | None:
-    return value.astimezone(UTC) if value is not None else None
-
-
-def job_params(job: CronJob) -> dict[str, Any]:
-    s = job.spec
-    return {
-        "cron_job_id": job.cron_job_id,
-        "tenant": job.tenant,
-        "name": s.name,
-        "definition_uri": s.definition_uri,
-        "definition_version": s.definition_version,
-        "inputs": Jsonb(s.inputs),
-        "expression": s.expression,
-        "timezone": s.timezone,
-        "dst_policy": Jsonb(s.dst_policy.to_document()),
-        "status": str(job.status),
-        "misfire_policy": str(s.misfire_policy),
-        "max_catch_up": s.max_catch_up,
-        "overlap_policy": str(s.overlap_policy),
-        "jitter_seconds": s.jitter_seconds,
-        "start_at": _aware(s.start_at),
-        "end_at": _aware(s.end_at),
-        "next_run_at": _aware(job.next_run_at),
-        "last_occurrence": _aware(job.last_occurrence),
-        "last_execution_id": job.last_execution_id,
-        "last_workflow_run_id": job.last_workflow_run_id,
-        "workflow_name": s.workflow_name,
-        "workflow_version": s.workflow_version,
-        "version": job.version,
-        "created_at": _aware(job.created_at),
-        "updated_at": _aware(job.updated_at),
-        "paused_at": _aware(job.paused_at),
-        "label": job.label,
-    }
-
-
-def job_row(r: Row) -> CronJob:
-    spec = CronJobSpec(
-        name=r["name"],
-        definition_uri=r["definition_uri"],
-        expression=r["expression"],
-        timezone=r["timezone"],
-        definition_version=r["definition_version"],
-        workflow_name=r["workflow_name"],
-        workflow_version=r["workflow_version"],
-        inputs=r["inputs"],
-        dst_policy=DstPolicy.from_document(r["dst_policy"]),
-        misfire_policy=MisfirePolicy(r["misfire_policy"]),
-        max_catch_up=r["max_catch_up"],
-        overlap_policy=OverlapPolicy(r["overlap_policy"]),
-        jitter_seconds=r["jitter_seconds"],
-        start_at=_utc(r["start_at"]),
-        end_at=_utc(r["end_at"]),
-    )
-    created, updated = _utc(r["created_at"]), _utc(r["updated_at"])
-    assert created is not None and updated is not None
-    return CronJob(
-        cron_job_id=r["cron_job_id"],
-        tenant=r["tenant"],
-        spec=spec,
-        status=CronJobStatus(r["status"]),
-        next_run_at=_utc(r["next_run_at"]),
-        version=r["version"],
-        created_at=created,
-        updated_at=updated,
-        last_occurrence=_utc(r["last_occurrence"]),
-        last_execution_id=r["last_execution_id"],
-        paused_at=_utc(r["paused_at"]),
-        last_workflow_run_id=r["last_workflow_run_id"],
-        label=r["label"],
-    )
-
-
-def record_params(record: OccurrenceRecord) -> dict[str, Any]:
-    return {
-        "cron_job_id": record.cron_job_id,
-        "occurrence": _aware(record.occurrence),
-        "outcome": str(record.outcome),
-        "execution_id": record.execution_id,
-        "workflow_run_id": record.workflow_run_id,
-        "execute_at": _aware(record.execute_at),
-        "reason": record.reason,
-        "recorded_at": _aware(record.recorded_at),
-    }
-
-
-def record_row(r: Row) -> OccurrenceRecord:
-    occurrence, recorded = _utc(r["occurrence"]), _utc(r["recorded_at"])
-    assert occurrence is not None and recorded is not None
-    return OccurrenceRecord(
-        cron_job_id=r["cron_job_id"],
-        occurrence=occurrence,
-        outcome=Outcome(r["outcome"]),
-        recorded_at=recorded,
-        execution_id=r["execution_id"],
-        execute_at=_utc(r["execute_at"]),
-        reason=r["reason"],
-        record_id=r["record_id"],
-        workflow_run_id=r["workflow_run_id"],
-    )
-
-
-def audit_params(entry: AuditEntry) -> dict[str, Any]:
-    return {
-        "tenant": entry.tenant,
-        "cron_job_id": entry.cron_job_id,
-        "name": entry.name,
-        "action": str(entry.action),
-        "actor": entry.actor,
-        "at": _aware(entry.at),
-        "before": Jsonb(entry.before) if entry.before is not None else None,
-        "after": Jsonb(entry.after) if entry.after is not None else None,
-    }
-
-
-def audit_row(r: Row) -> AuditEntry:
-    at = _utc(r["at"])
-    assert at is not None
-    return AuditEntry(
-        tenant=r["tenant"],
-        cron_job_id=r["cron_job_id"],
-        name=r["name"],
-        action=AuditAction(r["action"]),
-        actor=r["actor"],
-        at=at,
-        before=r["before"],
-        after=r["after"],
-        audit_id=r["audit_id"],
-    )

@@ -8,28 +8,25 @@ even against another process on the same file."""
 from __future__ import annotations
 
 import json
-import sqlite3
 import uuid
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from tickwheel.domain.cron import DstPolicy
-from tickwheel.domain.cron_jobs import (
-    AuditAction,
-    AuditEntry,
-    CronJob,
-    CronJobSpec,
-    CronJobStatus,
-    MisfirePolicy,
-    OccurrenceRecord,
-    Outcome,
-    OverlapPolicy,
-)
+from tickwheel.domain.cron_jobs import AuditEntry, CronJob, OccurrenceRecord
 from tickwheel.store.cron_protocol import ApplyBegun, CronAdvance, CronClaim, HistoryCursor
 from tickwheel.store.sqlfile import load_queries
-from tickwheel.store.sqlite.codec import from_us, jload, jload_object, opt_us, to_us
+from tickwheel.store.sqlite.codec import to_us
 from tickwheel.store.sqlite.connection import SqliteConnection
+from tickwheel.store.sqlite.cron_rows import (
+    advance_params,
+    audit_params,
+    audit_row,
+    job_params,
+    job_row,
+    record_params,
+    record_row,
+)
 from tickwheel.store.sqlite.webhooks import webhook_outbox_cron
 
 Q = load_queries("tickwheel.store.sqlite.sql")
@@ -70,8 +67,8 @@ class SqliteCronStore(SqliteConnection):
             if row is None:
                 return None
             await conn.execute(Q["cron_audit_insert"], audit_params(audit))
-            for record in records:
-                await conn.execute(Q["cron_occurrence_insert"], record_params(record))
+            rows = [record_params(r) for r in records]
+            await conn.executemany(Q["cron_occurrence_insert_many"], rows)
             return job_row(row)
 
     async def cron_job_delete(
@@ -117,6 +114,40 @@ class SqliteCronStore(SqliteConnection):
             rows = [audit_params(a) for a in audits if a.cron_job_id in inserted]
             await conn.executemany(Q["cron_audit_insert"], rows)
         return inserted
+
+    async def cron_job_update_many(
+        self, changes: Sequence[tuple[CronJob, int]], audits: Sequence[AuditEntry]
+    ) -> set[uuid.UUID]:
+        if not changes:
+            return set()
+        written: set[uuid.UUID] = set()
+        async with self._tx() as conn:
+            for job, expected in changes:
+                params = {**job_params(job), "expected_version": expected}
+                cursor = await conn.execute(Q["cron_job_update"], params)
+                if await cursor.fetchone() is not None:
+                    written.add(job.cron_job_id)
+            rows = [audit_params(a) for a in audits if a.cron_job_id in written]
+            await conn.executemany(Q["cron_audit_insert"], rows)
+        return written
+
+    async def cron_job_delete_many(
+        self,
+        tenant: str,
+        doomed: Sequence[tuple[uuid.UUID, int]],
+        audits: Sequence[AuditEntry],
+    ) -> set[uuid.UUID]:
+        if not doomed:
+            return set()
+        pairs = json.dumps([[str(i), v] for i, v in doomed])
+        async with self._tx() as conn:
+            cursor = await conn.execute(
+                Q["cron_job_delete_many"], {"tenant": tenant, "doomed": pairs}
+            )
+            deleted = {uuid.UUID(row["cron_job_id"]) for row in await cursor.fetchall()}
+            rows = [audit_params(a) for a in audits if a.cron_job_id in deleted]
+            await conn.executemany(Q["cron_audit_insert"], rows)
+        return deleted
 
     async def cron_apply_begin(
         self, tenant: str, key: str, request_hash: str, now: datetime, stale: timedelta
@@ -219,24 +250,17 @@ class SqliteCronStore(SqliteConnection):
                     Q["cron_job_release"], {"cron_job_id": str(job_id), "owner": owner}
                 )
 
-    async def cron_occurrence_record(
-        self, cron_job_id: uuid.UUID, records: Sequence[OccurrenceRecord]
-    ) -> bool:
+    async def cron_occurrences_record(self, records: Sequence[OccurrenceRecord]) -> set[uuid.UUID]:
+        if not records:
+            return set()
+        ids = json.dumps(sorted({str(r.cron_job_id) for r in records}))
         async with self._tx() as conn:
-            cursor = await conn.execute(Q["cron_job_lock"], {"cron_job_id": str(cron_job_id)})
-            if await cursor.fetchone() is None:
-                return False
-            for record in records:
-                await conn.execute(Q["cron_occurrence_insert"], record_params(record))
-            await webhook_outbox_cron(conn, records)
-            return True
-
-    async def cron_occurrences_record(self, records: Sequence[OccurrenceRecord]) -> None:
-        if records:
-            async with self._tx() as conn:
-                rows = [record_params(r) for r in records]
-                await conn.executemany(Q["cron_occurrence_insert_many"], rows)
-                await webhook_outbox_cron(conn, records)
+            cursor = await conn.execute(Q["cron_job_lock_many"], {"cron_job_ids": ids})
+            alive = {uuid.UUID(row["cron_job_id"]) for row in await cursor.fetchall()}
+            rows = [record_params(r) for r in records if r.cron_job_id in alive]
+            await conn.executemany(Q["cron_occurrence_insert_many"], rows)
+            await webhook_outbox_cron(conn, [r for r in records if r.cron_job_id in alive])
+        return alive
 
     async def cron_occurrence_list(
         self,
@@ -276,151 +300,3 @@ class SqliteCronStore(SqliteConnection):
 
 def _due_order(job: CronJob) -> tuple[datetime, str]:
     return (job.next_run_at or datetime.max.replace(tzinfo=UTC), str(job.cron_job_id))
-
-
-def _opt_str(value: uuid.UUID | None) -> str | None:
-    return str(value) if value is not None else None
-
-
-def advance_params(advance: CronAdvance) -> dict[str, Any]:
-    return {
-        "cron_job_id": str(advance.cron_job_id),
-        "expected_version": advance.expected_version,
-        "expected_next_run_at": opt_us(advance.expected_next_run_at),
-        "next_run_at": opt_us(advance.next_run_at),
-        "last_occurrence": opt_us(advance.last_occurrence),
-        "last_execution_id": _opt_str(advance.last_execution_id),
-        "last_workflow_run_id": _opt_str(advance.last_workflow_run_id),
-    }
-
-
-def _opt_uuid(value: str | None) -> uuid.UUID | None:
-    return uuid.UUID(value) if value else None
-
-
-def job_params(job: CronJob) -> dict[str, Any]:
-    s = job.spec
-    return {
-        "cron_job_id": str(job.cron_job_id),
-        "tenant": job.tenant,
-        "name": s.name,
-        "definition_uri": s.definition_uri,
-        "definition_version": s.definition_version,
-        "inputs": json.dumps(s.inputs, sort_keys=True),
-        "expression": s.expression,
-        "timezone": s.timezone,
-        "dst_policy": json.dumps(s.dst_policy.to_document(), sort_keys=True),
-        "status": str(job.status),
-        "misfire_policy": str(s.misfire_policy),
-        "max_catch_up": s.max_catch_up,
-        "overlap_policy": str(s.overlap_policy),
-        "jitter_seconds": s.jitter_seconds,
-        "start_at": opt_us(s.start_at),
-        "end_at": opt_us(s.end_at),
-        "next_run_at": opt_us(job.next_run_at),
-        "last_occurrence": opt_us(job.last_occurrence),
-        "last_execution_id": _opt_str(job.last_execution_id),
-        "last_workflow_run_id": _opt_str(job.last_workflow_run_id),
-        "workflow_name": s.workflow_name,
-        "workflow_version": s.workflow_version,
-        "version": job.version,
-        "created_at": to_us(job.created_at),
-        "updated_at": to_us(job.updated_at),
-        "paused_at": opt_us(job.paused_at),
-        "label": job.label,
-    }
-
-
-def _opt_time(value: int | None) -> datetime | None:
-    return from_us(value) if value is not None else None
-
-
-def job_row(r: sqlite3.Row) -> CronJob:
-    spec = CronJobSpec(
-        name=r["name"],
-        definition_uri=r["definition_uri"],
-        expression=r["expression"],
-        timezone=r["timezone"],
-        definition_version=r["definition_version"],
-        workflow_name=r["workflow_name"],
-        workflow_version=r["workflow_version"],
-        inputs=jload_object(r["inputs"]),
-        dst_policy=DstPolicy.from_document(json.loads(r["dst_policy"])),
-        misfire_policy=MisfirePolicy(r["misfire_policy"]),
-        max_catch_up=r["max_catch_up"],
-        overlap_policy=OverlapPolicy(r["overlap_policy"]),
-        jitter_seconds=r["jitter_seconds"],
-        start_at=_opt_time(r["start_at"]),
-        end_at=_opt_time(r["end_at"]),
-    )
-    last_execution = r["last_execution_id"]
-    return CronJob(
-        cron_job_id=uuid.UUID(r["cron_job_id"]),
-        tenant=r["tenant"],
-        spec=spec,
-        status=CronJobStatus(r["status"]),
-        next_run_at=_opt_time(r["next_run_at"]),
-        version=r["version"],
-        created_at=from_us(r["created_at"]),
-        updated_at=from_us(r["updated_at"]),
-        last_occurrence=_opt_time(r["last_occurrence"]),
-        last_execution_id=uuid.UUID(last_execution) if last_execution else None,
-        paused_at=_opt_time(r["paused_at"]),
-        last_workflow_run_id=_opt_uuid(r["last_workflow_run_id"]),
-        label=r["label"],
-    )
-
-
-def record_params(record: OccurrenceRecord) -> dict[str, Any]:
-    return {
-        "cron_job_id": str(record.cron_job_id),
-        "occurrence": to_us(record.occurrence),
-        "outcome": str(record.outcome),
-        "execution_id": _opt_str(record.execution_id),
-        "workflow_run_id": _opt_str(record.workflow_run_id),
-        "execute_at": opt_us(record.execute_at),
-        "reason": record.reason,
-        "recorded_at": to_us(record.recorded_at),
-    }
-
-
-def record_row(r: sqlite3.Row) -> OccurrenceRecord:
-    execution = r["execution_id"]
-    return OccurrenceRecord(
-        cron_job_id=uuid.UUID(r["cron_job_id"]),
-        occurrence=from_us(r["occurrence"]),
-        outcome=Outcome(r["outcome"]),
-        recorded_at=from_us(r["recorded_at"]),
-        execution_id=uuid.UUID(execution) if execution else None,
-        execute_at=_opt_time(r["execute_at"]),
-        reason=r["reason"],
-        record_id=r["record_id"],
-        workflow_run_id=_opt_uuid(r["workflow_run_id"]),
-    )
-
-
-def audit_params(entry: AuditEntry) -> dict[str, Any]:
-    return {
-        "tenant": entry.tenant,
-        "cron_job_id": str(entry.cron_job_id),
-        "name": entry.name,
-        "action": str(entry.action),
-        "actor": entry.actor,
-        "at": to_us(entry.at),
-        "before": json.dumps(entry.before) if entry.before is not None else None,
-        "after": json.dumps(entry.after) if entry.after is not None else None,
-    }
-
-
-def audit_row(r: sqlite3.Row) -> AuditEntry:
-    return AuditEntry(
-        tenant=r["tenant"],
-        cron_job_id=uuid.UUID(r["cron_job_id"]),
-        name=r["name"],
-        action=AuditAction(r["action"]),
-        actor=r["actor"],
-        at=from_us(r["at"]),
-        before=jload(r["before"]),
-        after=jload(r["after"]),
-        audit_id=r["audit_id"],
-    )

@@ -67,38 +67,9 @@ WHERE cron_job_id IN (
 )
 RETURNING *;
 
--- name: cron_job_lock
--- The write transaction already holds the database lock; read the row the advance guards.
-SELECT cron_job_id FROM cron_jobs WHERE cron_job_id = :cron_job_id;
-
--- name: cron_job_advance
--- Guarded three ways: the claim is still ours (not expired and taken over), no user changed
--- the job (version), and it still continues from where this tick planned (next_run_at).
-UPDATE cron_jobs
-SET next_run_at = :next_run_at,
-    last_occurrence = coalesce(:last_occurrence, last_occurrence),
-    -- The last occurrence became either an execution or a workflow run: both move together.
-    last_execution_id = CASE WHEN :last_occurrence IS NULL THEN last_execution_id
-        ELSE :last_execution_id END,
-    last_workflow_run_id = CASE WHEN :last_occurrence IS NULL THEN last_workflow_run_id
-        ELSE :last_workflow_run_id END,
-    claimed_by = NULL, claim_expires_at = NULL
-WHERE cron_job_id = :cron_job_id AND claimed_by = :owner AND version = :expected_version
-  AND next_run_at IS :expected_next_run_at;
-
 -- name: cron_job_release
 UPDATE cron_jobs SET claimed_by = NULL, claim_expires_at = NULL
 WHERE cron_job_id = :cron_job_id AND claimed_by = :owner;
-
--- name: cron_occurrence_insert
-INSERT INTO cron_occurrences (
-    cron_job_id, occurrence, outcome, execution_id, execute_at, reason, recorded_at,
-    workflow_run_id
-) VALUES (
-    :cron_job_id, :occurrence, :outcome, :execution_id, :execute_at, :reason, :recorded_at,
-    :workflow_run_id
-)
-ON CONFLICT (cron_job_id, occurrence, outcome) DO NOTHING;
 
 -- name: cron_occurrence_list
 SELECT o.* FROM cron_occurrences o JOIN cron_jobs j ON j.cron_job_id = o.cron_job_id
@@ -119,15 +90,15 @@ ORDER BY audit_id
 LIMIT :limit;
 
 -- name: cron_job_lock_many
--- The write transaction already holds the database lock; which of a tick's jobs still exist
--- (:cron_job_ids is a JSON array of ids).
+-- The write transaction already holds the database lock; which of the jobs (a tick's, or those
+-- history rows are recorded for) still exist (:cron_job_ids is a JSON array of ids).
 SELECT cron_job_id FROM cron_jobs
 WHERE cron_job_id IN (SELECT value FROM json_each(:cron_job_ids))
 ORDER BY cron_job_id;
 
 -- name: cron_occurrence_insert_many
--- Same statement as cron_occurrence_insert: SQLite runs it once per row (executemany) inside
--- the advance's one transaction.
+-- History rows, each at most once: SQLite runs it once per row (executemany) inside the
+-- caller's one transaction.
 INSERT INTO cron_occurrences (
     cron_job_id, occurrence, outcome, execution_id, execute_at, reason, recorded_at,
     workflow_run_id
@@ -235,3 +206,13 @@ WHERE audit_id IN (
 
 -- name: cron_audit_count_prunable
 SELECT count(*) AS n FROM cron_audit WHERE at < :before;
+
+-- name: cron_job_delete_many
+-- `cron apply --prune`: many deletes in one statement (:doomed is a JSON array of [id, version]
+-- pairs), each guarded by the version the apply read; the ids deleted come back.
+DELETE FROM cron_jobs
+WHERE tenant = :tenant
+  AND (cron_job_id, version) IN (
+      SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each(:doomed)
+  )
+RETURNING cron_job_id;
