@@ -151,9 +151,9 @@ async def test_missed_and_failed_cron_occurrences_notify(store: Store) -> None:
             record(job.cron_job_id, T0, Outcome.SUBMITTED, execution_id=uuid.uuid4()),
         ]
     )
-    assert await cron.cron_occurrence_record(
-        job.cron_job_id, [record(job.cron_job_id, T0, Outcome.FAILED, reason="refused")]
-    )
+    assert await cron.cron_occurrences_record(
+        [record(job.cron_job_id, T0, Outcome.FAILED, reason="refused")]
+    ) == {job.cron_job_id}
     jobs = sorted(await _pending(hooks), key=lambda j: str(j.delivery.event))
     assert [(j.delivery.event, j.delivery.payload["outcome"]) for j in jobs] == [
         ("cron.failed", "FAILED"),
