@@ -22,8 +22,12 @@ run: $(STAMP)
 	$(BIN)/tickwheel server --definitions examples/definitions \
 		--command python3 --container-image 'docker.io/library/alpine:*'
 
+# Two xdist workers (the CI machine has two cores), each test file on one worker and the
+# real-process tests on one worker in turn (tests/xdist_schedule.py).
+# TEST_ARGS to change, e.g. make test TEST_ARGS='-n 0' for one process.
+TEST_ARGS ?= -n 2
 test: $(STAMP)
-	$(BIN)/python -m pytest -q --durations=25
+	$(BIN)/python -m pytest -q --durations=25 --dist loadfile $(TEST_ARGS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests

@@ -7,7 +7,12 @@ its tables between tests. Without a server the PostgreSQL tests skip with the re
 under ``CI=true``, where they fail, because CI must exercise PostgreSQL.
 
 SQLite: each test gets its own file, a copy of one migrated once per session (migrating a new
-file took some 50 ms, in each of the 300-odd tests of the ``store`` fixture)."""
+file took some 50 ms, in each of the 300-odd tests of the ``store`` fixture).
+
+Parallel runs (``make test`` runs pytest-xdist, ``-n 2 --dist loadfile``): each worker is a
+session of its own, so it makes its own databases, named with its id (``gw0``...) besides a
+random part, and its own SQLite template; the scheduler below keeps each test file on one worker
+(its module-scoped servers are started once) and the real-process tests on one worker, in turn."""
 
 from __future__ import annotations
 
@@ -30,6 +35,20 @@ PG_ADMIN_URL = os.environ.get(
     "TICKWHEEL_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/postgres"
 )
 IN_CI = os.environ.get("CI", "").lower() == "true"
+# The xdist worker running this session ("main" without xdist): part of every database name the
+# suite makes, so that a database left behind says which worker made it.
+WORKER = os.environ.get("PYTEST_XDIST_WORKER", "main")
+
+
+@pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist, absent from a run without it
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """``--dist loadfile`` with the real-process tests as one unit (``tests/xdist_schedule.py``);
+    any other ``--dist`` is xdist's own."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from tests.xdist_schedule import ProcessesTogether
+
+    return ProcessesTogether(config, log)
 
 
 def _pg_unavailable_reason() -> str | None:
@@ -48,7 +67,7 @@ def pg_url() -> Iterator[str]:
         if IN_CI:
             pytest.fail(f"CI=true requires PostgreSQL: {reason}")
         pytest.skip(reason)
-    name = f"tickwheel_test_{uuid.uuid4().hex[:12]}"
+    name = f"tickwheel_test_{WORKER}_{uuid.uuid4().hex[:12]}"
     with psycopg.connect(PG_ADMIN_URL, autocommit=True) as conn:
         conn.execute(f'CREATE DATABASE "{name}"')
     url = PG_ADMIN_URL.rsplit("/", 1)[0] + "/" + name
@@ -66,7 +85,7 @@ def pg_migrated_template(pg_url: str) -> Iterator[str]:
     own copy it (``CREATE DATABASE ... TEMPLATE``), which takes a fraction of a second where a
     CLI start and the migrations took seconds per test. Depends on ``pg_url`` for its
     skip-or-fail rule when PostgreSQL is unreachable."""
-    name = f"tickwheel_template_{uuid.uuid4().hex[:12]}"
+    name = f"tickwheel_template_{WORKER}_{uuid.uuid4().hex[:12]}"
     with psycopg.connect(PG_ADMIN_URL, autocommit=True) as conn:
         conn.execute(f'CREATE DATABASE "{name}"')
     url = PG_ADMIN_URL.rsplit("/", 1)[0] + "/" + name
