@@ -34,6 +34,7 @@ from tickwheel.store.postgres.claims import PostgresClaims
 from tickwheel.store.postgres.notify import Signals, topics_for
 from tickwheel.store.postgres.pool import Conn, Pool
 from tickwheel.store.postgres.promotion import PostgresPromotion
+from tickwheel.store.postgres.running import PostgresRunning
 from tickwheel.store.postgres.rows import (
     api_key_from_row,
     attempt_from_row,
@@ -61,7 +62,9 @@ MIGRATIONS = "tickwheel.store.postgres.migrations"
 MIGRATION_LOCK = 0x7469636B776865
 
 
-class PostgresStore(PostgresClaims, PostgresPromotion, PostgresWorkerRegistry, PostgresShardLeases):
+class PostgresStore(
+    PostgresClaims, PostgresRunning, PostgresPromotion, PostgresWorkerRegistry, PostgresShardLeases
+):
     dialect = "postgresql"
 
     def __init__(self, pool: AsyncConnectionPool[Conn], url: str) -> None:

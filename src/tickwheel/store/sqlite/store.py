@@ -37,6 +37,7 @@ from tickwheel.store.sqlite.codec import from_us, jload, opt_us, to_us
 from tickwheel.store.sqlite.cron import SqliteCronStore
 from tickwheel.store.sqlite.files import create_private
 from tickwheel.store.sqlite.promotion import SqlitePromotion
+from tickwheel.store.sqlite.running import SqliteRunning
 from tickwheel.store.sqlite.rows import (
     api_key_row,
     attempt_row,
@@ -54,7 +55,9 @@ from tickwheel.store.sqlite.workflows import SqliteWorkflowStore, workflow_event
 Q = load_queries("tickwheel.store.sqlite.sql")
 
 
-class SqliteStore(SqliteClaims, SqlitePromotion, SqliteWorkerRegistry, SqliteShardLeases):
+class SqliteStore(
+    SqliteClaims, SqliteRunning, SqlitePromotion, SqliteWorkerRegistry, SqliteShardLeases
+):
     dialect = "sqlite"
 
     def __init__(self, conn: aiosqlite.Connection, path: str) -> None:
