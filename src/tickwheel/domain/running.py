@@ -30,14 +30,14 @@ MAX_SNOOZE: Final = 7 * 24 * 3600.0
 """Seconds a handler may snooze at once (a week): longer waits are schedules, not snoozes."""
 
 
-class Cancelled(Exception):  # noqa: N818 - the name says what happened, as asyncio's does
+class Cancelled(Exception):
     """Raised into a handler whose execution was cancelled while it ran: by ``context.progress``
     and ``context.save_checkpoint`` in a sync handler; an async handler gets
     ``asyncio.CancelledError`` at its next await instead. Let it propagate: the attempt ends
     CANCELLED either way, and what the handler returns after a cancel is dropped."""
 
 
-class Snooze(Exception):  # noqa: N818 - raised as ``raise Snooze(60)``, read as an instruction
+class Snooze(Exception):
     """Raise (or return) ``Snooze(seconds)`` from a handler to run again that much later. Not a
     failure: the attempt is recorded as snoozed and the retry budget is unchanged."""
 
@@ -45,7 +45,9 @@ class Snooze(Exception):  # noqa: N818 - raised as ``raise Snooze(60)``, read as
         if isinstance(seconds, bool) or not isinstance(seconds, int | float):
             raise ValueError(f"Snooze takes seconds as a number, got {type(seconds).__name__}")
         if not math.isfinite(seconds) or seconds <= 0 or seconds > MAX_SNOOZE:
-            raise ValueError(f"Snooze seconds must be > 0 and at most {MAX_SNOOZE:g}, got {seconds}")
+            raise ValueError(
+                f"Snooze seconds must be > 0 and at most {MAX_SNOOZE:g}, got {seconds}"
+            )
         super().__init__(f"snooze {seconds:g} s" + (f": {reason}" if reason else ""))
         self.seconds = float(seconds)
         self.reason = reason[:MESSAGE_LIMIT]

@@ -34,7 +34,6 @@ from tickwheel.store.postgres.claims import PostgresClaims
 from tickwheel.store.postgres.notify import Signals, topics_for
 from tickwheel.store.postgres.pool import Conn, Pool
 from tickwheel.store.postgres.promotion import PostgresPromotion
-from tickwheel.store.postgres.running import PostgresRunning
 from tickwheel.store.postgres.rows import (
     api_key_from_row,
     attempt_from_row,
@@ -49,6 +48,7 @@ from tickwheel.store.postgres.rows import (
     opt_aware,
     require_aware,
 )
+from tickwheel.store.postgres.running import PostgresRunning
 from tickwheel.store.postgres.shard_leases import PostgresShardLeases
 from tickwheel.store.postgres.workers import PostgresWorkerRegistry
 from tickwheel.store.postgres.workflows import workflow_event_record

@@ -37,7 +37,6 @@ from tickwheel.store.sqlite.codec import from_us, jload, opt_us, to_us
 from tickwheel.store.sqlite.cron import SqliteCronStore
 from tickwheel.store.sqlite.files import create_private
 from tickwheel.store.sqlite.promotion import SqlitePromotion
-from tickwheel.store.sqlite.running import SqliteRunning
 from tickwheel.store.sqlite.rows import (
     api_key_row,
     attempt_row,
@@ -45,6 +44,7 @@ from tickwheel.store.sqlite.rows import (
     execution_row,
     insert_params,
 )
+from tickwheel.store.sqlite.running import SqliteRunning
 from tickwheel.store.sqlite.sessions import SqliteSessionStore
 from tickwheel.store.sqlite.shard_leases import SqliteShardLeases
 from tickwheel.store.sqlite.stats import SqliteStatsStore
