@@ -108,7 +108,7 @@ WITH prior AS MATERIALIZED (
     FOR UPDATE
 )
 UPDATE executions e
-SET status = 'READY', max_attempts = e.attempt_count + %(max_attempts)s,
+SET status = 'READY', max_attempts = e.attempt_count + %(max_attempts)s, cancel_requested_at = NULL,
     ready_at = %(now)s::timestamptz, next_attempt_at = NULL, finished_at = NULL, error = NULL,
     lease_owner = NULL, lease_expires_at = NULL, updated_at = %(now)s::timestamptz
 FROM prior

@@ -58,6 +58,7 @@ RETURNING *;
 -- history of the dead letter's attempts stays intact next to the new ones.
 UPDATE executions
 SET status = 'READY', max_attempts = attempt_count + :max_attempts, ready_at = :now,
+    cancel_requested_at = NULL,
     next_attempt_at = NULL, finished_at = NULL, error = NULL, lease_owner = NULL,
     lease_expires_at = NULL, updated_at = :now
 WHERE tenant = :tenant AND execution_id = :execution_id AND status = 'FAILED'
