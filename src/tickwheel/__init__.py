@@ -15,6 +15,7 @@ from tickwheel.domain.errors import (
     TickwheelError,
     Unauthorized,
 )
+from tickwheel.domain.running import Cancelled, Snooze
 from tickwheel.domain.submission import SubmitRequest
 from tickwheel.engine.runners.base import JobContext
 
@@ -25,6 +26,7 @@ __all__ = [
     "AttemptInfo",
     "BadRequest",
     "BatchItemResult",
+    "Cancelled",
     "Client",
     "Conflict",
     "CronJobInfo",
@@ -38,6 +40,7 @@ __all__ = [
     "OccurrenceInfo",
     "PayloadTooLarge",
     "PermanentError",
+    "Snooze",
     "SubmitRequest",
     "TickwheelError",
     "Unauthorized",
