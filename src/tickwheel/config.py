@@ -50,6 +50,9 @@ class Settings(BaseSettings):
         30.0, gt=0, description="how long a claim lasts between heartbeats"
     )
     shutdown_grace_seconds: float = Field(30.0, ge=0, description="SIGTERM: time to finish")
+    cancel_grace_seconds: float = Field(
+        10.0, ge=0, description="a cancelled command or container: SIGTERM, then SIGKILL after"
+    )
     max_inline_output_bytes: int = Field(
         64 * 1024, gt=0, description="larger outputs are stored by reference"
     )

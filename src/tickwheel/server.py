@@ -323,6 +323,7 @@ class Engine:
                 max_inline_output=settings.max_inline_output_bytes,
                 finish_batch=settings.worker_finish_batch,
                 finish_interval=settings.worker_finish_interval,
+                cancel_grace=settings.cancel_grace_seconds,
             )
             self.services.append(self.worker)
         self._tasks: list[asyncio.Task[None]] = []
