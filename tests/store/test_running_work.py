@@ -14,6 +14,7 @@ from tickwheel.domain.clock import FakeClock
 from tickwheel.domain.errors import Conflict
 from tickwheel.domain.models import Execution, ExecutionEventKind
 from tickwheel.domain.states import AttemptStatus, ExecutionStatus
+from tickwheel.engine.reaper import Reaper
 from tickwheel.store.protocol import AttemptResult, Store
 
 LEASE = timedelta(seconds=30)
@@ -139,3 +140,16 @@ async def test_a_replay_forgets_an_old_cancel_request(store: Store) -> None:
     assert await store.attempt_finish(failed, SOON)
     replayed = await store.execution_replay("acme", ex.execution_id, 2, SOON + LEASE)
     assert replayed is not None and replayed.cancel_requested_at is None
+
+
+async def test_the_reaper_ends_a_lost_execution_whose_cancel_was_requested(store: Store) -> None:
+    ex = await running(store)
+    await store.execution_cancel_request("acme", ex.execution_id, SOON)
+    clock = FakeClock(T0 + 2 * LEASE)
+    assert await Reaper(store, clock).run_once() == 1
+    got = await store.execution_get("acme", ex.execution_id)
+    assert got is not None and got.status is ExecutionStatus.CANCELLED
+    assert got.finished_at == T0 + 2 * LEASE and got.next_attempt_at is None
+    assert got.error is not None and "a cancel was requested" in got.error["message"]
+    [attempt] = await store.attempt_list("acme", ex.execution_id)
+    assert attempt.status is AttemptStatus.ABANDONED

@@ -106,7 +106,7 @@ UPDATE executions
 SET status = :status, error = :error, next_attempt_at = :next_attempt_at,
     max_attempts = max_attempts + CASE WHEN :status = 'RETRY_WAIT' THEN 1 ELSE 0 END,
     lease_owner = NULL, lease_expires_at = NULL,
-    finished_at = CASE WHEN :status = 'FAILED' THEN :now END,
+    finished_at = CASE WHEN :status IN ('FAILED', 'CANCELLED') THEN :now END,
     updated_at = :now
 WHERE execution_id = :execution_id AND status = 'RUNNING' AND fencing_token = :fencing_token
   AND lease_expires_at < :now
