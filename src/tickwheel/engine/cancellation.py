@@ -11,6 +11,7 @@ outcome: a zombie whose lease was taken over changes nothing."""
 
 from __future__ import annotations
 
+import asyncio
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -39,15 +40,19 @@ async def beat(
     """One heartbeat carrying what the handler reported since the last; None: the lease is
     lost. A failed write keeps the reports for the next beat and raises."""
     pending = state.take()
+    write = store.execution_beat(
+        execution.execution_id,
+        token,
+        lease,
+        now,
+        progress=pending.progress,
+        checkpoint=pending.checkpoint,
+    )
     try:
-        return await store.execution_beat(
-            execution.execution_id,
-            token,
-            lease,
-            now,
-            progress=pending.progress,
-            checkpoint=pending.checkpoint,
-        )
+        # Shielded: the heartbeat is cancelled when its attempt ends, maybe in the middle of
+        # this write, and a transaction cut off between BEGIN and COMMIT would stay open on
+        # SQLite's one connection. The write finishes on its own; only the wait is cancelled.
+        return await asyncio.shield(write)
     except BaseException:
         state.give_back(pending)
         raise

@@ -415,7 +415,9 @@ class Worker(Service):
                 if answer.cancel_requested and not state.cancelled:
                     state.cancel()  # before the task's cancel: the runners read it as they stop
                     attempt.cancel()
-            await asyncio.sleep(self._beat_interval)
+            # A cancel requested anywhere wakes the beat early (cancels are rare; a wasted
+            # beat is one short UPDATE): it is heard at once rather than a third of a lease on.
+            await self.store.wait_for(Topic.CANCEL, self._beat_interval)
 
     async def _beat_once(self, execution: Execution, token: int, state: AttemptState) -> None:
         try:

@@ -55,6 +55,15 @@ class AttemptState:
         self._progress: dict[str, Any] | None = None
         self._checkpoint: Any = _NOTHING
 
+    def __getstate__(self) -> dict[str, Any]:
+        # Pickled with the JobContext for ``isolation: process``: the child reads the
+        # checkpoint; what it reports stays in the child (only its result comes back).
+        state = {k: v for k, v in self.__dict__.items() if k not in ("_lock", "_now")}
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state, _lock=threading.Lock(), _now=_utc_now)
+
     def progress(self, fraction: float, message: str = "") -> None:
         value = progress_value(fraction, message, self._now())
         with self._lock:

@@ -59,12 +59,13 @@ class PostgresRunning:
         self, tenant: str, execution_id: uuid.UUID, now: datetime
     ) -> Execution | None:
         params = {"tenant": tenant, "execution_id": execution_id, "now": require_aware(now)}
-        async with self._signalling_tx() as (conn, _):
+        async with self._signalling_tx() as (conn, topics):
             cursor = await conn.execute(Q["execution_cancel_request"], params)
             row = await cursor.fetchone()
             if row is None:
                 return None
             if row["prior_requested_at"] is None:
+                topics.add(Topic.CANCEL)
                 detail = {"fromStatus": "RUNNING", "attemptCount": row["attempt_count"]}
                 await conn.execute(
                     Q["execution_event_insert"],

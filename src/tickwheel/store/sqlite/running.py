@@ -63,6 +63,7 @@ class SqliteRunning(SqliteConnection):
             if row is None or prior is None:
                 return None
             if prior["cancel_requested_at"] is None:
+                self._signal(Topic.CANCEL)
                 detail = {"fromStatus": "RUNNING", "attemptCount": row["attempt_count"]}
                 await conn.execute(
                     Q["execution_event_insert"],
