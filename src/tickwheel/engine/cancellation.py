@@ -19,7 +19,8 @@ from tickwheel.domain.models import Execution
 from tickwheel.domain.states import AttemptStatus, ExecutionStatus
 from tickwheel.engine.runners.attempt_state import AttemptState
 from tickwheel.engine.runners.base import RunOutcome
-from tickwheel.store.protocol import AttemptResult, Beat, Store
+from tickwheel.store.protocol import AttemptResult, Store
+from tickwheel.store.running_protocol import Beat
 
 __all__ = ["CANCELLED_KIND", "SNOOZED_KIND", "beat", "cancelled_result", "snooze", "snooze_detail"]
 

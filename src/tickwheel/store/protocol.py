@@ -30,6 +30,7 @@ from tickwheel.domain.states import (
 )
 from tickwheel.domain.submission import NewExecution
 from tickwheel.store.due import DueEntry, DueHints, DueSlice, Promotion
+from tickwheel.store.running_protocol import RunningStore
 
 SHARED = ""
 """The owner of the shared registry's definitions and workflows (published by the operator)."""
@@ -93,14 +94,6 @@ class WorkerInfo:
     stopped_at: datetime | None
 
 
-@dataclass(frozen=True)
-class Beat:
-    """A heartbeat's answer while the token is still current."""
-
-    cancel_requested: bool
-    """A cancel was asked: stop the attempt and finish it CANCELLED."""
-
-
 class Topic(StrEnum):
     """Wake-up signals between processes. They are hints: a woken service always re-queries."""
 
@@ -114,7 +107,7 @@ class Topic(StrEnum):
     """A cancel of a RUNNING execution was requested: workers, beat now rather than later."""
 
 
-class Store(Protocol):
+class Store(RunningStore, Protocol):
     dialect: str
 
     async def close(self) -> None: ...
@@ -321,41 +314,6 @@ class Store(Protocol):
         now: datetime | None = None,
     ) -> bool:
         """Extends the lease; False when the token is no longer current (stop working)."""
-        ...
-
-    async def execution_beat(
-        self,
-        execution_id: uuid.UUID,
-        fencing_token: int,
-        lease: timedelta,
-        now: datetime | None = None,
-        *,
-        progress: dict[str, Any] | None = None,
-        checkpoint: Any = None,
-    ) -> Beat | None:
-        """``execution_heartbeat`` that also writes the handler's latest ``progress`` and
-        ``checkpoint`` (None: keep the stored one) and answers whether a cancel was asked;
-        None, and nothing written, when the token is no longer current."""
-        ...
-
-    async def execution_cancel_request(
-        self, tenant: str, execution_id: uuid.UUID, now: datetime
-    ) -> Execution | None:
-        """Asks the worker of a RUNNING execution to stop it (``cancel_requested_at``, kept from
-        the first request; a ``cancel_requested`` history event). None when it is not RUNNING."""
-        ...
-
-    async def execution_snooze(
-        self,
-        execution_id: uuid.UUID,
-        fencing_token: int,
-        until: datetime,
-        detail: dict[str, Any],
-        now: datetime | None = None,
-    ) -> bool:
-        """RUNNING -> RETRY_WAIT until ``until`` without burning an attempt (the budget grows by
-        one); the attempt is ABANDONED with ``detail`` (kind "snoozed") as its error. False,
-        and nothing written, when the token is stale."""
         ...
 
     async def execution_lease_expired(

@@ -17,7 +17,8 @@ from psycopg_pool import AsyncConnectionPool
 from tickwheel.domain.models import Execution, ExecutionEventKind
 from tickwheel.domain.states import AttemptStatus
 from tickwheel.store.postgres.rows import execution_from_row, opt_aware, require_aware
-from tickwheel.store.protocol import Beat, Topic
+from tickwheel.store.protocol import Topic
+from tickwheel.store.running_protocol import Beat
 from tickwheel.store.sqlfile import load_queries
 
 Q = load_queries("tickwheel.store.postgres.sql")

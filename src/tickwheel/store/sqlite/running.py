@@ -11,7 +11,8 @@ from typing import Any
 
 from tickwheel.domain.models import Execution, ExecutionEventKind
 from tickwheel.domain.states import AttemptStatus
-from tickwheel.store.protocol import Beat, Topic
+from tickwheel.store.protocol import Topic
+from tickwheel.store.running_protocol import Beat
 from tickwheel.store.sqlfile import load_queries
 from tickwheel.store.sqlite.codec import to_us
 from tickwheel.store.sqlite.connection import SqliteConnection
