@@ -192,10 +192,15 @@ async def _kill(proc: asyncio.subprocess.Process, grace: float = 0.0) -> None:
     if grace > 0:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(proc.pid, signal.SIGTERM)
-        with contextlib.suppress(TimeoutError):
+        try:
             async with asyncio.timeout(grace):
                 await asyncio.gather(_discard(proc.stdout), _discard(proc.stderr))
                 await proc.wait()
+        except TimeoutError:
+            pass
+        finally:  # also when the grace itself is cut short (the definition's timeout)
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGKILL)
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGKILL)
     if proc.stdin is not None:
