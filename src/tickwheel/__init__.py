@@ -16,6 +16,7 @@ from tickwheel.domain.errors import (
     TickwheelError,
     Unauthorized,
 )
+from tickwheel.domain.running import Cancelled, Snooze
 from tickwheel.domain.submission import SubmitRequest
 from tickwheel.engine.runners.base import JobContext
 from tickwheel.pyjobs import App, Job
@@ -28,6 +29,7 @@ __all__ = [
     "AttemptInfo",
     "BadRequest",
     "BatchItemResult",
+    "Cancelled",
     "Client",
     "Conflict",
     "CronJobInfo",
@@ -42,6 +44,7 @@ __all__ = [
     "OccurrenceInfo",
     "PayloadTooLarge",
     "PermanentError",
+    "Snooze",
     "SubmitRequest",
     "TickwheelError",
     "Unauthorized",

@@ -78,6 +78,11 @@ class Settings(BaseSettings):
         description="how long a claim lasts between heartbeats",
     )
     shutdown_grace_seconds: float = Field(30.0, ge=0, description="SIGTERM: time to finish")
+    cancel_grace_seconds: float = Field(
+        _WORKER.cancel_grace,
+        ge=0,
+        description="a cancelled command or container: SIGTERM, then SIGKILL after",
+    )
     max_inline_output_bytes: int = Field(
         _WORKER.max_inline_output, gt=0, description="larger outputs are stored by reference"
     )
@@ -188,6 +193,7 @@ class Settings(BaseSettings):
             max_inline_output=self.max_inline_output_bytes,
             finish_batch=self.worker_finish_batch,
             finish_interval=self.worker_finish_interval,
+            cancel_grace=self.cancel_grace_seconds,
         )
 
     def pruner_settings(self) -> PrunerSettings | None:

@@ -136,7 +136,9 @@ async def test_overlap_forbid_skips_while_the_previous_run_is_unfinished(rig: Cr
     assert keys_of(await rig.executions(), job) == minutes(1, 3)
 
 
-async def test_overlap_replace_cancels_a_run_that_has_not_started(rig: CronRig) -> None:
+async def test_overlap_replace_cancels_a_run_that_has_not_started_and_stops_a_running_one(
+    rig: CronRig,
+) -> None:
     job = await rig.create(expression="* * * * *", overlapPolicy="replace")
     await rig.advance(MINUTE)
     await rig.advance(MINUTE)  # 12:02 replaces 12:01, which is still READY
@@ -145,20 +147,22 @@ async def test_overlap_replace_cancels_a_run_that_has_not_started(rig: CronRig) 
     second = executions[f"cron:{job['cronJobId']}:2026-03-01T12:02:00Z"]
     assert str(first.status) == "CANCELLED"
     await rig.start(second.execution_id)
-    await rig.advance(MINUTE)  # 12:02 is RUNNING: it cannot be cancelled; both run
+    await rig.advance(MINUTE)  # 12:02 is RUNNING: its worker is asked to stop it
     third = (await rig.executions())[f"cron:{job['cronJobId']}:2026-03-01T12:03:00Z"]
-    assert str((await rig.client.get(second.execution_id)).status) == "RUNNING"
+    running = await rig.client.get(second.execution_id)
+    assert str(running.status) == "RUNNING" and running.cancel_requested_at is not None
     assert str(third.status) == "READY"
     history = await rig.history(job["name"])
     assert [(r["occurrence"][11:16], r["outcome"]) for r in history] == [
         ("12:01", "SUBMITTED"),
         ("12:01", "REPLACED"),
         ("12:02", "SUBMITTED"),
+        ("12:02", "REPLACED"),
         ("12:03", "SUBMITTED"),
     ]
     assert history[1]["executionStatus"] == "CANCELLED"
     assert "overlapPolicy replace" in history[1]["reason"]
-    assert "already started" in history[3]["reason"]
+    assert "stopped while RUNNING" in history[3]["reason"]
 
 
 async def test_overlap_allow_runs_alongside(rig: CronRig) -> None:

@@ -31,6 +31,7 @@ async def server() -> AsyncIterator[LoopbackServer]:
         "/list": answer(200, [1, 2]),
         "/text": answer(200, b"<html>hello</html>"),
         "/busy": answer(429, {"error": "slow down"}, retry_after="7"),
+        "/later": answer(503, b"maintenance", retry_after="86400"),
         "/broken": answer(503, b"upstream down"),
         "/missing": answer(404, b"no such hook"),
         "/moved": answer(301, location="http://127.0.0.1:9/elsewhere"),
@@ -82,7 +83,9 @@ async def test_http_empty_body_is_no_outputs(server: LoopbackServer) -> None:
 async def test_http_answers_map_to_kinds(
     server: LoopbackServer, path: str, status: int, kind: str, expected: str
 ) -> None:
-    outcome = await run_attempt(http(server, path), {}, context(), runners=RUNNERS)
+    # Retry-After read as a snooze is turned off here: the answer's failure kinds are tested.
+    runners = {"http": HttpRunner(policy=TEST_POLICY, retry_after_max=0)}
+    outcome = await run_attempt(http(server, path), {}, context(), runners=runners)
     assert outcome.kind == kind and expected in outcome.message, outcome
     assert outcome.detail is not None and outcome.detail["status"] == status
     if path == "/busy":
@@ -93,6 +96,20 @@ async def test_http_answers_map_to_kinds(
             "body_excerpt": '{"error": "slow down"}',
             "retry_after": "7",
         }
+
+
+async def test_http_retry_after_on_429_and_503_is_a_bounded_snooze(
+    server: LoopbackServer,
+) -> None:
+    outcome = await run_attempt(http(server, "/busy"), {}, context(), runners=RUNNERS)
+    assert (outcome.ok, outcome.kind, outcome.snooze) == (False, None, 7.0)
+    assert "429" in outcome.message
+    # A day is cut to the runner's bound (300 s by default).
+    outcome = await run_attempt(http(server, "/later"), {}, context(), runners=RUNNERS)
+    assert outcome.snooze == 300.0
+    # Without Retry-After a 503 stays a retried failure.
+    outcome = await run_attempt(http(server, "/broken"), {}, context(), runners=RUNNERS)
+    assert (outcome.kind, outcome.snooze) == ("server_error", None)
 
 
 async def test_http_body_over_the_limit_is_invalid_output(server: LoopbackServer) -> None:

@@ -106,6 +106,11 @@ async def _release(store: Store, ex: Execution, target: S, token: int) -> object
     return await store.execution_release(ex.execution_id, token, LATER)
 
 
+async def _snooze(store: Store, ex: Execution, target: S, token: int) -> object:
+    detail = {"kind": "snoozed", "message": "later"}
+    return await store.execution_snooze(ex.execution_id, token, LATER + LEASE, detail, LATER)
+
+
 async def _cancel(store: Store, ex: Execution, target: S, token: int) -> object:
     return await store.execution_cancel(TENANT, ex.execution_id, LATER)
 
@@ -161,6 +166,13 @@ TRANSITIONS = [
         "execution_release",
         _edges({S.RUNNING}, S.READY),
         _release,
+        lambda _: A.ABANDONED,
+        fenced=True,
+    ),
+    Transition(
+        "execution_snooze",
+        _edges({S.RUNNING}, S.RETRY_WAIT),
+        _snooze,
         lambda _: A.ABANDONED,
         fenced=True,
     ),

@@ -152,8 +152,9 @@ def test_cancel_refusal_names_the_status(status: ExecutionStatus) -> None:
     assert "cancel" in message
 
 
-def test_cancel_refusal_of_running_and_finished() -> None:
-    assert "started" in cancel_refusal(E.RUNNING)
+def test_cancel_refusal_of_finished() -> None:
+    # RUNNING is not refused: a cancel asks its worker to stop it (RUNNING -> CANCELLED).
+    assert can_transition(E.RUNNING, E.CANCELLED) and E.RUNNING not in CANCELLABLE
     for status in TERMINAL:
         assert "finished" in cancel_refusal(status)
 

@@ -23,7 +23,7 @@ from tickwheel.domain.definition_refs import require_name, stored_name
 from tickwheel.domain.definitions import Definition
 from tickwheel.domain.errors import Conflict, FieldError, InvalidInput, NotFound, TickwheelError
 from tickwheel.domain.models import Attempt, Execution, ExecutionEvent, ExecutionFilter
-from tickwheel.domain.states import cancel_refusal, replay_refusal
+from tickwheel.domain.states import TERMINAL, cancel_refusal, replay_refusal
 from tickwheel.domain.submission import (
     NewExecution,
     SubmitLimits,
@@ -201,11 +201,21 @@ class ExecutionService:
     # -- change ---------------------------------------------------------------------------------
 
     async def cancel(self, execution_id: uuid.UUID) -> Execution:
-        cancelled = await self.store.execution_cancel(self.tenant, execution_id, self.clock.now())
-        if cancelled is not None:
-            return cancelled
-        # The guard did not match: say whether it does not exist or why it cannot be cancelled.
-        current = await self.get(execution_id)
+        """Not started: CANCELLED now. RUNNING: a cancel request (``cancel_requested_at``) that
+        its worker hears at its next heartbeat; it ends CANCELLED when the worker has stopped
+        it (or earlier, if the attempt finished first). Finished: a Conflict."""
+        for _ in range(3):  # the status may move between the two guarded writes; then again
+            now = self.clock.now()
+            cancelled = await self.store.execution_cancel(self.tenant, execution_id, now)
+            if cancelled is not None:
+                return cancelled
+            requested = await self.store.execution_cancel_request(self.tenant, execution_id, now)
+            if requested is not None:
+                return requested
+            # Neither guard matched: say whether it does not exist or why it cannot be cancelled.
+            current = await self.get(execution_id)
+            if current.status in TERMINAL:
+                break
         raise Conflict(cancel_refusal(current.status), {"status": str(current.status)})
 
     async def replay(self, execution_id: uuid.UUID) -> Execution:

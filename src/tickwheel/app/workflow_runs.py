@@ -37,6 +37,7 @@ from tickwheel.domain.clock import Clock, SystemClock
 from tickwheel.domain.errors import Conflict, InvalidInput, NotFound, TickwheelError
 from tickwheel.domain.fieldtypes import validate_values
 from tickwheel.domain.ids import uuid7
+from tickwheel.domain.states import ExecutionStatus
 from tickwheel.domain.workflow_expressions import UnresolvedReference, resolve
 from tickwheel.domain.workflow_runs import (
     RETRYABLE_TASK,
@@ -183,6 +184,9 @@ class WorkflowRunService:
                 await self._superseded(run, f"cancelling task {task.task_name}")
         elif task.status is T.SUBMITTED and task.execution_id is not None:
             try:
+                # A running task finishes (a cancel now would ask its worker to stop it).
+                if (await self.client.get(task.execution_id)).status is ExecutionStatus.RUNNING:
+                    return
                 info = await self.client.cancel(task.execution_id)
             except Conflict:
                 return  # started (or finished) already: its outcome is recorded when it ends

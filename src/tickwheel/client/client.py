@@ -206,6 +206,9 @@ class AsyncClient:
         return await self.transport.history(as_id(execution_id))
 
     async def cancel(self, execution_id: ExecutionRef) -> ExecutionInfo:
+        """Not started: CANCELLED now. RUNNING: its worker is asked to stop it; the answer is
+        still RUNNING with ``cancel_requested_at`` set (``wait`` for the CANCELLED end).
+        Finished: Conflict."""
         return ExecutionInfo.from_wire(await self.transport.cancel(as_id(execution_id)))
 
     async def replay(self, execution_id: ExecutionRef) -> ExecutionInfo:

@@ -363,7 +363,11 @@ class CronService(Service):
         workflow = previous.kind is CronTarget.WORKFLOW
         if await cancel_unstarted(client, previous, status):
             how = (
-                "cancelled while RUNNING" if workflow else f"cancelled before it started ({status})"
+                "cancelled while RUNNING"
+                if workflow
+                else "stopped while RUNNING (its worker cancels it)"
+                if status == "RUNNING"
+                else f"cancelled before it started ({status})"
             )
             if previous.occurrence is not None:
                 extra.append(

@@ -95,10 +95,11 @@ async def unfinished_status(client: AsyncClient, previous: PreviousRun) -> str |
 
 
 async def cancel_unstarted(client: AsyncClient, previous: PreviousRun, status: str) -> bool:
-    """For ``overlapPolicy: replace``: cancels an execution that has not started, or a workflow
-    run that is still RUNNING (its tasks not started are cancelled, running ones finish). False
-    when it could not be cancelled (it started, or ended, meanwhile)."""
-    if previous.kind is CronTarget.DEFINITION and status not in NOT_STARTED:
+    """For ``overlapPolicy: replace``: cancels an execution that has not started or asks a
+    RUNNING one to stop (its worker stops it and it ends CANCELLED), or cancels a workflow run
+    that is still RUNNING (its tasks not started are cancelled, running ones finish). False
+    when it could not be cancelled (it ended meanwhile)."""
+    if previous.kind is CronTarget.DEFINITION and status not in NOT_STARTED | {"RUNNING"}:
         return False
     try:
         if previous.kind is CronTarget.WORKFLOW:

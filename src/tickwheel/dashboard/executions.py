@@ -120,7 +120,12 @@ async def execution_page(execution_id: str, request: Request, session: Sess) -> 
         output=output if execution["outputReference"] else execution["output"],
         attempts=attempts,
         history=history,
-        can_cancel=can_act and status in CANCELLABLE,
+        # A RUNNING one is asked to stop (once: the button goes when the request is recorded).
+        can_cancel=can_act
+        and (
+            status in CANCELLABLE
+            or (status is ExecutionStatus.RUNNING and not execution.get("cancelRequestedAt"))
+        ),
         can_replay=can_act and status in REPLAYABLE,
     )
 
@@ -133,7 +138,9 @@ async def _act(request: Request, session: Session, execution_id: str, action: st
         t = transport(request, session)
         eid = _parse_id(execution_id)
         if action == "cancel":
-            await t.cancel(eid)
+            answer = await t.cancel(eid)
+            if answer["status"] == ExecutionStatus.RUNNING:
+                return back(here, "Cancel requested: its worker stops it at its next heartbeat.")
         else:
             await t.replay(eid)
     except Forbidden as exc:

@@ -39,6 +39,12 @@ class Execution:
     error: dict[str, Any] | None = None
     started_at: datetime | None = None
     finished_at: datetime | None = None
+    cancel_requested_at: datetime | None = None
+    """When a cancel of this execution was asked while it ran (its worker stops it)."""
+    progress: dict[str, Any] | None = None
+    """The handler's last report: ``{"fraction", "message", "at"}`` (domain/running.py)."""
+    checkpoint: Any = None
+    """The handler's last checkpoint, handed to the next attempt."""
 
 
 @dataclass(frozen=True)
@@ -57,6 +63,8 @@ class ExecutionEventKind(StrEnum):
     """What the history of an execution records besides its attempts (past tense, as events)."""
 
     CANCELLED = "cancelled"
+    CANCEL_REQUESTED = "cancel_requested"
+    """A cancel was asked while it ran: its worker stops it at its next heartbeat."""
     REPLAYED = "replayed"
 
 

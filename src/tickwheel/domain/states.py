@@ -59,7 +59,9 @@ CANCELLABLE: frozenset[ExecutionStatus] = frozenset(
     for s, targets in EXECUTION_TRANSITIONS.items()
     if E.CANCELLED in targets and s is not E.RUNNING
 )
-"""Statuses a user cancel moves straight to CANCELLED; RUNNING only gets a cooperative signal."""
+"""Statuses a user cancel moves straight to CANCELLED. RUNNING gets a cancel request instead: its
+worker stops the attempt at its next heartbeat and finishes it CANCELLED (under its fencing
+token, like any other outcome)."""
 
 TERMINAL: frozenset[ExecutionStatus] = frozenset({E.SUCCEEDED, E.FAILED, E.CANCELLED})
 REPLAYABLE: frozenset[ExecutionStatus] = frozenset({E.FAILED})
@@ -91,8 +93,6 @@ def require_attempt_transition(current: AttemptStatus, target: AttemptStatus) ->
 
 def cancel_refusal(current: ExecutionStatus) -> str:
     """Why a cancel of an execution in ``current`` is refused, in words a person understands."""
-    if current is E.RUNNING:
-        return "the execution is RUNNING: it has started and can no longer be cancelled"
     if current in TERMINAL:
         return f"the execution has already finished ({current}) and can no longer be cancelled"
     return f"an execution in {current} cannot be cancelled"

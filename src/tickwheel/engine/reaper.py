@@ -16,6 +16,7 @@ from tickwheel.domain.definition_refs import stored_name
 from tickwheel.domain.definitions import Definition, RetryPolicy
 from tickwheel.domain.models import Execution
 from tickwheel.domain.retry import decide_lost
+from tickwheel.domain.states import ExecutionStatus
 from tickwheel.engine.service import Service
 from tickwheel.observability.logs import execution_fields
 from tickwheel.services.settings import ReaperSettings
@@ -64,20 +65,26 @@ class Reaper(Service):
             message = f"the lease of worker {execution.lease_owner} expired"
             if decision.reason:
                 message += f"; {decision.reason}"
+            status = decision.execution_status
+            if execution.cancel_requested_at is not None:
+                # A cancel was asked before the worker died: it ends, it is not retried.
+                status, message = ExecutionStatus.CANCELLED, message + "; a cancel was requested"
             results[execution.execution_id] = (
                 execution,
                 AttemptResult(
                     execution.execution_id,
                     execution.fencing_token,
                     decision.attempt_status,
-                    decision.execution_status,
+                    status,
                     error={
                         "kind": "lost",
                         "message": message,
                         "attempt": execution.attempt_count,
                         "lostAttempts": lost,
                     },
-                    next_attempt_at=decision.next_attempt_at,
+                    next_attempt_at=None
+                    if status is ExecutionStatus.CANCELLED
+                    else decision.next_attempt_at,
                     lease_expired_only=True,
                 ),
             )

@@ -36,8 +36,10 @@ from tickwheel.domain.definitions import Definition, RetryPolicy
 from tickwheel.domain.models import Execution
 from tickwheel.domain.retry import decide_failure
 from tickwheel.domain.states import AttemptStatus, ExecutionStatus
+from tickwheel.engine import cancellation
 from tickwheel.engine.reporting import Finished, ResultBuffer
 from tickwheel.engine.runners import JobContext, Runner, RunOutcome, default_runners, run_attempt
+from tickwheel.engine.runners.attempt_state import AttemptState
 from tickwheel.engine.service import Service
 from tickwheel.observability.logs import bind, execution_fields
 from tickwheel.services.settings import WorkerSettings
@@ -89,6 +91,7 @@ class Worker(Service):
         self.poll = settings.poll
         self.definition_uris = list(definition_uris) if definition_uris is not None else None
         self.max_inline_output = settings.max_inline_output
+        self.cancel_grace = settings.cancel_grace
         self.running: dict[uuid.UUID, tuple[asyncio.Task[None], int]] = {}
         self._definitions: dict[tuple[str, str, int], Definition] = {}
         self._lookups: dict[tuple[str, str, int], asyncio.Future[StoredDefinition | None]] = {}
@@ -324,34 +327,52 @@ class Worker(Service):
             fencing_token=token,
             definition_uri=execution.definition_uri,
             definition_version=execution.definition_version,
+            state=AttemptState(execution.checkpoint, cancel_grace=self.cancel_grace),
         )
         started = self.clock.now()
+        if execution.cancel_requested_at is not None:
+            # Asked to stop while an earlier attempt was finishing: it does not run again.
+            self._report_cancelled(execution, started)
+            return
         definition = await self._definition(execution)
         if definition is None:
-            outcome = RunOutcome(ok=False, kind="permanent", message="the definition is gone")
-            self._report(execution, None, outcome, started)
+            gone = RunOutcome(ok=False, kind="permanent", message="the definition is gone")
+            self._report(execution, None, gone, started)
             return
         # The first heartbeat is due a third of a lease from now; most attempts are over long
         # before, so it is a timer, and a task only for attempts that outlive it.
         this = asyncio.current_task()
         assert this is not None
         beat = asyncio.get_running_loop().call_later(
-            self._beat_interval, self._start_heartbeat, execution, token, this
+            self._beat_interval, self._start_heartbeat, execution, token, this, ctx.state
         )
+        outcome: RunOutcome | None = None
         try:
             outcome = await run_attempt(definition, execution.inputs, ctx, runners=self.runners)
         except asyncio.CancelledError:
-            if execution.execution_id not in self._lost:
+            lost = execution.execution_id in self._lost
+            if not lost and not ctx.cancelled:
                 raise  # shutdown cancelled us: the caller releases the execution
-            self._lost.discard(execution.execution_id)
             this.uncancel()
-            self._stale(execution, "the lease was lost while the handler ran")
-            return
+            if lost:
+                self._lost.discard(execution.execution_id)
+                self._stale(execution, "the lease was lost while the handler ran")
+                return
         finally:
             beat.cancel()
             heartbeat = self._beats.pop(execution.execution_id, None)
             if heartbeat is not None:
                 heartbeat.cancel()
+        if outcome is None or (ctx.cancelled and not outcome.ok):
+            self._report_cancelled(execution, started)
+            return
+        if not outcome.ok and ctx.state.has_pending:
+            # The checkpoint must outlive the failure (or the snooze): the next attempt starts
+            # from it. One write, only when something is waiting.
+            await self._beat_once(execution, token, ctx.state)
+        if outcome.snooze is not None:
+            await self._snooze(execution, outcome)
+            return
         self._report(execution, definition, outcome, started)
 
     @property
@@ -359,30 +380,59 @@ class Worker(Service):
         return max(self.lease.total_seconds() / 3, 0.05)
 
     def _start_heartbeat(
-        self, execution: Execution, token: int, attempt: asyncio.Task[None]
+        self, execution: Execution, token: int, attempt: asyncio.Task[None], state: AttemptState
     ) -> None:
         self._beats[execution.execution_id] = asyncio.create_task(
-            self._heartbeat(execution, token, attempt)
+            self._heartbeat(execution, token, attempt, state)
         )
 
     async def _heartbeat(
-        self, execution: Execution, token: int, attempt: asyncio.Task[None]
+        self, execution: Execution, token: int, attempt: asyncio.Task[None], state: AttemptState
     ) -> None:
         while not attempt.done():
             try:
-                alive = await self.store.execution_heartbeat(
-                    execution.execution_id, token, self.lease, self.store_now()
+                answer = await cancellation.beat(
+                    self.store, execution, token, self.lease, self.store_now(), state
                 )
             except Exception as exc:
                 # The lease runs on; the next beat may get through before it expires.
                 self.log.warning("heartbeat failed: %s", exc)
-                alive = True
-            if not alive:
-                # Someone else owns the execution now: stop and drop whatever the handler makes.
-                self._lost.add(execution.execution_id)
-                attempt.cancel()
-                return
-            await asyncio.sleep(self._beat_interval)
+            else:
+                if answer is None:
+                    # Someone else owns the execution now: stop, drop whatever the handler makes.
+                    self._lost.add(execution.execution_id)
+                    attempt.cancel()
+                    return
+                if answer.cancel_requested and not state.cancelled:
+                    state.cancel()  # before the task's cancel: the runners read it as they stop
+                    attempt.cancel()
+            # A cancel requested anywhere wakes the beat early (cancels are rare; a wasted
+            # beat is one short UPDATE): it is heard at once rather than a third of a lease on.
+            await self.store.wait_for(Topic.CANCEL, self._beat_interval)
+
+    async def _beat_once(self, execution: Execution, token: int, state: AttemptState) -> None:
+        try:
+            await cancellation.beat(
+                self.store, execution, token, self.lease, self.store_now(), state
+            )
+        except Exception as exc:
+            self.log.warning("checkpoint not written: %s", exc)
+
+    async def _snooze(self, execution: Execution, outcome: RunOutcome) -> None:
+        try:
+            done = await cancellation.snooze(
+                self.store, execution, outcome, self.clock.now(), self.store_now()
+            )
+        except Exception as exc:  # the lease expires and the reaper retries it: at least once
+            self.log.warning("snooze not recorded: %s", exc)
+            return
+        if not done:
+            self._stale(execution, "the snooze came with a stale fencing token")
+
+    def _report_cancelled(self, execution: Execution, started: datetime) -> None:
+        result = cancellation.cancelled_result(execution, execution.cancel_requested_at)
+        seconds = (self.clock.now() - started).total_seconds()
+        self.results.add(Finished(execution, result, seconds))
 
     async def _definition(self, execution: Execution) -> Definition | None:
         # Resolved for the execution's tenant: its own definition of the name, else the shared.

@@ -4,6 +4,7 @@ the submit request, which the API reads and the SDK writes."""
 from __future__ import annotations
 
 import uuid
+from datetime import datetime
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt
@@ -63,6 +64,24 @@ class BatchBody(BaseModel):
     items: list[BatchItem] = Field(min_length=1, max_length=MAX_BATCH)
 
 
+class Progress(Resource):
+    """A running handler's last progress report (``context.progress``)."""
+
+    fraction: float = Field(ge=0, le=1)
+    message: str
+    at: Instant
+
+    @classmethod
+    def of(cls, value: dict[str, Any] | None) -> Progress | None:
+        if value is None:
+            return None
+        return cls.model_construct(
+            fraction=value["fraction"],
+            message=value["message"],
+            at=datetime.fromisoformat(value["at"]),
+        )
+
+
 class Execution(Resource):
     """One run of a Job Definition (``executionId``), from submission to its end."""
 
@@ -84,6 +103,13 @@ class Execution(Resource):
     updated_at: Instant
     started_at: Instant | None
     finished_at: Instant | None
+    cancel_requested_at: Instant | None = omitted_when_none(
+        "when a cancel was asked while it ran: its worker stops it and it ends CANCELLED"
+    )
+    progress: Progress | None = omitted_when_none("the handler's last progress report")
+    checkpoint: Any = omitted_when_none(
+        "the handler's last checkpoint (JSON), handed to its next attempt"
+    )
 
     @property
     def finished(self) -> bool:
@@ -112,6 +138,9 @@ class Execution(Resource):
             updated_at=e.updated_at,
             started_at=e.started_at,
             finished_at=e.finished_at,
+            cancel_requested_at=e.cancel_requested_at,
+            progress=Progress.of(e.progress),
+            checkpoint=e.checkpoint,
         )
 
 
@@ -140,7 +169,8 @@ class Attempt(Resource):
 
 
 class HistoryEvent(Resource):
-    """A cancel or a replay of an execution (attempts have their own list)."""
+    """A cancel (asked while running, or done), or a replay of an execution (attempts have
+    their own list)."""
 
     kind: ExecutionEventKind
     at: Instant

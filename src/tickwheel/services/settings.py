@@ -47,6 +47,8 @@ class WorkerSettings:
     """Finished attempts reported in one transaction, at most."""
     finish_interval: float = 0.01
     """Seconds a finished attempt may wait to share a transaction with others."""
+    cancel_grace: float = 10.0
+    """A cancelled command or container: seconds between SIGTERM and SIGKILL."""
 
 
 @dataclass(frozen=True, kw_only=True)

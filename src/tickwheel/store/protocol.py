@@ -24,6 +24,7 @@ from tickwheel.store.records import (
     Topic,
     WorkerInfo,
 )
+from tickwheel.store.running_protocol import RunningStore
 
 __all__ = [
     "SHARED",
@@ -86,6 +87,7 @@ class Store(
     PromotionStore,
     ShardLeaseStore,
     WorkerRegistryStore,
+    RunningStore,
     Protocol,
 ):
     """Everything one backend implements; composition roots hold it and hand each service the
@@ -96,7 +98,9 @@ class SchedulerStore(PromotionStore, ShardLeaseStore, SignalStore, Protocol):
     """What ``engine.scheduler`` uses."""
 
 
-class WorkerStore(ClaimStore, DefinitionStore, WorkerRegistryStore, SignalStore, Protocol):
+class WorkerStore(
+    ClaimStore, DefinitionStore, WorkerRegistryStore, RunningStore, SignalStore, Protocol
+):
     """What ``engine.worker`` uses."""
 
 

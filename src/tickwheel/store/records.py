@@ -89,3 +89,5 @@ class Topic(StrEnum):
     """Executions became READY (inserted due, promoted, replayed, released): workers, claim."""
     WORKFLOW = "workflow"
     """A workflow's execution finished (an outbox row was written): orchestrators, consume."""
+    CANCEL = "cancel"
+    """A cancel of a RUNNING execution was requested: workers, beat now rather than later."""

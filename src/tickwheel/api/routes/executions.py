@@ -118,13 +118,17 @@ async def get_output(execution_id: uuid.UUID, request: Request, who: Who) -> dic
 
 @router.get("/{execution_id}/history", response_model=HistoryList, responses=refusals(404, 422))
 async def get_history(execution_id: uuid.UUID, request: Request, who: Who) -> dict[str, Any]:
-    """Cancels and replays, oldest first (attempts have their own route)."""
+    """Cancels (and cancel requests) and replays, oldest first (attempts have their own
+    route)."""
     return {"items": await transport_for(request, who).history(execution_id)}
 
 
 @router.delete("/{execution_id}", response_model=Execution, responses=refusals(403, 404, 409, 422))
 async def cancel(execution_id: uuid.UUID, request: Request, who: Who) -> dict[str, Any]:
-    """Cancels a SCHEDULED, READY or RETRY_WAIT execution; 409 says why when it cannot."""
+    """Cancels a SCHEDULED, READY or RETRY_WAIT execution at once (it answers CANCELLED). A
+    RUNNING one is asked to stop: the answer is 200 with the execution still RUNNING and
+    ``cancelRequestedAt`` set; its worker hears it at its next heartbeat, stops the handler and
+    the execution ends CANCELLED. 409 says why a finished one cannot be cancelled."""
     who.require(Scope.SUBMIT)
     return await transport_for(request, who).cancel(execution_id)
 

@@ -91,9 +91,23 @@ def show_execution(e: ExecutionInfo, as_json: bool) -> None:
         ("idempotency key", e.idempotency_key or "-"),
         ("output", json.dumps(e.output) if e.output is not None else "-"),
         ("error", json.dumps(e.error) if e.error else "-"),
+        *_running_rows(e),
     ):
         table.add_row(f"[bold]{label}[/]", value)
     console.print(table)
+
+
+def _running_rows(e: ExecutionInfo) -> list[tuple[str, str]]:
+    """Rows only for what is set: a cancel asked while it runs, progress, checkpoint."""
+    rows: list[tuple[str, str]] = []
+    if e.cancel_requested_at is not None:
+        asked = e.cancel_requested_at.isoformat()
+        rows.append(("cancel requested", f"{asked} (its worker stops it)"))
+    if e.progress is not None:
+        rows.append(("progress", f"{e.progress.fraction:.0%} {e.progress.message}".rstrip()))
+    if e.checkpoint is not None:
+        rows.append(("checkpoint", json.dumps(e.checkpoint)))
+    return rows
 
 
 def submit(
@@ -246,7 +260,8 @@ def attempts(ctx: typer.Context, execution_id: str, as_json: JsonFlag = False) -
 
 
 def cancel(ctx: typer.Context, execution_id: str, as_json: JsonFlag = False) -> None:
-    """Cancel an execution that has not started."""
+    """Cancel an execution: one not started ends CANCELLED now; a RUNNING one is asked to stop
+    (its worker stops the handler at its next heartbeat, then it ends CANCELLED)."""
     _on_one(ctx, lambda client: client.cancel(execution_id), as_json)
 
 

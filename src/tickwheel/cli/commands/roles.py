@@ -114,6 +114,10 @@ def worker(
         float | None,
         typer.Option(min=0, help="seconds a finished attempt may wait to share a transaction"),
     ] = None,
+    cancel_grace: Annotated[
+        float | None,
+        typer.Option(min=0, help="a cancelled command: seconds from SIGTERM to SIGKILL"),
+    ] = None,
     path: Annotated[
         list[Path], typer.Option(help="add to sys.path for python entrypoints (repeatable)")
     ] = [Path()],  # noqa: B006 - typer reads, never mutates
@@ -150,6 +154,7 @@ def worker(
         apps=",".join(app) if app else None,
         lease_seconds=lease,
         shutdown_grace_seconds=grace,
+        cancel_grace_seconds=cancel_grace,
         worker_finish_batch=finish_batch,
         worker_finish_interval=finish_interval,
         database_url=database_url,

@@ -15,7 +15,7 @@ import json
 import traceback
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final, Protocol
 
 from tickwheel.domain.definition_refs import versioned
@@ -28,6 +28,8 @@ from tickwheel.domain.definitions import (
 from tickwheel.domain.errors import InvalidInput
 from tickwheel.domain.fieldtypes import json_type_name
 from tickwheel.domain.jsonvalues import readable
+from tickwheel.domain.running import MAX_SNOOZE, Snooze
+from tickwheel.engine.runners.attempt_state import AttemptState
 
 __all__ = [
     "JobContext",
@@ -39,6 +41,7 @@ __all__ = [
     "returned",
     "run_attempt",
     "shorten",
+    "snoozed",
     "traceback_tail",
 ]
 
@@ -48,13 +51,38 @@ TRACEBACK_LINES: Final = 20
 
 @dataclass(frozen=True)
 class JobContext:
-    """What a handler sees so its side effects can be idempotent."""
+    """What a handler sees so its side effects can be idempotent, and its line back to the
+    scheduler while it runs: ``progress``, ``save_checkpoint`` (both written with the next
+    heartbeat), ``checkpoint`` (the last one saved, by this attempt or an earlier one) and
+    ``cancelled`` (docs/flow-control.md, "Running work")."""
 
     execution_id: uuid.UUID
     attempt: int  # 1-based attempt number
     fencing_token: int
     definition_uri: str
     definition_version: int
+    state: AttemptState = field(default_factory=AttemptState, repr=False, compare=False)
+
+    @property
+    def checkpoint(self) -> Any:
+        """The last checkpoint saved (None: start from the beginning)."""
+        return self.state.checkpoint
+
+    @property
+    def cancelled(self) -> bool:
+        """True once a cancel of this execution reached the worker: stop, and let ``Cancelled``
+        (or ``asyncio.CancelledError``) propagate."""
+        return self.state.cancelled
+
+    def progress(self, fraction: float, message: str = "") -> None:
+        """How far the attempt got, ``fraction`` in [0, 1]; the latest is kept and shown.
+        Raises ``tickwheel.Cancelled`` once the execution was cancelled."""
+        self.state.progress(fraction, message)
+
+    def save_checkpoint(self, value: Any) -> None:
+        """Where to resume (JSON, at most 16 KiB): handed to the next attempt as
+        ``checkpoint``. Raises ``tickwheel.Cancelled`` once the execution was cancelled."""
+        self.state.save_checkpoint(value)
 
 
 @dataclass(frozen=True)
@@ -66,11 +94,16 @@ class RunOutcome:
     kind: str | None = None
     message: str = ""
     detail: dict[str, Any] | None = None
+    snooze: float | None = None
+    """Seconds after which to run again, not as a failure (``ok`` false, ``kind`` None)."""
 
     def __post_init__(self) -> None:
-        if self.ok and self.kind is not None:
+        if self.ok and (self.kind is not None or self.snooze is not None):
             raise ValueError(f"a successful outcome has no failure kind, got {self.kind!r}")
-        if not self.ok and self.kind not in RETRYABLE_KINDS | PERMANENT_KINDS:
+        if self.snooze is not None:
+            if self.kind is not None or not 0 < self.snooze <= MAX_SNOOZE:
+                raise ValueError(f"a snooze is 0 < seconds <= {MAX_SNOOZE:g}, got {self.snooze}")
+        elif not self.ok and self.kind not in RETRYABLE_KINDS | PERMANENT_KINDS:
             raise ValueError(f"unknown failure kind {self.kind!r}")
 
     def error(self) -> dict[str, Any] | None:
@@ -98,9 +131,17 @@ def failure(kind: str, message: str, **detail: Any) -> RunOutcome:
     return RunOutcome(ok=False, kind=kind, message=shorten(message), detail=detail or None)
 
 
+def snoozed(snooze: Snooze) -> RunOutcome:
+    """A handler's ``Snooze``, as an outcome."""
+    return RunOutcome(ok=False, snooze=snooze.seconds, message=snooze.reason)
+
+
 def returned(result: Any, entrypoint: str) -> RunOutcome:
-    """What a python handler returned, as an outcome: a dict is its output, None no output, and
-    anything else a permanent mistake of the handler (its outputs cannot be checked)."""
+    """What a python handler returned, as an outcome: a dict is its output, None no output, a
+    ``Snooze`` a snooze, and anything else a permanent mistake of the handler (its outputs
+    cannot be checked)."""
+    if isinstance(result, Snooze):
+        return snoozed(result)
     if result is None:
         return RunOutcome(ok=True, output={})
     if not isinstance(result, dict):

@@ -17,7 +17,9 @@ the failure detail. A non-zero exit is a retryable "error"; a missing executable
 
 The program leads its own session and process group. When the attempt is cancelled (its timeout
 included) the whole group gets SIGKILL, so children it started die with it, and the program is
-reaped before the cancellation goes on.
+reaped before the cancellation goes on. When the execution itself is cancelled while it runs
+(``DELETE /v1/executions/{id}``), the group gets SIGTERM first and SIGKILL only after the
+worker's cancel grace (``--cancel-grace``, 10 s by default).
 """
 
 from __future__ import annotations
@@ -157,7 +159,9 @@ async def run_process(
             tasks.create_task(stderr.read_from(proc.stderr))
         code = await proc.wait()
     except asyncio.CancelledError:
-        await _kill(proc)
+        # A cancel of the execution asks first (SIGTERM, then the grace); a timeout or a
+        # shutdown does not wait.
+        await _kill(proc, ctx.state.cancel_grace if ctx.cancelled else 0.0)
         raise
     except Exception as exc:  # our side of the pipes failed: not the job's doing, but the attempt's
         await _kill(proc)
@@ -177,13 +181,26 @@ async def _feed(stdin: asyncio.StreamWriter, payload: bytes) -> None:
         stdin.close()
 
 
-async def _kill(proc: asyncio.subprocess.Process) -> None:
-    """SIGKILL the program's process group, then reap the program.
+async def _kill(proc: asyncio.subprocess.Process, grace: float = 0.0) -> None:
+    """SIGKILL the program's process group, then reap the program. With a ``grace``, SIGTERM
+    first, and SIGKILL only if the program has not exited ``grace`` seconds later.
 
     Killing the group, not only the pid, takes the children it started. The group id is the
     program's pid, which cannot be reused while any member of the group lives; once the group is
     empty the kill finds nothing (ProcessLookupError), which is fine.
     """
+    if grace > 0:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            async with asyncio.timeout(grace):
+                await asyncio.gather(_discard(proc.stdout), _discard(proc.stderr))
+                await proc.wait()
+        except TimeoutError:
+            pass
+        finally:  # also when the grace itself is cut short (the definition's timeout)
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGKILL)
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGKILL)
     if proc.stdin is not None:

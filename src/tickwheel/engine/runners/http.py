@@ -18,12 +18,14 @@ request only; a missing one is a permanent failure naming it. Messages name the 
 in the definition and never hold a secret's value.
 
 How answers map to outcomes: 2xx is success, its body a JSON object (an empty body means ``{}``;
-other JSON or a non-JSON body is "invalid_output"). 429 and 5xx are "server_error" and
-retried; other statuses are "client_error", which retrying will not fix. A connection that
-fails is "error" and one that times out is "timeout", both retried. The failure detail keeps
-the status and a short excerpt of the body's start (``excerpt_limit``, 256 bytes, control
-characters dropped, secrets masked): enough to see an error message, too little to make an
-execution's error a way to read whatever a destination serves.
+other JSON or a non-JSON body is "invalid_output"). A 429 or 503 with a ``Retry-After`` is a
+snooze: the execution runs again that much later (at most ``retry_after_max``, 300 s) without
+the attempt counting as a failure. Other 429 and 5xx are "server_error" and retried; other
+statuses are "client_error", which retrying will not fix. A connection that fails is "error"
+and one that times out is "timeout", both retried. The failure detail keeps the status and a
+short excerpt of the body's start (``excerpt_limit``, 256 bytes, control characters dropped,
+secrets masked): enough to see an error message, too little to make an execution's error a way
+to read whatever a destination serves.
 """
 
 from __future__ import annotations
@@ -42,8 +44,10 @@ from tickwheel.domain.addresses import IPAddress, denied_reason, ip_from_host
 from tickwheel.domain.definitions import Definition, HttpExecution
 from tickwheel.domain.fieldtypes import json_type_name
 from tickwheel.domain.run_policy import RunPolicy, host_is_allowed, run_problems
+from tickwheel.domain.running import MAX_SNOOZE
 from tickwheel.domain.secret_refs import MissingSecret, redact, render
 from tickwheel.engine.runners.base import JobContext, RunOutcome, failure, shorten
+from tickwheel.engine.runners.retry_after import RETRY_AFTER_MAX, retry_after
 from tickwheel.engine.runners.secrets import Secrets, SecretsFileError
 
 __all__ = ["BODY_LIMIT", "EXCERPT_LIMIT", "HttpRunner", "Resolver", "resolve_host"]
@@ -83,8 +87,10 @@ class HttpRunner:
         policy: RunPolicy | None = None,
         secrets: Secrets | None = None,
         resolve: Resolver = resolve_host,
+        retry_after_max: float = RETRY_AFTER_MAX,
     ) -> None:
         self._client = client
+        self.retry_after_max = min(retry_after_max, MAX_SNOOZE)
         self.body_limit = body_limit
         self.excerpt_limit = excerpt_limit
         self.policy = policy or RunPolicy()
@@ -173,6 +179,10 @@ class HttpRunner:
         detail: dict[str, Any] = {"status": status, "body_excerpt": excerpt}
         if not 200 <= status < 300:
             answered = f"{what} answered {status} {response.reason_phrase}".rstrip()
+            if status in (429, 503) and self.retry_after_max > 0:
+                wait = retry_after(response.headers, self.retry_after_max)
+                if wait is not None:  # the server said when: a snooze, not a failure
+                    return RunOutcome(ok=False, snooze=wait, message=answered)
             if status == 429 or status >= 500:
                 if "retry-after" in response.headers:
                     detail["retry_after"] = response.headers["retry-after"]

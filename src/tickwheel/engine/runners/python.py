@@ -4,7 +4,8 @@ arguments.
 The function gets the ``JobContext`` too when it has a parameter annotated ``JobContext`` or,
 failing that, one named ``context``. Async functions run on the event loop; sync ones in a
 thread pool. It returns its outputs as a dict (None means no outputs). ``PermanentError`` fails
-the execution for good; any other exception is retryable ("error"). An entrypoint that cannot be
+the execution for good; ``Snooze`` (raised or returned) runs it again later, not as a failure;
+any other exception is retryable ("error"). An entrypoint that cannot be
 imported, or whose signature does not take the inputs, is permanent.
 
 What may be imported is the worker's ``RunPolicy`` (docs/worker_policy.md): never the standard
@@ -36,12 +37,14 @@ from typing import Any
 from tickwheel.domain.definitions import Definition, PythonExecution
 from tickwheel.domain.errors import PermanentError
 from tickwheel.domain.run_policy import RunPolicy
+from tickwheel.domain.running import Snooze
 from tickwheel.engine.runners.base import (
     JobContext,
     RunOutcome,
     failure,
     jsonable,
     returned,
+    snoozed,
     traceback_tail,
 )
 from tickwheel.engine.runners.isolated import run_isolated
@@ -221,6 +224,8 @@ class PythonRunner:
                     raise
                 if inspect.isawaitable(result):  # a sync function that returned a coroutine
                     result = await result
+        except Snooze as exc:
+            return snoozed(exc)
         except PermanentError as exc:
             extra = {} if exc.details is None else {"details": jsonable(exc.details)}
             return failure(

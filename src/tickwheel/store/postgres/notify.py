@@ -47,6 +47,7 @@ CHANNELS: dict[Topic, str] = {
     Topic.DUE: "tickwheel_due",
     Topic.READY: "tickwheel_ready",
     Topic.WORKFLOW: "tickwheel_workflow",
+    Topic.CANCEL: "tickwheel_cancel",
 }
 _TOPICS = {channel: topic for topic, channel in CHANNELS.items()}
 # Named channels, one statement each: LISTEN takes an identifier, not a parameter.

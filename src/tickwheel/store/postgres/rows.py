@@ -168,6 +168,9 @@ def execution_from_row(r: Row) -> Execution:
         error=r["error"],
         started_at=opt_utc(r["started_at"]),
         finished_at=opt_utc(r["finished_at"]),
+        cancel_requested_at=opt_utc(r["cancel_requested_at"]),
+        progress=r["progress"],
+        checkpoint=r["checkpoint"],
     )
 
 

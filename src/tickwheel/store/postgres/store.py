@@ -43,6 +43,7 @@ from tickwheel.store.postgres.rows import (
     opt_aware,
     require_aware,
 )
+from tickwheel.store.postgres.running import PostgresRunning
 from tickwheel.store.postgres.shard_leases import PostgresShardLeases
 from tickwheel.store.postgres.webhooks import webhook_outbox_execution_failed
 from tickwheel.store.postgres.workers import PostgresWorkerRegistry
@@ -66,6 +67,7 @@ class PostgresStore(
     PostgresHistory,
     PostgresApiKeys,
     PostgresCallerTx,
+    PostgresRunning,
 ):
     dialect = "postgresql"
 

@@ -73,6 +73,9 @@ def execution_row(r: sqlite3.Row) -> Execution:
         error=jload(r["error"]),
         started_at=_opt_time(r["started_at"]),
         finished_at=_opt_time(r["finished_at"]),
+        cancel_requested_at=_opt_time(r["cancel_requested_at"]),
+        progress=jload(r["progress"]),
+        checkpoint=jload(r["checkpoint"]),
     )
 
 

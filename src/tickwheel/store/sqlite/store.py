@@ -41,6 +41,7 @@ from tickwheel.store.sqlite.rows import (
     execution_row,
     insert_params,
 )
+from tickwheel.store.sqlite.running import SqliteRunning
 from tickwheel.store.sqlite.sessions import SqliteSessionStore
 from tickwheel.store.sqlite.shard_leases import SqliteShardLeases
 from tickwheel.store.sqlite.stats import SqliteStatsStore
@@ -61,6 +62,7 @@ class SqliteStore(
     SqliteHistory,
     SqliteApiKeys,
     SqliteCallerTx,
+    SqliteRunning,
 ):
     dialect = "sqlite"
 

@@ -108,7 +108,7 @@ WITH prior AS MATERIALIZED (
     FOR UPDATE
 )
 UPDATE executions e
-SET status = 'READY', max_attempts = e.attempt_count + %(max_attempts)s,
+SET status = 'READY', max_attempts = e.attempt_count + %(max_attempts)s, cancel_requested_at = NULL,
     ready_at = %(now)s::timestamptz, next_attempt_at = NULL, finished_at = NULL, error = NULL,
     lease_owner = NULL, lease_expires_at = NULL, updated_at = %(now)s::timestamptz
 FROM prior
@@ -166,7 +166,8 @@ UPDATE executions e
 SET status = b.status, error = b.error, next_attempt_at = b.next_attempt_at,
     max_attempts = e.max_attempts + CASE WHEN b.status = 'RETRY_WAIT' THEN 1 ELSE 0 END,
     lease_owner = NULL, lease_expires_at = NULL,
-    finished_at = CASE WHEN b.status = 'FAILED' THEN coalesce(%(now)s::timestamptz, now()) END,
+    finished_at = CASE WHEN b.status IN ('FAILED', 'CANCELLED')
+        THEN coalesce(%(now)s::timestamptz, now()) END,
     updated_at = coalesce(%(now)s::timestamptz, now())
 FROM unnest(%(execution_ids)s::uuid[], %(fencing_tokens)s::bigint[], %(statuses)s::text[],
             %(errors)s::jsonb[], %(next_attempt_ats)s::timestamptz[])

@@ -58,6 +58,7 @@ RETURNING *;
 -- history of the dead letter's attempts stays intact next to the new ones.
 UPDATE executions
 SET status = 'READY', max_attempts = attempt_count + :max_attempts, ready_at = :now,
+    cancel_requested_at = NULL,
     next_attempt_at = NULL, finished_at = NULL, error = NULL, lease_owner = NULL,
     lease_expires_at = NULL, updated_at = :now
 WHERE tenant = :tenant AND execution_id = :execution_id AND status = 'FAILED'
@@ -105,7 +106,7 @@ UPDATE executions
 SET status = :status, error = :error, next_attempt_at = :next_attempt_at,
     max_attempts = max_attempts + CASE WHEN :status = 'RETRY_WAIT' THEN 1 ELSE 0 END,
     lease_owner = NULL, lease_expires_at = NULL,
-    finished_at = CASE WHEN :status = 'FAILED' THEN :now END,
+    finished_at = CASE WHEN :status IN ('FAILED', 'CANCELLED') THEN :now END,
     updated_at = :now
 WHERE execution_id = :execution_id AND status = 'RUNNING' AND fencing_token = :fencing_token
   AND lease_expires_at < :now
