@@ -25,6 +25,7 @@ from tickwheel.domain.states import AttemptStatus, ExecutionStatus
 from tickwheel.domain.submission import SubmitRequest
 from tickwheel.engine.runners import default_runners
 from tickwheel.engine.worker import Worker
+from tickwheel.services.settings import WorkerSettings
 from tickwheel.store.protocol import Store
 
 LEASE = timedelta(seconds=0.3)  # a heartbeat every 0.1 s of real time
@@ -56,7 +57,13 @@ async def setup(
     service = ExecutionService(store, "acme", clock)
     written = await service.submit(SubmitRequest(f"registry://jobs/{doc['name']}", inputs or {}))
     runners = default_runners(policy=TEST_POLICY)
-    worker = Worker(store, clock, worker_id="w1", lease=LEASE, runners=runners, cancel_grace=grace)
+    worker = Worker(
+        store,
+        clock,
+        worker_id="w1",
+        runners=runners,
+        settings=WorkerSettings(lease=LEASE, cancel_grace=grace),
+    )
     running_jobs.SEEN.clear()
     running_jobs.STARTED.clear()
     return worker, service, written.value

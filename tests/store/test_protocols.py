@@ -10,16 +10,18 @@ from pathlib import Path
 
 import pytest
 
-from tickwheel.store import engine_protocol, execution_protocol, protocol
+from tickwheel.store import engine_protocol, execution_protocol, protocol, running_protocol
 from tickwheel.store.postgres.api_keys import PostgresApiKeys
 from tickwheel.store.postgres.definitions import PostgresDefinitions
 from tickwheel.store.postgres.promotion import PostgresPromotion
+from tickwheel.store.postgres.running import PostgresRunning
 from tickwheel.store.postgres.shard_leases import PostgresShardLeases
 from tickwheel.store.postgres.store import PostgresStore
 from tickwheel.store.postgres.workers import PostgresWorkerRegistry
 from tickwheel.store.sqlite.api_keys import SqliteApiKeys
 from tickwheel.store.sqlite.definitions import SqliteDefinitions
 from tickwheel.store.sqlite.promotion import SqlitePromotion
+from tickwheel.store.sqlite.running import SqliteRunning
 from tickwheel.store.sqlite.shard_leases import SqliteShardLeases
 from tickwheel.store.sqlite.store import SqliteStore
 from tickwheel.store.sqlite.workers import SqliteWorkerRegistry
@@ -36,6 +38,7 @@ PARTS = [
     engine_protocol.PromotionStore,
     engine_protocol.ShardLeaseStore,
     engine_protocol.WorkerRegistryStore,
+    running_protocol.RunningStore,
 ]
 MIXINS = {
     execution_protocol.DefinitionStore: (PostgresDefinitions, SqliteDefinitions),
@@ -43,6 +46,7 @@ MIXINS = {
     engine_protocol.PromotionStore: (PostgresPromotion, SqlitePromotion),
     engine_protocol.ShardLeaseStore: (PostgresShardLeases, SqliteShardLeases),
     engine_protocol.WorkerRegistryStore: (PostgresWorkerRegistry, SqliteWorkerRegistry),
+    running_protocol.RunningStore: (PostgresRunning, SqliteRunning),
 }
 
 

@@ -49,16 +49,6 @@ class ClaimStore(Protocol):
         output, workflow outbox row, wake-ups)."""
         ...
 
-    async def execution_heartbeat(
-        self,
-        execution_id: uuid.UUID,
-        fencing_token: int,
-        lease: timedelta,
-        now: datetime | None = None,
-    ) -> bool:
-        """Extends the lease; False when the token is no longer current (stop working)."""
-        ...
-
     async def execution_release(
         self, execution_id: uuid.UUID, fencing_token: int, now: datetime | None = None
     ) -> bool:
