@@ -40,6 +40,26 @@ IN_CI = os.environ.get("CI", "").lower() == "true"
 WORKER = os.environ.get("PYTEST_XDIST_WORKER", "main")
 
 
+HA_FIGURES = "ha_figures"
+"""The user property the HA tests (tests/ha) record their failover figures under. The summary is
+printed from here, the root conftest: under xdist only the controller prints, and it never loads
+tests/ha/conftest.py."""
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    figures = [
+        str(value)
+        for outcome in ("passed", "failed")
+        for report in terminalreporter.stats.get(outcome, [])
+        for name, value in getattr(report, "user_properties", ())
+        if name == HA_FIGURES
+    ]
+    if figures:
+        terminalreporter.section("HA failover figures")
+        for text in figures:
+            terminalreporter.write_line(text)
+
+
 @pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist, absent from a run without it
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     """``--dist loadfile`` with the real-process tests as one unit (``tests/xdist_schedule.py``);

@@ -31,7 +31,7 @@ from tickwheel.store.factory import open_store
 
 REPO = Path(__file__).resolve().parents[2]
 DATABASE = "tickwheel"
-FIGURES = "ha_figures"
+FIGURES = "ha_figures"  # tests/conftest.py prints them (HA_FIGURES)
 """The ``record_property`` name of the measured figures: the terminal summary prints them, so
 that every run shows them without ``-s``, also from ``pytest-xdist`` workers."""
 
@@ -82,20 +82,6 @@ def rig_session() -> Iterator[Any]:
         yield rig
     finally:
         rig.down()
-
-
-def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    figures = [
-        str(value)
-        for outcome in ("passed", "failed")
-        for report in terminalreporter.stats.get(outcome, [])
-        for name, value in getattr(report, "user_properties", ())
-        if name == FIGURES
-    ]
-    if figures:
-        terminalreporter.section("HA failover figures")
-        for text in figures:
-            terminalreporter.write_line(text)
 
 
 def start_api(cluster: Cluster) -> tuple[str, str]:
