@@ -1,9 +1,10 @@
 """tickwheel: a distributed, time-based job scheduler. What is importable from here is the public
 surface; everything else may change between releases."""
 
-from tickwheel.client.client import AsyncClient, Client
+from tickwheel.client.client import AsyncClient
 from tickwheel.client.cron import CronJobInfo, FireTime, OccurrenceInfo
 from tickwheel.client.models import AttemptInfo, BatchItemResult, ExecutionInfo, ExecutionPage
+from tickwheel.client.sync import Client
 from tickwheel.direct import connect, connect_async
 from tickwheel.domain.errors import (
     BadRequest,

@@ -9,7 +9,8 @@ only (the ``cron`` and ``workflows`` parts of these clients refuse with a clear 
 
 from __future__ import annotations
 
-from tickwheel.client.client import AsyncClient, Client
+from tickwheel.client.client import AsyncClient
+from tickwheel.client.sync import Client
 from tickwheel.client.transports.inprocess import InProcessTransport
 from tickwheel.config import Settings
 from tickwheel.domain.clock import Clock

@@ -15,7 +15,8 @@ from tests.cron.helpers import GREETING
 from tests.factories import T0, definition, stored
 from tickwheel.api.app import create_app
 from tickwheel.api.auth import create_key
-from tickwheel.client.client import AsyncClient, Client
+from tickwheel.client.client import AsyncClient
+from tickwheel.client.sync import Client
 from tickwheel.client.transports.http import HttpTransport
 from tickwheel.client.transports.inprocess import InProcessTransport
 from tickwheel.config import Settings

@@ -12,7 +12,7 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 
-from tickwheel.client.client import Client
+from tickwheel.client.sync import Client
 from tickwheel.domain.errors import TickwheelError
 
 console = Console()

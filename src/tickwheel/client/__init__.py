@@ -1,8 +1,9 @@
 """The Client SDK: one interface, HTTP and in-process transports."""
 
-from tickwheel.client.client import AsyncClient, Client
+from tickwheel.client.client import AsyncClient
 from tickwheel.client.cron import CronJobInfo, FireTime, OccurrenceInfo
 from tickwheel.client.models import AttemptInfo, BatchItemResult, ExecutionInfo, ExecutionPage
+from tickwheel.client.sync import Client
 
 __all__ = [
     "AsyncClient",

@@ -1,15 +1,14 @@
 """The Cron Service: turns due occurrences of cron jobs into Executions (or, for a job that
 targets a workflow, Workflow Runs), each exactly once.
 
-One tick: claim a batch of due jobs (a lease, so a killed instance's jobs move on to
-another), plan each with ``policies.plan_tick``, materialise the occurrences through the
-Client SDK with the key ``cron:<cronJobId>:<occurrence>`` (``cron-wf:`` for workflow runs,
-``targets.py``), planning a job again just before its submission if the tick fell behind, then
-record the history and advance every job's ``next_run_at`` in one transaction, each job's
-write guarded on its own. A crash between submitting and advancing leaves the job
-where it was; whoever claims it next submits the same keys again and gets the same executions
-back: nothing new is created, and the history rows, unique per occurrence and outcome, are
-written once.
+One tick: claim a batch of due jobs (a lease, so a killed instance's jobs move on to another),
+plan each with ``policies.plan_tick``, materialise the occurrences through the Client SDK
+(``submissions.py``) with the key ``cron:<cronJobId>:<occurrence>`` (``cron-wf:`` for workflow
+runs, ``targets.py``), planning a job again just before its submission if the tick fell behind,
+then record the history and advance every job's ``next_run_at`` in one transaction, each job's
+write guarded on its own. A crash between submitting and advancing leaves the job where it was;
+whoever claims it next submits the same keys again and gets the same executions back: nothing
+new is created, and the history rows, unique per occurrence and outcome, are written once.
 
 The service never touches the executions table: it sees executions only through the SDK
 (in-process inside ``tickwheel server``, HTTP as ``tickwheel cron run``), so every occurrence
@@ -28,41 +27,20 @@ from datetime import datetime
 
 from tickwheel.client.client import AsyncClient
 from tickwheel.cron.pause import cancel_submitted
-from tickwheel.cron.policies import (
-    Plan,
-    Step,
-    occurrence_request,
-    plan_tick,
-)
+from tickwheel.cron.policies import Plan, plan_tick
 from tickwheel.cron.schedule import Schedule
-from tickwheel.cron.targets import (
-    Done,
-    PreviousRun,
-    cancel_unstarted,
-    previous_of,
-    start_workflow_run,
-    unfinished_status,
-)
+from tickwheel.cron.submissions import SUBMIT_CHUNK, Results, submit_batch, submit_guarded
+from tickwheel.cron.targets import PreviousRun
 from tickwheel.domain.clock import Clock
-from tickwheel.domain.cron_jobs import (
-    CronJob,
-    CronJobStatus,
-    CronTarget,
-    OccurrenceRecord,
-    Outcome,
-    OverlapPolicy,
-)
-from tickwheel.domain.errors import Conflict, InvalidInput
-from tickwheel.domain.submission import SubmitRequest
+from tickwheel.domain.cron_jobs import CronJob, CronJobStatus, CronTarget, OccurrenceRecord, Outcome
+from tickwheel.domain.errors import InvalidInput
 from tickwheel.services.base import Service
 from tickwheel.services.settings import CronSettings
 from tickwheel.store.cron_protocol import CronAdvance, CronStore
 
-SUBMIT_CHUNK = 500
 MAX_OCCURRENCES = 5000
 
 ClientFor = Callable[[str], AsyncClient]
-Results = dict[tuple[uuid.UUID, datetime], Done]
 
 
 class CronService(Service):
@@ -163,11 +141,11 @@ class CronService(Service):
         batched = [job for job in jobs if _batched(job) and job.cron_job_id in plans]
         for group in self._groups(batched, plans):
             self._replan_late(group, plans, planned_at, current())
-            done |= await self._submit_batch(client, group, plans, now)
+            done |= await submit_batch(client, group, plans, now)
         for job in jobs:
             if not _batched(job) and job.cron_job_id in plans:
                 self._replan_late([job], plans, planned_at, current())
-                done |= await self._submit_guarded(client, job, plans[job.cron_job_id], now, extra)
+                done |= await submit_guarded(client, job, plans[job.cron_job_id], now, extra)
         advances = [
             self._advance_of(
                 job,
@@ -242,152 +220,6 @@ class CronService(Service):
                 )
                 planned_at[job.cron_job_id] = at
 
-    async def _submit_batch(
-        self, client: AsyncClient, jobs: list[CronJob], plans: dict[uuid.UUID, Plan], now: datetime
-    ) -> Results:
-        """Jobs that allow overlap: every due occurrence of the batch in one submission."""
-        keys = [
-            (job, step)
-            for job in jobs
-            if job.cron_job_id in plans
-            for step in plans[job.cron_job_id].steps
-            if step.submit
-        ]
-        if not keys:
-            return {}
-        requests = [occurrence_request(job, step.occurrence, now) for job, step in keys]
-        results = []
-        for start in range(0, len(requests), SUBMIT_CHUNK):  # the API takes 1,000 at most
-            results += await client.submit_many(requests[start : start + SUBMIT_CHUNK])
-        done: Results = {}
-        for (job, step), request, result in zip(keys, requests, results, strict=True):
-            key = (job.cron_job_id, step.occurrence)
-            if result.ok and result.execution is not None:
-                execution = result.execution
-                done[key] = Done(Outcome.SUBMITTED, execution.execution_id, execution.execute_at)
-                continue
-            error = result.error or {}
-            done[key] = self._refused(result.status, error, request)
-        return done
-
-    def _refused(self, status: int, error: dict[str, object], request: SubmitRequest) -> Done:
-        """A 409 means the key already names an execution, made from an earlier form of the job
-        (edited since, or a clamped executeAt): the occurrence *is* materialised, keep it. A 422
-        means the definition refuses it now; record why and move on rather than retry forever."""
-        details = error.get("details")
-        existing = details.get("executionId") if isinstance(details, dict) else None
-        if status == 409 and isinstance(existing, str):
-            return Done(
-                Outcome.SUBMITTED,
-                uuid.UUID(existing),
-                request.execute_at,
-                "already materialised by an earlier tick (same idempotency key); kept as it was",
-            )
-        fields = (
-            [f"{d.get('path')}: {d.get('message')}" for d in details or [] if isinstance(d, dict)]
-            if isinstance(details, list)
-            else []
-        )
-        why = "; ".join([str(error.get("message")), *fields])
-        return Done(Outcome.FAILED, None, None, f"the API refused it: {why}")
-
-    async def _submit_one(
-        self, client: AsyncClient, job: CronJob, occurrence: datetime, now: datetime
-    ) -> Done:
-        if job.spec.target is CronTarget.WORKFLOW:
-            return await start_workflow_run(client, job, occurrence)
-        request = occurrence_request(job, occurrence, now)
-        try:
-            info = await client.submit(
-                request.definition_uri,
-                request.inputs,
-                request.execute_at,
-                request.idempotency_key,
-                version=request.definition_version,
-            )
-        except Conflict as exc:
-            return self._refused(409, {"message": exc.message, "details": exc.details}, request)
-        except InvalidInput as exc:
-            return self._refused(422, {"message": exc.message, "details": exc.details}, request)
-        return Done(Outcome.SUBMITTED, info.execution_id, info.execute_at)
-
-    async def _submit_guarded(
-        self,
-        client: AsyncClient,
-        job: CronJob,
-        plan: Plan,
-        now: datetime,
-        extra: list[OccurrenceRecord],
-    ) -> Results:
-        """Jobs submitted one occurrence at a time: those that forbid or replace overlapping
-        runs, each occurrence checked against the run of the previous one (which may be from
-        this very tick: an execution, or a workflow run that is still RUNNING), and jobs that
-        start workflow runs (a run has no batch endpoint)."""
-        done: Results = {}
-        policy = job.spec.overlap_policy
-        previous = previous_of(job)
-        for step in plan.steps:
-            if not step.submit:
-                continue
-            note: str | None = None
-            status = None
-            if previous is not None and policy is not OverlapPolicy.ALLOW:
-                status = await unfinished_status(client, previous)
-            if previous is not None and status is not None:
-                if policy is OverlapPolicy.FORBID:
-                    done[(job.cron_job_id, step.occurrence)] = Done(
-                        Outcome.SKIPPED_OVERLAP,
-                        reason=f"the previous run ({previous.describe()}, occurrence "
-                        f"{_iso(previous.occurrence)}) was still {status}; overlapPolicy forbid",
-                    )
-                    continue
-                note = await self._replace(client, job, previous, status, step, extra, now)
-            result = (await self._submit_one(client, job, step.occurrence, now)).noted(note)
-            done[(job.cron_job_id, step.occurrence)] = result
-            if (started := result.started) is not None:
-                previous = started.at(step.occurrence)
-        return done
-
-    async def _replace(
-        self,
-        client: AsyncClient,
-        job: CronJob,
-        previous: PreviousRun,
-        status: str,
-        step: Step,
-        extra: list[OccurrenceRecord],
-        now: datetime,
-    ) -> str | None:
-        """Cancels the previous run if it has not started (an execution) or is still RUNNING
-        (a workflow run: its tasks not started are cancelled); says so on both occurrences."""
-        workflow = previous.kind is CronTarget.WORKFLOW
-        if await cancel_unstarted(client, previous, status):
-            how = (
-                "cancelled while RUNNING"
-                if workflow
-                else "stopped while RUNNING (its worker cancels it)"
-                if status == "RUNNING"
-                else f"cancelled before it started ({status})"
-            )
-            if previous.occurrence is not None:
-                extra.append(
-                    OccurrenceRecord(
-                        job.cron_job_id,
-                        previous.occurrence,
-                        Outcome.REPLACED,
-                        now,
-                        execution_id=None if workflow else previous.run_id,
-                        workflow_run_id=previous.run_id if workflow else None,
-                        reason=f"{how} for the run of {_iso(step.occurrence)} "
-                        "(overlapPolicy replace)",
-                    )
-                )
-            return f"replaced the previous run ({previous.describe()}), {how}"
-        return (
-            f"the previous run ({previous.describe()}) had already started and cannot be "
-            "cancelled; both run (overlapPolicy replace)"
-        )
-
     def _advance_of(
         self,
         job: CronJob,
@@ -439,9 +271,3 @@ def _batched(job: CronJob) -> bool:
 
 def _run_of(last: tuple[datetime, PreviousRun] | None, kind: CronTarget) -> uuid.UUID | None:
     return last[1].run_id if last is not None and last[1].kind is kind else None
-
-
-def _iso(instant: datetime | None) -> str:
-    if instant is None:
-        return "-"
-    return instant.isoformat().replace("+00:00", "Z")

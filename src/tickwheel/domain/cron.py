@@ -11,15 +11,15 @@ naive wall times, where it has no DST logic at all; ``cron_dst`` then turns each
 real instants with the same rules for every form of expression (5 fields, 6 fields, macros),
 and ``cron_preview`` says which of them a DST rule moved, doubled or skipped, and why.
 
-Syntax errors are found here, before cronsim sees the expression, so that the message can say
-which field and which value is wrong; cronsim's own errors only name the field.
+Syntax errors are found before cronsim sees the expression (``cron_syntax``, field by field), so
+that the message can say which field and which value is wrong; cronsim's own errors only name
+the field.
 """
 
 from __future__ import annotations
 
 import calendar
 import difflib
-import re
 from collections.abc import Callable, Iterator
 from contextlib import suppress
 from dataclasses import dataclass
@@ -41,6 +41,16 @@ from tickwheel.domain.cron_dst import (
     walk_start,
 )
 from tickwheel.domain.cron_preview import FirePreview, explain
+from tickwheel.domain.cron_syntax import (
+    DAY_OF_MONTH,
+    FIELDS,
+    NEAREST,
+    Problem,
+    check_field,
+    no_specific,
+    six,
+    split,
+)
 from tickwheel.domain.errors import FieldError, InvalidInput
 
 # The names other layers use; DstPolicy and FirePreview live in cron_dst and cron_preview.
@@ -51,36 +61,9 @@ __all__ += ["parse_timezone", "preview"]
 _P = ParamSpec("_P")
 _T = TypeVar("_T")
 
-MACROS = {
-    "@yearly": "0 0 1 1 *",
-    "@annually": "0 0 1 1 *",
-    "@monthly": "0 0 1 * *",
-    "@weekly": "0 0 * * 0",
-    "@daily": "0 0 * * *",
-    "@midnight": "0 0 * * *",
-    "@hourly": "0 * * * *",
-}
-MONTH_NAMES = ("JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP", "OCT", "NOV", "DEC")
-DAY_NAMES = ("SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT")
 # Files in the zoneinfo folder that are not IANA zones: "localtime" is whatever zone the
 # machine is set to, which differs between the nodes of a cluster.
 NOT_ZONES = frozenset({"localtime", "posixrules"})
-
-
-@dataclass(frozen=True)
-class _Field:
-    name: str
-    low: int
-    high: int
-    names: tuple[str, ...] = ()
-    first_name_value: int = 0
-
-
-SECOND, MINUTE, HOUR = _Field("second", 0, 59), _Field("minute", 0, 59), _Field("hour", 0, 23)
-DAY_OF_MONTH = _Field("day-of-month", 1, 31)
-MONTH = _Field("month", 1, 12, MONTH_NAMES, 1)
-DAY_OF_WEEK = _Field("day-of-week", 0, 7, DAY_NAMES, 0)
-FIELDS = (SECOND, MINUTE, HOUR, DAY_OF_MONTH, MONTH, DAY_OF_WEEK)
 
 
 @dataclass(frozen=True)
@@ -116,7 +99,7 @@ class CronExpression:
     @property
     def nearest_weekday(self) -> int | None:
         """``15W`` (day-of-month): the weekday nearest the 15th, within its month; else None."""
-        found = _NEAREST.match(self.fields[3])
+        found = NEAREST.match(self.fields[3])
         return int(found.group(1)) if found else None
 
     @property
@@ -131,13 +114,6 @@ class CronExpression:
         return " ".join(fields)
 
 
-_NEAREST = re.compile(r"^(\d{1,2})W$")
-
-
-class _Problem(Exception):
-    """A syntax problem in one field; ``parse_expression`` adds the field's position."""
-
-
 def parse_expression(expression: str) -> CronExpression:
     """Validate ``expression`` (5 fields, 6 with seconds first, or a macro such as ``@daily``).
     Remembered: a ``cron apply`` of 100,000 jobs names a handful of expressions, and checking
@@ -150,14 +126,14 @@ def parse_expression(expression: str) -> CronExpression:
 def _parse_expression(expression: str) -> CronExpression:
     text = expression.strip()
     try:
-        parts = _split(text)
+        parts = split(text)
         offset = 0 if len(parts) == 6 else 1
         fields = ("0", *parts) if offset else tuple(parts)
         for index, value in enumerate(fields[offset:], start=offset):
-            _check_field(index, index - offset + 1, value)
-        expr = CronExpression(text, _six(_no_specific(fields, offset)), has_seconds=not offset)
+            check_field(index, index - offset + 1, value)
+        expr = CronExpression(text, six(no_specific(fields, offset)), has_seconds=not offset)
         _check_with_library(expr, offset)
-    except _Problem as problem:
+    except Problem as problem:
         raise InvalidInput(
             f"invalid cron expression {text!r}: {problem}",
             [FieldError("expression", str(problem))],
@@ -301,41 +277,6 @@ def _wall_matches(expr: CronExpression, start: datetime) -> Iterator[datetime]:
     yield from (w for w in walls if w.day == nearest_weekday(w.year, w.month, day))
 
 
-def _split(text: str) -> list[str]:
-    if not text:
-        raise _Problem("the expression is empty")
-    if text.startswith("@"):
-        macro = MACROS.get(text.lower())
-        if macro is None:
-            raise _Problem(f"unknown macro {text}; use one of {', '.join(MACROS)}")
-        return macro.split()
-    parts = text.upper().split()
-    if len(parts) not in (5, 6):
-        raise _Problem(
-            f"expected 5 fields (minute hour day-of-month month day-of-week) or 6 with seconds "
-            f"first, got {len(parts)}"
-        )
-    return parts
-
-
-def _no_specific(fields: tuple[str, ...], offset: int) -> tuple[str, ...]:
-    """Quartz's ``?`` ("no specific value") in one day field is ``*``: with classic cron's rule,
-    an unrestricted day field leaves the other to decide. ``nW`` needs the other to be free."""
-    day, weekday = fields[3], fields[5]
-    position = 4 - offset
-    if day == "?" and weekday == "?":
-        raise _Problem(
-            f"fields {position} and {position + 2}: '?' may stand in only one of day-of-month "
-            "and day-of-week"
-        )
-    if _NEAREST.match(day) and weekday not in ("*", "?"):
-        raise _Problem(
-            f"field {position} (day-of-month): {day!r} picks one day a month and cannot be "
-            "combined with a day-of-week; put ? or * there"
-        )
-    return tuple("*" if field == "?" else field for field in fields)
-
-
 def nearest_weekday(year: int, month: int, day: int) -> int | None:
     """The day of the month ``nW`` fires on: ``day`` if a weekday, else the nearest weekday
     in the same month (a Saturday the 1st moves to Monday the 3rd, a Sunday the 31st to
@@ -351,112 +292,6 @@ def nearest_weekday(year: int, month: int, day: int) -> int | None:
     return day
 
 
-def _six(fields: tuple[str, ...]) -> tuple[str, str, str, str, str, str]:
-    second, minute, hour, day, month, weekday = fields
-    return second, minute, hour, day, month, weekday
-
-
-def _check_field(index: int, position: int, value: str) -> None:
-    field = FIELDS[index]
-    if value == "?" and field in (DAY_OF_MONTH, DAY_OF_WEEK):
-        return
-    try:
-        for term in value.split(","):
-            _check_term(field, term, value)
-    except _Problem as problem:
-        raise _Problem(f"field {position} ({field.name}): {problem}") from None
-
-
-def _check_term(field: _Field, term: str, value: str) -> None:
-    """Mirrors the order in which cronsim reads a term, so that what passes here passes there."""
-    if term == "":
-        raise _Problem(f"empty item in list {value!r}")
-    if term == "*":
-        return
-    if field is DAY_OF_WEEK and "L" in term:
-        _check_last_weekday(term)
-    elif field is DAY_OF_WEEK and "#" in term:
-        _check_nth_weekday(term)
-    elif "/" in term:
-        _check_step(field, term)
-    elif "-" in term:
-        _check_range(field, term)
-    elif field is DAY_OF_MONTH and term in ("L", "LW"):
-        return
-    elif field is DAY_OF_MONTH and _NEAREST.match(term):
-        if term != value:
-            raise _Problem(f"{term!r}: W takes one day on its own, not in a list")
-        _value(field, term[:-1])
-    else:
-        _value(field, term)
-
-
-def _check_last_weekday(term: str) -> None:
-    day = term[:-1]
-    if not term.endswith("L") or not day.isdigit():
-        raise _Problem(f"{term!r}: L takes a day number before it, e.g. 5L (the last Friday)")
-    _value(DAY_OF_WEEK, day)
-
-
-def _check_nth_weekday(term: str) -> None:
-    day, nth = term.split("#", 1)
-    _value(DAY_OF_WEEK, day)
-    if not nth.isdigit() or not 1 <= int(nth) <= 5:
-        raise _Problem(f"{term!r}: the number after # must be 1-5 (the nth such day of the month)")
-
-
-def _check_step(field: _Field, term: str) -> None:
-    base, step = term.split("/", 1)
-    if base != "*":
-        (_check_range if "-" in base else _value)(field, base)
-    if not step.isdigit() or int(step) < 1:
-        raise _Problem(f"{term!r}: the step after / must be a whole number of at least 1")
-    if int(step) > field.high - field.low:
-        raise _Problem(f"{term!r}: step {int(step)} is larger than the range {_span(field)}")
-
-
-def _check_range(field: _Field, term: str) -> None:
-    start, end = term.split("-", 1)
-    if not start or not end:
-        raise _Problem(f"range {term!r} is missing a number")
-    if _value(field, start) > _value(field, end):
-        hint = " (Sunday is both 0 and 7)" if field is DAY_OF_WEEK else ""
-        raise _Problem(f"range {term} goes backwards: its start is after its end{hint}")
-
-
-def _value(field: _Field, text: str) -> int:
-    if text in field.names:
-        return field.names.index(text) + field.first_name_value
-    if not text.isdigit():
-        raise _Problem(_not_a_value(field, text))
-    number = int(text)
-    if not field.low <= number <= field.high:
-        raise _Problem(f"{number} is out of range {_span(field)}")
-    return number
-
-
-def _not_a_value(field: _Field, text: str) -> str:
-    if text == "":
-        return "a number is missing"
-    if text == "?":
-        if field in (DAY_OF_MONTH, DAY_OF_WEEK):
-            return "'?' stands alone in its field (no list, range or step)"
-        return "'?' is only allowed in day-of-month or day-of-week"
-    if field is DAY_OF_MONTH and text in ("L", "LW"):
-        return f"{text!r} cannot be part of a range or a step"
-    if field is DAY_OF_MONTH and text.endswith("W"):
-        return f"{text!r}: W takes a day number before it, e.g. 15W (the weekday nearest the 15th)"
-    if text in ("L", "LW", "W") or "#" in text:
-        return f"{text!r}: L, W and # are only allowed in the day fields (see docs/cron.md)"
-    if field.names:
-        return f"{text!r} is not a number or a name ({field.names[0]}-{field.names[-1]})"
-    return f"{text!r} is not a number"
-
-
-def _span(field: _Field) -> str:
-    return f"{field.low}-{field.high}"
-
-
 def _check_with_library(expr: CronExpression, offset: int) -> None:
     """cronsim also rejects a day-of-month that no chosen month has (``0 0 30 2 *``); the
     checks above cannot know that, so ask it, and locate whatever it still refuses."""
@@ -465,15 +300,15 @@ def _check_with_library(expr: CronExpression, offset: int) -> None:
     except CronSimError as error:
         found = [i for i, field in enumerate(FIELDS) if str(error) == f"Bad {field.name}"]
         if not found:
-            raise _Problem(f"not accepted ({error})") from None
+            raise Problem(f"not accepted ({error})") from None
         index = found[0]
         value, position = expr.fields[index], index - offset + 1
         if FIELDS[index] is DAY_OF_MONTH:
-            raise _Problem(
+            raise Problem(
                 f"field {position} (day-of-month): {value!r} never occurs in the months "
                 f"{expr.fields[4]!r}"
             ) from None
-        raise _Problem(f"field {position} ({FIELDS[index].name}): {value!r} is not valid") from None
+        raise Problem(f"field {position} ({FIELDS[index].name}): {value!r} is not valid") from None
 
 
 def _timezone_hint(name: str) -> str:

@@ -22,6 +22,9 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from tickwheel.domain.models import Execution
+from tickwheel.domain.states import AttemptStatus
+from tickwheel.observability.logs import execution_fields
+from tickwheel.observability.metrics import Metrics
 from tickwheel.store.protocol import AttemptResult, ClaimStore
 
 RETRY_SECONDS = 1.0
@@ -36,6 +39,37 @@ class Finished:
     execution: Execution
     result: AttemptResult
     seconds: float
+
+
+def record_finished(item: Finished, metrics: Metrics, log: logging.Logger, worker_id: str) -> None:
+    """What a reported attempt leaves behind in the metrics and the log."""
+    result, execution = item.result, item.execution
+    metrics.finished(
+        execution.definition_uri,
+        str(result.execution_status),
+        str(result.attempt_status),
+        item.seconds,
+    )
+    if result.attempt_status is not AttemptStatus.SUCCEEDED:
+        # A failure is news for whoever runs the worker: at warning, with the error (the
+        # extra fields name the execution, attempt, fencing token and this worker).
+        error = result.error or {}
+        log.warning(
+            "attempt %d %s (%s): %s; execution %s",
+            execution.attempt_count,
+            result.attempt_status,
+            error.get("kind"),
+            error.get("message"),
+            result.execution_status,
+            extra=execution_fields(execution, worker_id),
+        )
+    elif log.isEnabledFor(logging.DEBUG):
+        log.debug(
+            "attempt %d finished: %s",
+            execution.attempt_count,
+            result.attempt_status,
+            extra=execution_fields(execution, worker_id),
+        )
 
 
 class ResultBuffer:

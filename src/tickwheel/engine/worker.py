@@ -19,7 +19,6 @@ by at most ``finish_interval`` plus one report, between a handler's side effect 
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import os
 import random
@@ -31,19 +30,19 @@ from datetime import datetime
 
 from tickwheel.domain.backoff import Uniform
 from tickwheel.domain.clock import Clock
-from tickwheel.domain.definition_refs import stored_name
-from tickwheel.domain.definitions import Definition, RetryPolicy
+from tickwheel.domain.definitions import Definition
 from tickwheel.domain.models import Execution
-from tickwheel.domain.retry import decide_failure
-from tickwheel.domain.states import AttemptStatus, ExecutionStatus
 from tickwheel.engine import cancellation
-from tickwheel.engine.reporting import Finished, ResultBuffer
+from tickwheel.engine.definition_cache import DefinitionCache
+from tickwheel.engine.heartbeat import Heartbeats
+from tickwheel.engine.outcomes import attempt_result
+from tickwheel.engine.reporting import Finished, ResultBuffer, record_finished
 from tickwheel.engine.runners import JobContext, Runner, RunOutcome, default_runners, run_attempt
 from tickwheel.engine.runners.attempt_state import AttemptState
 from tickwheel.engine.service import Service
 from tickwheel.observability.logs import bind, execution_fields
 from tickwheel.services.settings import WorkerSettings
-from tickwheel.store.protocol import AttemptResult, StoredDefinition, Topic, WorkerStore
+from tickwheel.store.protocol import Topic, WorkerStore
 
 REPORT_EVERY = 5.0
 """Seconds between a worker's reports to the registry (one upsert each, never one per claim)."""
@@ -52,14 +51,6 @@ ALIVE_WITHIN = 3 * REPORT_EVERY
 
 SETTLE_TURNS = 4
 """Event-loop turns a worker with queued work gives finishing attempts before it claims."""
-
-# When a definition cannot be found, the failure is permanent: nothing to retry with.
-_NO_RETRY = RetryPolicy(max_attempts=1)
-
-
-def output_reference(execution_id: uuid.UUID) -> str:
-    """Where an output kept out of line is read: ``GET /v1/executions/{id}/output``."""
-    return f"tickwheel://executions/{execution_id}/output"
 
 
 class Worker(Service):
@@ -93,8 +84,7 @@ class Worker(Service):
         self.max_inline_output = settings.max_inline_output
         self.cancel_grace = settings.cancel_grace
         self.running: dict[uuid.UUID, tuple[asyncio.Task[None], int]] = {}
-        self._definitions: dict[tuple[str, str, int], Definition] = {}
-        self._lookups: dict[tuple[str, str, int], asyncio.Future[StoredDefinition | None]] = {}
+        self.definitions = DefinitionCache(store)
         self.stale_writes = 0
         self.finished = 0
         self.report_every = REPORT_EVERY
@@ -120,8 +110,7 @@ class Worker(Service):
             stopping=lambda: self.stopping,
             log=self.log,
         )
-        self._beats: dict[uuid.UUID, asyncio.Task[None]] = {}
-        self._lost: set[uuid.UUID] = set()
+        self.heartbeats = Heartbeats(store, self.lease, now=self.store_now, log=self.log)
 
     # -- claiming -------------------------------------------------------------------------------
 
@@ -285,33 +274,7 @@ class Worker(Service):
 
     def _recorded(self, item: Finished) -> None:
         self.finished += 1
-        result, execution = item.result, item.execution
-        self.metrics.finished(
-            execution.definition_uri,
-            str(result.execution_status),
-            str(result.attempt_status),
-            item.seconds,
-        )
-        if result.attempt_status is not AttemptStatus.SUCCEEDED:
-            # A failure is news for whoever runs the worker: at warning, with the error (the
-            # extra fields name the execution, attempt, fencing token and this worker).
-            error = result.error or {}
-            self.log.warning(
-                "attempt %d %s (%s): %s; execution %s",
-                execution.attempt_count,
-                result.attempt_status,
-                error.get("kind"),
-                error.get("message"),
-                result.execution_status,
-                extra=execution_fields(execution, self.worker_id),
-            )
-        elif self.log.isEnabledFor(logging.DEBUG):
-            self.log.debug(
-                "attempt %d finished: %s",
-                execution.attempt_count,
-                result.attempt_status,
-                extra=execution_fields(execution, self.worker_id),
-            )
+        record_finished(item, self.metrics, self.log, self.worker_id)
 
     # -- one attempt ----------------------------------------------------------------------------
 
@@ -334,7 +297,7 @@ class Worker(Service):
             # Asked to stop while an earlier attempt was finishing: it does not run again.
             self._report_cancelled(execution, started)
             return
-        definition = await self._definition(execution)
+        definition = await self.definitions.get(execution)
         if definition is None:
             gone = RunOutcome(ok=False, kind="permanent", message="the definition is gone")
             self._report(execution, None, gone, started)
@@ -343,80 +306,32 @@ class Worker(Service):
         # before, so it is a timer, and a task only for attempts that outlive it.
         this = asyncio.current_task()
         assert this is not None
-        beat = asyncio.get_running_loop().call_later(
-            self._beat_interval, self._start_heartbeat, execution, token, this, ctx.state
-        )
+        beat = self.heartbeats.schedule(execution, token, this, ctx.state)
         outcome: RunOutcome | None = None
         try:
             outcome = await run_attempt(definition, execution.inputs, ctx, runners=self.runners)
         except asyncio.CancelledError:
-            lost = execution.execution_id in self._lost
+            lost = self.heartbeats.take_lost(execution.execution_id)
             if not lost and not ctx.cancelled:
                 raise  # shutdown cancelled us: the caller releases the execution
             this.uncancel()
             if lost:
-                self._lost.discard(execution.execution_id)
                 self._stale(execution, "the lease was lost while the handler ran")
                 return
         finally:
             beat.cancel()
-            heartbeat = self._beats.pop(execution.execution_id, None)
-            if heartbeat is not None:
-                heartbeat.cancel()
+            self.heartbeats.stop(execution.execution_id)
         if outcome is None or (ctx.cancelled and not outcome.ok):
             self._report_cancelled(execution, started)
             return
         if not outcome.ok and ctx.state.has_pending:
             # The checkpoint must outlive the failure (or the snooze): the next attempt starts
             # from it. One write, only when something is waiting.
-            await self._beat_once(execution, token, ctx.state)
+            await self.heartbeats.beat_once(execution, token, ctx.state)
         if outcome.snooze is not None:
             await self._snooze(execution, outcome)
             return
         self._report(execution, definition, outcome, started)
-
-    @property
-    def _beat_interval(self) -> float:
-        return max(self.lease.total_seconds() / 3, 0.05)
-
-    def _start_heartbeat(
-        self, execution: Execution, token: int, attempt: asyncio.Task[None], state: AttemptState
-    ) -> None:
-        self._beats[execution.execution_id] = asyncio.create_task(
-            self._heartbeat(execution, token, attempt, state)
-        )
-
-    async def _heartbeat(
-        self, execution: Execution, token: int, attempt: asyncio.Task[None], state: AttemptState
-    ) -> None:
-        while not attempt.done():
-            try:
-                answer = await cancellation.beat(
-                    self.store, execution, token, self.lease, self.store_now(), state
-                )
-            except Exception as exc:
-                # The lease runs on; the next beat may get through before it expires.
-                self.log.warning("heartbeat failed: %s", exc)
-            else:
-                if answer is None:
-                    # Someone else owns the execution now: stop, drop whatever the handler makes.
-                    self._lost.add(execution.execution_id)
-                    attempt.cancel()
-                    return
-                if answer.cancel_requested and not state.cancelled:
-                    state.cancel()  # before the task's cancel: the runners read it as they stop
-                    attempt.cancel()
-            # A cancel requested anywhere wakes the beat early (cancels are rare; a wasted
-            # beat is one short UPDATE): it is heard at once rather than a third of a lease on.
-            await self.store.wait_for(Topic.CANCEL, self._beat_interval)
-
-    async def _beat_once(self, execution: Execution, token: int, state: AttemptState) -> None:
-        try:
-            await cancellation.beat(
-                self.store, execution, token, self.lease, self.store_now(), state
-            )
-        except Exception as exc:
-            self.log.warning("checkpoint not written: %s", exc)
 
     async def _snooze(self, execution: Execution, outcome: RunOutcome) -> None:
         try:
@@ -434,36 +349,6 @@ class Worker(Service):
         seconds = (self.clock.now() - started).total_seconds()
         self.results.add(Finished(execution, result, seconds))
 
-    async def _definition(self, execution: Execution) -> Definition | None:
-        # Resolved for the execution's tenant: its own definition of the name, else the shared.
-        key = (execution.tenant, execution.definition_uri, execution.definition_version)
-        known = self._definitions.get(key)
-        if known is not None:
-            return known
-        # One lookup per definition however many attempts miss the cache at once (a herd's
-        # first claim: ten attempts of one definition, ten identical SELECTs before).
-        lookup = self._lookups.get(key)
-        if lookup is None:
-            name = stored_name(execution.definition_uri)
-            lookup = asyncio.ensure_future(
-                self.store.definition_get(execution.tenant, name, execution.definition_version)
-            )
-            self._lookups[key] = lookup
-            lookup.add_done_callback(lambda done: self._lookup_done(key, done))
-        # Shielded: an attempt cancelled while it waits must not cancel the others' lookup.
-        stored = await asyncio.shield(lookup)
-        if stored is None:
-            return None
-        self._definitions[key] = stored.definition
-        return stored.definition
-
-    def _lookup_done(
-        self, key: tuple[str, str, int], done: asyncio.Future[StoredDefinition | None]
-    ) -> None:
-        self._lookups.pop(key, None)
-        if not done.cancelled():
-            done.exception()  # retrieved: the waiters (if any are left) raise it themselves
-
     def _report(
         self,
         execution: Execution,
@@ -471,39 +356,14 @@ class Worker(Service):
         outcome: RunOutcome,
         started: datetime,
     ) -> None:
-        token = execution.fencing_token
-        assert token is not None
-        if outcome.ok:
-            size = len(json.dumps(outcome.output, separators=(",", ":")).encode())
-            # A large output stays out of the hot executions row; the row keeps a reference.
-            large = size > self.max_inline_output
-            result = AttemptResult(
-                execution.execution_id,
-                token,
-                AttemptStatus.SUCCEEDED,
-                ExecutionStatus.SUCCEEDED,
-                output=outcome.output,
-                output_reference=output_reference(execution.execution_id) if large else None,
-                output_size=size,
-            )
-        else:
-            error = {**(outcome.error() or {}), "attempt": execution.attempt_count}
-            decision = decide_failure(
-                outcome.kind or "error",
-                execution.attempt_count,
-                execution.max_attempts,
-                definition.retry if definition else _NO_RETRY,
-                self.clock.now(),
-                self.uniform,
-            )
-            result = AttemptResult(
-                execution.execution_id,
-                token,
-                decision.attempt_status,
-                decision.execution_status,
-                error=error,
-                next_attempt_at=decision.next_attempt_at,
-            )
+        result = attempt_result(
+            execution,
+            definition,
+            outcome,
+            max_inline_output=self.max_inline_output,
+            now=self.clock.now(),
+            uniform=self.uniform,
+        )
         seconds = (self.clock.now() - started).total_seconds()
         self.results.add(Finished(execution, result, seconds))
 

@@ -25,8 +25,9 @@ from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
-from tickwheel.client.client import AsyncClient, Client
+from tickwheel.client.client import AsyncClient
 from tickwheel.client.models import BatchItemResult, DefinitionApplied, ExecutionInfo
+from tickwheel.client.sync import Client
 from tickwheel.direct import connect, connect_async
 from tickwheel.domain.definitions import (
     Definition,

@@ -19,8 +19,8 @@ from tickwheel.cli.commands.cron_show import (
 )
 from tickwheel.cli.commands.executions import parse_inputs, parse_instant
 from tickwheel.cli.context import JsonFlag, explain, fail, print_json, resolve_api_key, state
-from tickwheel.client.client import Client
 from tickwheel.client.cron import load_cron_file
+from tickwheel.client.sync import Client
 from tickwheel.config import Settings
 from tickwheel.observability.logs import configure_logging
 

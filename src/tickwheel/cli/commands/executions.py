@@ -22,8 +22,8 @@ from tickwheel.cli.context import (
     print_json,
     state,
 )
-from tickwheel.client.client import Client
 from tickwheel.client.models import ExecutionInfo
+from tickwheel.client.sync import Client
 from tickwheel.domain.definition_refs import short
 
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)(ms|s|m|h|d)?$")

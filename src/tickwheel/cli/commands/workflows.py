@@ -21,7 +21,7 @@ from tickwheel.cli.context import (
     print_json,
     state,
 )
-from tickwheel.client.client import Client
+from tickwheel.client.sync import Client
 from tickwheel.domain.workflow_runs import RunStatus
 
 app = typer.Typer(

@@ -1,7 +1,8 @@
 """Composition root of ``tickwheel server``: opens the store, prepares it, and serves the API.
 
 On first start it creates an operator key, prints it once and writes it to a file only the user
-can read, so that the README's tour works without any set-up."""
+can read, so that the README's tour works without any set-up. The engine's services that run
+beside the API (or alone, as roles) are put together in ``in_process``."""
 
 from __future__ import annotations
 
@@ -20,27 +21,22 @@ import uvicorn
 
 from tickwheel.api.app import create_app
 from tickwheel.api.auth import create_key
-from tickwheel.api.inprocess_workflows import InProcessWorkflowsTransport
 from tickwheel.app.definitions import DefinitionService
 from tickwheel.client.client import AsyncClient
-from tickwheel.client.transports.inprocess import InProcessTransport
 from tickwheel.config import Settings
-from tickwheel.cron.service import ClientFor, CronService
 from tickwheel.domain.clock import SystemClock
 from tickwheel.domain.definition_files import format_from_filename, parse_definition
 from tickwheel.domain.models import Scope
 from tickwheel.domain.run_policy import RunPolicy
-from tickwheel.engine.pruner import Pruner
 from tickwheel.engine.queue_gauges import QueueGauges
-from tickwheel.engine.reaper import Reaper
-from tickwheel.engine.runners import default_runners
-from tickwheel.engine.runners.secrets import Secrets, SecretsFileError
-from tickwheel.engine.scheduler import Scheduler
-from tickwheel.engine.service import Service
-from tickwheel.engine.webhooks import WebhookSender
-from tickwheel.engine.worker import Worker
+from tickwheel.engine.runners.secrets import SecretsFileError
 from tickwheel.observability.metrics import serve_metrics
 from tickwheel.pyjobs.loading import register_apps
+from tickwheel.server.in_process import (
+    Engine,
+    cron_service,
+    worker_secrets,
+)
 from tickwheel.store.cron_protocol import CronStore
 from tickwheel.store.factory import (
     ReadStores,
@@ -48,11 +44,8 @@ from tickwheel.store.factory import (
     open_read_stores,
     open_store,
     redact,
-    webhook_store_for,
-    workflow_store_for,
 )
 from tickwheel.store.protocol import Store
-from tickwheel.workflows.orchestrator import Orchestrator
 
 log = logging.getLogger("tickwheel.server")
 DEFINITION_SUFFIXES = (".yaml", ".yml", ".json", ".xml")
@@ -291,132 +284,6 @@ class _Server(uvicorn.Server):
                 signal.signal(sig, handler)
 
 
-class Engine:
-    """Scheduler, reaper and worker (and the Cron Service and the orchestrator, which are built
-    on the client, not on the engine) as tasks of one process."""
-
-    def __init__(
-        self,
-        store: Store,
-        settings: Settings,
-        *,
-        scheduler: bool = True,
-        worker: bool = True,
-        worker_id: str | None = None,
-        definition_uris: list[str] | None = None,
-        cron: bool = False,
-        orchestrator: bool = False,
-        leased: bool = False,
-    ) -> None:
-        self.services: list[Service] = []
-        self.worker: Worker | None = None
-        self.cron = in_process_cron(store, settings) if cron else None
-        self.orchestrator = in_process_orchestrator(store, settings) if orchestrator else None
-        if scheduler:
-            # Leased: the role process shares the shards with other schedulers; the all-in-one
-            # server is the only scheduler of its database and promotes over every shard.
-            promoter = Scheduler(store, leased=leased, settings=settings.scheduler_settings())
-            self.services += [promoter, Reaper(store)]
-            # Webhook deliveries beside the scheduler: any number of senders share the outbox
-            # (leased claims), under the same destination rules as http executions.
-            self.services.append(
-                WebhookSender(webhook_store_for(store), policy=settings.run_policy())
-            )
-            pruning = settings.pruner_settings()
-            if pruning is not None:  # retention beside the scheduler, hourly
-                self.services.append(Pruner(store, cron=cron_store_for(store), settings=pruning))
-        if worker:
-            # Job threads for every slot plus as many again for sync jobs stuck past their
-            # timeout (as the Worker's own default); every runner applies the run policy.
-            runners = default_runners(
-                max_threads=2 * settings.worker_concurrency,
-                policy=settings.run_policy(),
-                secrets=worker_secrets(settings),
-            )
-            self.worker = Worker(
-                store,
-                worker_id=worker_id,
-                runners=runners,
-                definition_uris=definition_uris,
-                settings=settings.worker_settings(),
-            )
-            self.services.append(self.worker)
-        self._tasks: list[asyncio.Task[None]] = []
-
-    def start(self) -> None:
-        self._tasks = [asyncio.create_task(s.run(), name=s.name) for s in self.services]
-        for extra in (self.cron, self.orchestrator):
-            if extra is not None:
-                self._tasks.append(asyncio.create_task(extra.run(), name=extra.name))
-
-    async def wait(self) -> None:
-        """Until a service ends (it only does when stopped, or on a bug: then raise it)."""
-        done, _ = await asyncio.wait(self._tasks, return_when=asyncio.FIRST_COMPLETED)
-        for task in done:
-            task.result()
-
-    async def stop(self, grace: float) -> None:
-        for service in self.services:
-            service.stop()
-        for extra in (self.cron, self.orchestrator):
-            if extra is not None:
-                extra.stop()
-        if self.worker is not None:
-            await self.worker.shutdown(grace)
-        for task in self._tasks:
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
-
-
-def worker_secrets(settings: Settings) -> Secrets:
-    """Where this process's workers find secrets: the environment, then the secrets file."""
-    return Secrets(file=settings.secrets_file)
-
-
-def in_process_cron(store: Store, settings: Settings) -> CronService:
-    """The Cron Service inside ``tickwheel server``: it serves every tenant, each through an
-    in-process client bound to that tenant, so occurrences obey the API's rules exactly."""
-    return _cron_service(cron_store_for(store), tenant_clients(store, settings), settings, None)
-
-
-def in_process_orchestrator(store: Store, settings: Settings) -> Orchestrator:
-    """The workflow orchestrator inside ``tickwheel server`` (or ``tickwheel orchestrator``):
-    every tenant's runs, each through an in-process client bound to that tenant."""
-    return Orchestrator(
-        workflow_store_for(store),
-        store,
-        tenant_clients(store, settings),
-        settings=settings.orchestrator_settings(),
-    )
-
-
-def tenant_clients(store: Store, settings: Settings) -> ClientFor:
-    """One in-process client per tenant, made on first use. Its ``client.workflows`` starts
-    workflow runs in process too (the Cron Service's workflow-targeted jobs)."""
-    clients: dict[str, AsyncClient] = {}
-    workflows = workflow_store_for(store)
-
-    def client_for(tenant: str) -> AsyncClient:
-        if tenant not in clients:
-            transport = InProcessTransport(store, tenant, limits=settings.submit_limits())
-            runs = InProcessWorkflowsTransport(workflows, transport)
-            clients[tenant] = AsyncClient(transport=transport, workflows_transport=runs)
-        return clients[tenant]
-
-    return client_for
-
-
-def _cron_service(
-    cron: CronStore, client_for: ClientFor, settings: Settings, tenant: str | None
-) -> CronService:
-    return CronService(
-        cron,
-        client_for,
-        tenant=tenant,
-        settings=settings.cron_settings(),
-    )
-
-
 async def run_cron(settings: Settings, url: str, api_key: str | None, tenant: str) -> None:
     """``tickwheel cron run``: the Cron Service alone, for one tenant. It claims that tenant's
     due cron jobs from its own tables (``--database-url``) and materialises occurrences through
@@ -432,7 +299,7 @@ async def run_cron(settings: Settings, url: str, api_key: str | None, tenant: st
             assert job_tenant == tenant, "claims are filtered by tenant"
             return client
 
-        service = _cron_service(cron, client_for, settings, tenant)
+        service = cron_service(cron, client_for, settings, tenant)
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, service.stop)

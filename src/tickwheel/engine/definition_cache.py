@@ -1,0 +1,48 @@
+"""The worker's cache of definitions: a definition version never changes once registered, so
+each is read from the store once per worker, whatever the number of its attempts."""
+
+from __future__ import annotations
+
+import asyncio
+
+from tickwheel.domain.definition_refs import stored_name
+from tickwheel.domain.definitions import Definition
+from tickwheel.domain.models import Execution
+from tickwheel.store.protocol import StoredDefinition, WorkerStore
+
+_Key = tuple[str, str, int]
+
+
+class DefinitionCache:
+    def __init__(self, store: WorkerStore) -> None:
+        self.store = store
+        self._definitions: dict[_Key, Definition] = {}
+        self._lookups: dict[_Key, asyncio.Future[StoredDefinition | None]] = {}
+
+    async def get(self, execution: Execution) -> Definition | None:
+        # Resolved for the execution's tenant: its own definition of the name, else the shared.
+        key = (execution.tenant, execution.definition_uri, execution.definition_version)
+        known = self._definitions.get(key)
+        if known is not None:
+            return known
+        # One lookup per definition however many attempts miss the cache at once (a herd's
+        # first claim: ten attempts of one definition, ten identical SELECTs before).
+        lookup = self._lookups.get(key)
+        if lookup is None:
+            name = stored_name(execution.definition_uri)
+            lookup = asyncio.ensure_future(
+                self.store.definition_get(execution.tenant, name, execution.definition_version)
+            )
+            self._lookups[key] = lookup
+            lookup.add_done_callback(lambda done: self._lookup_done(key, done))
+        # Shielded: an attempt cancelled while it waits must not cancel the others' lookup.
+        stored = await asyncio.shield(lookup)
+        if stored is None:
+            return None
+        self._definitions[key] = stored.definition
+        return stored.definition
+
+    def _lookup_done(self, key: _Key, done: asyncio.Future[StoredDefinition | None]) -> None:
+        self._lookups.pop(key, None)
+        if not done.cancelled():
+            done.exception()  # retrieved: the waiters (if any are left) raise it themselves
