@@ -30,6 +30,7 @@ ATTR_DEFINITION = "tickwheel.definition_uri"
 # executions claimed but never run (cancelled meanwhile, definition gone) cannot grow it.
 _CLAIMED_MAX = 10_000
 _claimed: OrderedDict[tuple[uuid.UUID, int], dict[str, str]] = OrderedDict()
+_provider: Any = None
 
 
 @dataclass(frozen=True)
@@ -49,6 +50,18 @@ def _otel() -> _Otel | None:
     # The W3C format itself, not the globally configured propagator: the stored form must be the
     # same whatever a process configures, since another process continues it.
     return _Otel(trace, TraceContextTextMapPropagator())
+
+
+def use_tracer_provider(provider: Any) -> None:
+    """Where tickwheel's spans go: ``provider`` (an OpenTelemetry ``TracerProvider``), or with
+    None the global one (``opentelemetry.trace.set_tracer_provider``), for an application that
+    keeps its providers to itself, and for tests."""
+    global _provider
+    _provider = provider
+
+
+def _tracer(otel: _Otel) -> Any:
+    return otel.trace.get_tracer(TRACER_NAME, tracer_provider=_provider)
 
 
 def current_context() -> dict[str, str] | None:
@@ -88,7 +101,7 @@ def submit_span(count: int) -> Iterator[Any]:
     if otel is None:
         yield None
         return
-    tracer = otel.trace.get_tracer(TRACER_NAME)
+    tracer = _tracer(otel)
     kind = otel.trace.SpanKind.PRODUCER
     with tracer.start_as_current_span("tickwheel.submit", kind=kind) as span:
         span.set_attribute("tickwheel.count", count)
@@ -122,7 +135,7 @@ def record_batch(
     for stored, attributes in items:
         if not stored:
             continue
-        tracer = tracer or otel.trace.get_tracer(TRACER_NAME)
+        tracer = tracer or _tracer(otel)
         span = tracer.start_span(
             name, context=_parent(otel, stored), attributes=attributes, start_time=started_ns
         )
@@ -171,7 +184,7 @@ def attempt_span(
     if otel is None or not stored:
         yield None
         return
-    tracer = otel.trace.get_tracer(TRACER_NAME)
+    tracer = _tracer(otel)
     with tracer.start_as_current_span(
         "tickwheel.attempt",
         context=_parent(otel, stored),

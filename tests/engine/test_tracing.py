@@ -1,0 +1,157 @@
+"""OpenTelemetry tracing (docs/tracing.md) on both backends: a submission inside a span stores
+its W3C context, and the claim and the attempt continue that trace with the execution's id,
+attempt and fencing token; without a tracer (or without the packages) nothing is stored and
+everything works."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import StatusCode
+
+from tests.engine.test_services import Rig, register
+from tickwheel.domain.submission import SubmitRequest
+from tickwheel.observability import tracing
+from tickwheel.store.protocol import Store
+
+
+@pytest.fixture
+def provider() -> Iterator[TracerProvider]:
+    """A provider of this test's own (never the global one), for tickwheel and the test."""
+    own = TracerProvider()
+    tracing.use_tracer_provider(own)
+    try:
+        yield own
+    finally:
+        tracing.use_tracer_provider(None)
+        own.shutdown()
+
+
+@pytest.fixture
+def exporter(provider: TracerProvider) -> InMemorySpanExporter:
+    """Where the spans of ``provider`` land."""
+    exported = InMemorySpanExporter()
+    provider.add_span_processor(SimpleSpanProcessor(exported))
+    return exported
+
+
+@pytest.fixture
+async def rig(store: Store) -> Rig:
+    await register(store, "add", "add")
+    await register(store, "flaky", "fails", inputs={"depth": {"type": "integer", "default": 0}})
+    return Rig(store)
+
+
+def _spans(exporter: InMemorySpanExporter, name: str) -> list[ReadableSpan]:
+    return [s for s in exporter.get_finished_spans() if s.name == name]
+
+
+def _span_id(traceparent: str) -> tuple[int, int]:
+    """(trace id, span id) of a W3C ``traceparent``: version-trace-span-flags."""
+    _, trace_id, span_id, _ = traceparent.split("-")
+    return int(trace_id, 16), int(span_id, 16)
+
+
+async def test_the_attempt_continues_the_submitters_trace(
+    rig: Rig, provider: TracerProvider, exporter: InMemorySpanExporter
+) -> None:
+    tracer = provider.get_tracer("the-application")
+    with tracer.start_as_current_span("handle-order") as request_span:
+        eid = uuid.UUID(await rig.submit("add", a=2, b=3))
+    trace_id = request_span.get_span_context().trace_id
+
+    stored = (await rig.store.execution_get("acme", eid)).trace_context  # type: ignore[union-attr]
+    assert stored is not None
+    stored_trace, stored_span = _span_id(stored["traceparent"])
+    assert stored_trace == trace_id
+    [submit] = _spans(exporter, "tickwheel.submit")
+    assert submit.context.span_id == stored_span  # the stored context is the submit span's
+    assert submit.parent is not None and submit.parent.span_id == request_span.context.span_id
+    assert submit.attributes["tickwheel.execution_id"] == str(eid)
+
+    assert await rig.work() == 1
+    assert await rig.status(str(eid)) == "SUCCEEDED"
+    [claim] = _spans(exporter, "tickwheel.claim")
+    [attempt] = _spans(exporter, "tickwheel.attempt")
+    for span in (claim, attempt):
+        assert span.context.trace_id == trace_id
+        assert span.parent is not None and span.parent.span_id == stored_span
+        assert span.attributes == {
+            "tickwheel.execution_id": str(eid),
+            "tickwheel.definition_uri": "registry://jobs/add",
+            "tickwheel.attempt": 1,
+            "tickwheel.fencing_token": _token_of(span),
+        }
+    assert attempt.status.status_code is StatusCode.UNSET
+    assert (
+        claim.attributes["tickwheel.fencing_token"] == attempt.attributes["tickwheel.fencing_token"]
+    )
+
+
+def _token_of(span: ReadableSpan) -> Any:
+    token = span.attributes["tickwheel.fencing_token"]
+    assert isinstance(token, int) and token > 0
+    return token
+
+
+async def test_a_retry_is_a_new_attempt_span_in_the_same_trace(
+    rig: Rig, exporter: InMemorySpanExporter
+) -> None:
+    eid = uuid.UUID(await rig.submit("flaky"))  # no active span: the submit span is the root
+    assert await rig.work() == 1
+    rig.clock.advance(2)
+    assert await rig.scheduler.run_once() == 1
+    assert await rig.work() == 1
+    attempts = _spans(exporter, "tickwheel.attempt")
+    [submit] = _spans(exporter, "tickwheel.submit")
+    assert [s.attributes["tickwheel.attempt"] for s in attempts] == [1, 2]
+    assert {s.context.trace_id for s in attempts} == {submit.context.trace_id}
+    tokens = [s.attributes["tickwheel.fencing_token"] for s in attempts]
+    assert tokens[0] != tokens[1]  # type: ignore[comparison-overlap]
+    assert attempts[0].status.status_code is StatusCode.ERROR
+    assert attempts[0].attributes["tickwheel.execution_id"] == str(eid)
+
+
+async def test_the_trace_is_not_part_of_the_request(
+    rig: Rig, provider: TracerProvider, exporter: InMemorySpanExporter
+) -> None:
+    """A client that retries its keyed submit from another trace gets the same execution."""
+    tracer = provider.get_tracer("the-application")
+    keyed = SubmitRequest("registry://jobs/add", idempotency_key="order-7")
+    with tracer.start_as_current_span("first"):
+        first, created = await rig.client.submit(keyed)
+    with tracer.start_as_current_span("retry"):
+        again, created_again = await rig.client.submit(keyed)
+    assert created and not created_again
+    assert again["executionId"] == first["executionId"]
+    assert "traceContext" not in first and "trace_context" not in first
+
+
+async def test_without_a_tracer_nothing_is_stored_and_nothing_breaks(rig: Rig) -> None:
+    eid = uuid.UUID(await rig.submit("add", a=1, b=1))
+    assert (await rig.store.execution_get("acme", eid)).trace_context is None  # type: ignore[union-attr]
+    assert await rig.work() == 1
+    assert await rig.status(str(eid)) == "SUCCEEDED"
+
+
+async def test_without_the_packages_nothing_is_traced(
+    rig: Rig,
+    provider: TracerProvider,
+    exporter: InMemorySpanExporter,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """As if the otel extra were not installed: not one span, not one stored context."""
+    monkeypatch.setattr(tracing, "_otel", lambda: None)
+    tracer = provider.get_tracer("the-application")
+    with tracer.start_as_current_span("outside"):
+        eid = uuid.UUID(await rig.submit("add"))
+    assert (await rig.store.execution_get("acme", eid)).trace_context is None  # type: ignore[union-attr]
+    assert await rig.work() == 1
+    assert await rig.status(str(eid)) == "SUCCEEDED"
+    assert [s.name for s in exporter.get_finished_spans()] == ["outside"]
