@@ -82,7 +82,8 @@ async def test_the_attempt_continues_the_submitters_trace(
     assert stored_trace == trace_id
     [submit] = _spans(exporter, "tickwheel.submit")
     assert submit.context.span_id == stored_span  # the stored context is the submit span's
-    assert submit.parent is not None and submit.parent.span_id == request_span.get_span_context().span_id
+    request_span_id = request_span.get_span_context().span_id
+    assert submit.parent is not None and submit.parent.span_id == request_span_id
     assert _attrs(submit)["tickwheel.execution_id"] == str(eid)
 
     assert await rig.work() == 1
@@ -99,9 +100,7 @@ async def test_the_attempt_continues_the_submitters_trace(
             "tickwheel.fencing_token": _token_of(span),
         }
     assert attempt.status.status_code is StatusCode.UNSET
-    assert (
-        _attrs(claim)["tickwheel.fencing_token"] == _attrs(attempt)["tickwheel.fencing_token"]
-    )
+    assert _attrs(claim)["tickwheel.fencing_token"] == _attrs(attempt)["tickwheel.fencing_token"]
 
 
 def _token_of(span: ReadableSpan) -> Any:
