@@ -124,7 +124,31 @@ async def test_a_retry_is_a_new_attempt_span_in_the_same_trace(
     tokens = [_attrs(s)["tickwheel.fencing_token"] for s in attempts]
     assert tokens[0] != tokens[1]
     assert attempts[0].status.status_code is StatusCode.ERROR
+    [promotion] = _spans(exporter, "tickwheel.promotion")  # the retry, made READY when due
+    assert promotion.context.trace_id == submit.context.trace_id
     assert _attrs(attempts[0])["tickwheel.execution_id"] == str(eid)
+
+
+async def test_a_scheduled_execution_gets_a_promotion_span(
+    rig: Rig, provider: TracerProvider, exporter: InMemorySpanExporter
+) -> None:
+    with provider.get_tracer("the-application").start_as_current_span("plan"):
+        eid = uuid.UUID(await rig.submit("add", delay=10))
+    stored = await _stored(rig, eid)
+    assert stored is not None
+    trace_id, submit_span_id = _span_id(stored["traceparent"])
+    rig.clock.advance(10)
+    assert await rig.scheduler.run_once() == 1
+    [promotion] = _spans(exporter, "tickwheel.promotion")
+    assert promotion.context.trace_id == trace_id
+    assert promotion.parent is not None and promotion.parent.span_id == submit_span_id
+    assert _attrs(promotion) == {
+        "tickwheel.execution_id": str(eid),
+        "tickwheel.definition_uri": "registry://jobs/add",
+    }
+    assert await rig.work() == 1
+    [attempt] = _spans(exporter, "tickwheel.attempt")
+    assert attempt.context.trace_id == trace_id
 
 
 async def test_the_trace_is_not_part_of_the_request(

@@ -11,6 +11,7 @@ first use, so a process that never traces never loads them."""
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
 from collections import OrderedDict
@@ -140,6 +141,21 @@ def record_batch(
             name, context=_parent(otel, stored), attributes=attributes, start_time=started_ns
         )
         span.end(end_time=ended)
+
+
+Traced = list[tuple[Mapping[str, str] | None, dict[str, Any]]]
+"""The executions a batch statement moved that have a trace: (stored context, attributes)."""
+
+
+def trace_promoted(
+    traced: Traced, execution_id: uuid.UUID, definition_uri: str, stored: Any
+) -> None:
+    """Adds a promoted execution to ``traced`` when it has a stored context (a dict, or its JSON
+    text as SQLite keeps it)."""
+    if not stored or _otel() is None:
+        return
+    context = json.loads(stored) if isinstance(stored, str) else stored
+    traced.append((context, _attributes(execution_id, definition_uri, None, None)))
 
 
 def record_claims(executions: Iterable[Any], started_ns: int) -> None:
