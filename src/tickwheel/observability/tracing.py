@@ -62,7 +62,17 @@ def use_tracer_provider(provider: Any) -> None:
 
 
 def _tracer(otel: _Otel) -> Any:
-    return otel.trace.get_tracer(TRACER_NAME, tracer_provider=_provider)
+    """tickwheel's tracer, None while no provider is installed (the API's default makes only
+    non-recording spans: skipping them keeps an untraced submit as cheap as without otel)."""
+    provider = _provider or otel.trace.get_tracer_provider()
+    if isinstance(provider, otel.trace.ProxyTracerProvider | otel.trace.NoOpTracerProvider):
+        return None
+    return _tracer_of(provider)
+
+
+@cache
+def _tracer_of(provider: Any) -> Any:
+    return provider.get_tracer(TRACER_NAME)
 
 
 def current_context() -> dict[str, str] | None:
@@ -99,10 +109,10 @@ def submit_span(count: int) -> Iterator[Any]:
     """A ``tickwheel.submit`` span around a submission of ``count`` executions, current while
     it runs (so that ``current_context`` names it); yields the span, or None without otel."""
     otel = _otel()
-    if otel is None:
+    tracer = _tracer(otel) if otel is not None else None
+    if otel is None or tracer is None:
         yield None
         return
-    tracer = _tracer(otel)
     kind = otel.trace.SpanKind.PRODUCER
     with tracer.start_as_current_span("tickwheel.submit", kind=kind) as span:
         span.set_attribute("tickwheel.count", count)
@@ -131,12 +141,13 @@ def record_batch(
     otel = _otel()
     if otel is None:
         return
-    tracer = None
+    tracer = _tracer(otel)
+    if tracer is None:
+        return
     ended = now_ns()
     for stored, attributes in items:
         if not stored:
             continue
-        tracer = tracer or _tracer(otel)
         span = tracer.start_span(
             name, context=_parent(otel, stored), attributes=attributes, start_time=started_ns
         )
@@ -197,10 +208,10 @@ def attempt_span(
     while the handler runs (a handler's own spans are its children). Yields None (and makes no
     span) without otel or without a stored context: an untraced submission stays untraced."""
     otel = _otel()
-    if otel is None or not stored:
+    tracer = _tracer(otel) if otel is not None and stored else None
+    if otel is None or tracer is None:
         yield None
         return
-    tracer = _tracer(otel)
     with tracer.start_as_current_span(
         "tickwheel.attempt",
         context=_parent(otel, stored),
