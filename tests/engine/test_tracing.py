@@ -166,6 +166,24 @@ async def test_the_trace_is_not_part_of_the_request(
     assert "traceContext" not in first and "trace_context" not in first
 
 
+async def test_a_batch_is_one_submit_span_and_each_execution_continues_it(
+    rig: Rig, provider: TracerProvider, exporter: InMemorySpanExporter
+) -> None:
+    requests = [SubmitRequest("registry://jobs/add", inputs={"a": n}) for n in range(3)]
+    with provider.get_tracer("the-application").start_as_current_span("import"):
+        answers = await rig.client.submit_many(requests)
+    [submit] = _spans(exporter, "tickwheel.submit")
+    assert _attrs(submit)["tickwheel.count"] == 3
+    for answer in answers:
+        stored = await _stored(rig, uuid.UUID(answer["execution"]["executionId"]))
+        assert stored is not None
+        assert _span_id(stored["traceparent"]) == (submit.context.trace_id, submit.context.span_id)
+    assert await rig.work() == 3
+    attempts = _spans(exporter, "tickwheel.attempt")
+    assert len(attempts) == 3
+    assert {s.parent.span_id for s in attempts if s.parent} == {submit.context.span_id}
+
+
 async def test_without_a_tracer_nothing_is_stored_and_nothing_breaks(rig: Rig) -> None:
     eid = uuid.UUID(await rig.submit("add", a=1, b=1))
     assert await _stored(rig, eid) is None
