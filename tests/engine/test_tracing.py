@@ -5,6 +5,8 @@ everything works."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -206,3 +208,25 @@ async def test_without_the_packages_nothing_is_traced(
     assert await rig.work() == 1
     assert await rig.status(str(eid)) == "SUCCEEDED"
     assert [s.name for s in exporter.get_finished_spans()] == ["outside"]
+
+
+def test_without_the_packages_importing_and_running_the_helpers_works() -> None:
+    """In a process where ``opentelemetry`` cannot be imported at all."""
+    code = (
+        "import sys, uuid; sys.modules['opentelemetry'] = None\n"
+        "from tickwheel.observability import tracing as t\n"
+        "assert t.current_context() is None\n"
+        "with t.submit_span(1) as s: assert s is None\n"
+        "parent = {'traceparent': 'x'}\n"
+        "with t.attempt_span(uuid.uuid4(), 'u', 1, 1, parent) as s: assert s is None\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+def test_the_packages_are_imported_only_when_used() -> None:
+    code = (
+        "import sys\n"
+        "import tickwheel.engine.worker, tickwheel.app.executions, tickwheel.store.factory\n"
+        "assert 'opentelemetry' not in sys.modules, 'imported at import time'\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
