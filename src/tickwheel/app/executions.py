@@ -13,7 +13,7 @@ import builtins
 import uuid
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from tickwheel.app.definition_cache import DefinitionCache, definition_cache
@@ -32,6 +32,7 @@ from tickwheel.domain.submission import (
     prepare_execution,
 )
 from tickwheel.observability.metrics import definition_label, process_metrics
+from tickwheel.observability.tracing import current_context, mark_submitted, submit_span
 from tickwheel.store.protocol import InsertOutcome, Store
 
 MAX_PAGE = 500
@@ -86,15 +87,21 @@ class ExecutionService:
 
     async def submit(self, request: SubmitRequest) -> Written[Execution]:
         """``CREATED`` or ``SAME``; InvalidInput or Conflict (raised) write nothing."""
-        item = await self.prepare(request)
-        [inserted] = await self.store.execution_insert_many([item])
-        return self.settle(item, inserted)
+        with submit_span(1) as span:
+            item = await self._prepare(request, {})
+            [inserted] = await self.store.execution_insert_many([item])
+            written = self.settle(item, inserted)
+            mark_submitted(span, [written.value.execution_id])
+        return written
 
     async def prepare(self, request: SubmitRequest) -> NewExecution:
         """The checked execution a submission would store (InvalidInput raised, nothing
         written): the first half of a submit whose insert runs in the caller's transaction
         (``Store.execution_insert_on``)."""
-        return await self._prepare(request, {})
+        with submit_span(1) as span:
+            item = await self._prepare(request, {})
+            mark_submitted(span, [item.execution_id])
+        return item
 
     def settle(self, item: NewExecution, inserted: InsertOutcome) -> Written[Execution]:
         """The second half: ``CREATED`` or ``SAME``, or Conflict when the key was used for a
@@ -108,13 +115,18 @@ class ExecutionService:
     ) -> builtins.list[ItemOutcome[Execution]]:
         """One transaction for every valid item, one outcome per request in its order: an
         invalid item (``INVALID``) or a reused key (``CONFLICT``) does not stop the others."""
-        batch = await self.prepare_many(requests)
-        inserted = await self.store.execution_insert_many(batch.items)
-        return self.settle_many(batch, inserted)
+        with submit_span(len(requests)):
+            batch = await self._prepare_many(requests)
+            inserted = await self.store.execution_insert_many(batch.items)
+            return self.settle_many(batch, inserted)
 
     async def prepare_many(self, requests: Sequence[SubmitRequest]) -> PreparedBatch:
         """The first half of ``submit_many`` (the insert may run in the caller's transaction):
         the valid items to insert, the invalid ones already settled as ``INVALID``."""
+        with submit_span(len(requests)):
+            return await self._prepare_many(requests)
+
+    async def _prepare_many(self, requests: Sequence[SubmitRequest]) -> PreparedBatch:
         batch = PreparedBatch([None] * len(requests), [])
         cache: dict[tuple[str, int | None], Definition] = {}
         for index, request in enumerate(requests):
@@ -164,7 +176,11 @@ class ExecutionService:
                     [FieldError("definitionUri", "no such definition (register it first)")],
                 )
             definition = cache[(name, version)] = stored.definition
-        return prepare_execution(request, definition, self.tenant, now)
+        item = prepare_execution(request, definition, self.tenant, now)
+        # The submitter's trace, continued by the attempts; not part of the request, so not of
+        # its fingerprint either: a retry from another trace is the same request.
+        trace_context = current_context()
+        return item if trace_context is None else replace(item, trace_context=trace_context)
 
     # -- read -----------------------------------------------------------------------------------
 

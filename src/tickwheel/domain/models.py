@@ -45,6 +45,9 @@ class Execution:
     """The handler's last report: ``{"fraction", "message", "at"}`` (domain/running.py)."""
     checkpoint: Any = None
     """The handler's last checkpoint, handed to the next attempt."""
+    trace_context: dict[str, str] | None = None
+    """The submitter's W3C trace context, continued by each attempt (docs/tracing.md); internal:
+    not part of the API's answer."""
 
 
 @dataclass(frozen=True)

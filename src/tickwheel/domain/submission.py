@@ -62,6 +62,9 @@ class NewExecution:
     idempotency_key: str | None
     request_fingerprint: str
     created_at: datetime
+    trace_context: dict[str, str] | None = None
+    """The submitter's W3C trace context (``traceparent``, ``tracestate``) when it submitted
+    inside a span: set by the app layer, never part of the request or its fingerprint."""
 
 
 def check_request_shape(request: SubmitRequest, now: datetime, limits: SubmitLimits) -> None:

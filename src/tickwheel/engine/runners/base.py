@@ -30,6 +30,7 @@ from tickwheel.domain.fieldtypes import json_type_name
 from tickwheel.domain.jsonvalues import readable
 from tickwheel.domain.running import MAX_SNOOZE, Snooze
 from tickwheel.engine.runners.attempt_state import AttemptState
+from tickwheel.observability.tracing import attempt_span, claimed_context, mark_outcome
 
 __all__ = [
     "JobContext",
@@ -188,6 +189,21 @@ async def run_attempt(
     output must be a JSON object matching ``definition.outputs`` (defaults applied), otherwise
     the attempt ends as "invalid_output", which is permanent. Only cancellation propagates.
     """
+    stored = claimed_context(ctx.execution_id, ctx.fencing_token)
+    uri = ctx.definition_uri
+    # The attempt's span (docs/tracing.md) continues the submitter's trace when one was stored.
+    with attempt_span(ctx.execution_id, uri, ctx.attempt, ctx.fencing_token, stored) as span:
+        outcome = await _run_attempt(definition, inputs, ctx, runners)
+        mark_outcome(span, outcome.ok, outcome.kind, outcome.message)
+    return outcome
+
+
+async def _run_attempt(
+    definition: Definition,
+    inputs: dict[str, Any],
+    ctx: JobContext,
+    runners: Mapping[str, Runner] | None,
+) -> RunOutcome:
     if runners is None:
         runners = _default_runners()
     kind = definition.execution.type

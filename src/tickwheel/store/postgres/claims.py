@@ -20,6 +20,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from tickwheel.domain.models import Execution
 from tickwheel.domain.states import ExecutionStatus
+from tickwheel.observability.tracing import now_ns, record_claims
 from tickwheel.store.postgres.notify import topics_for
 from tickwheel.store.postgres.rows import execution_from_row, jsonb, opt_aware, require_aware
 from tickwheel.store.postgres.webhooks import webhook_outbox_execution_failed
@@ -54,10 +55,13 @@ class PostgresClaims:
         # Autocommit: the statement is its own transaction. Its candidates stay locked until it
         # commits, so a cancel racing this claim either locked its row first (the row is skipped
         # here and the cancel wins) or waits for this commit and then finds the row RUNNING.
+        started = now_ns()
         async with self._pool.connection() as conn:
             cursor = await conn.execute(Q["execution_claim_ready"], params)
             rows = await cursor.fetchall()
-        return [execution_from_row(r) for r in rows]
+        claimed = [execution_from_row(r) for r in rows]
+        record_claims(claimed, started)
+        return claimed
 
     async def attempt_count_lost(self, execution_ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, int]:
         if not execution_ids:

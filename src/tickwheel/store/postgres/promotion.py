@@ -20,6 +20,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from tickwheel.domain.models import ShardLease
 from tickwheel.domain.sharding import bucket_start
+from tickwheel.observability.tracing import Traced, now_ns, record_batch, trace_promoted
 from tickwheel.store.due import DueEntry, DueHints, DueSlice, Promotion
 from tickwheel.store.postgres.notify import Signals
 from tickwheel.store.postgres.rows import opt_aware, require_aware, utc
@@ -74,10 +75,11 @@ class PostgresPromotion:
             "shards": list(shards),
             "now": opt_aware(now),
         }
+        started, traced = now_ns(), Traced()
         async with self._pool.connection() as conn, conn.transaction():
-            moved = await self._run_promotion(conn, ("execution_promote_ids",), params)
+            moved = await self._run_promotion(conn, ("execution_promote_ids",), params, traced)
             await self._signals.notify(conn, {Topic.READY} if moved else set())
-        return self._promoted(moved)
+        return self._promoted(moved, traced=traced, started=started)
 
     async def execution_promote_ids_leased(
         self,
@@ -87,6 +89,7 @@ class PostgresPromotion:
         now: datetime | None = None,
     ) -> Promotion:
         grants = _grants(owner, leases, now)
+        started, traced = now_ns(), Traced()
         async with self._pool.connection() as conn, conn.transaction():
             held = await self._fence(conn, grants)
             moved: dict[uuid.UUID, str] = {}
@@ -96,21 +99,22 @@ class PostgresPromotion:
                     "shards": held,
                     "now": grants["now"],
                 }
-                moved = await self._run_promotion(conn, ("execution_promote_ids",), params)
+                moved = await self._run_promotion(conn, ("execution_promote_ids",), params, traced)
             await self._signals.notify(conn, {Topic.READY} if moved else set())
         fenced = sorted({lease.shard_id for lease in leases} - set(held))
-        return self._promoted(moved, fenced)
+        return self._promoted(moved, fenced, traced=traced, started=started)
 
     async def execution_promote_due(
         self, shards: Sequence[int], limit: int, now: datetime | None = None
     ) -> Promotion:
         params = {"shards": list(shards), "limit": limit, "now": opt_aware(now)}
+        started, traced = now_ns(), Traced()
         async with self._pool.connection() as conn, conn.transaction():
             moved = await self._run_promotion(
-                conn, ("execution_promote_scheduled", "execution_promote_retries"), params
+                conn, ("execution_promote_scheduled", "execution_promote_retries"), params, traced
             )
             await self._signals.notify(conn, {Topic.READY} if moved else set())
-        return self._promoted(moved)
+        return self._promoted(moved, traced=traced, started=started)
 
     async def execution_promote_due_leased(
         self,
@@ -120,6 +124,7 @@ class PostgresPromotion:
         now: datetime | None = None,
     ) -> Promotion:
         grants = _grants(owner, leases, now)
+        started, traced = now_ns(), Traced()
         async with self._pool.connection() as conn, conn.transaction():
             held = await self._fence(conn, grants)
             fenced = sorted({lease.shard_id for lease in leases} - set(held))
@@ -132,20 +137,18 @@ class PostgresPromotion:
             moved: dict[uuid.UUID, str] = {}
             if held:
                 params = {"shards": held, "limit": limit, "now": grants["now"]}
-                cursor = await conn.execute(Q["execution_promote_scheduled"], params)
-                scheduled = {
-                    r["execution_id"]: r["definition_uri"] for r in await cursor.fetchall()
-                }
-                cursor = await conn.execute(Q["execution_promote_retries"], params)
-                moved = {
-                    **scheduled,
-                    **{r["execution_id"]: r["definition_uri"] for r in await cursor.fetchall()},
-                }
+                scheduled = await self._run_promotion(
+                    conn, ("execution_promote_scheduled",), params, traced
+                )
+                retries = await self._run_promotion(
+                    conn, ("execution_promote_retries",), params, traced
+                )
+                moved = {**scheduled, **retries}
                 if len(scheduled) < limit:
                     # Nothing due is left in these shards: the watermark may move to now.
                     await conn.execute(Q["shard_lease_watermark"], {**params, "owner": owner})
             await self._signals.notify(conn, {Topic.READY} if moved else set())
-        return self._promoted(moved, fenced, refused)
+        return self._promoted(moved, fenced, refused, traced, started)
 
     async def execution_next_due_at(
         self, shards: Sequence[int], horizon: datetime
@@ -170,18 +173,28 @@ class PostgresPromotion:
         return [int(r["shard_id"]) for r in await cursor.fetchall()]
 
     async def _run_promotion(
-        self, conn: Conn, queries: Sequence[str], params: dict[str, Any]
+        self, conn: Conn, queries: Sequence[str], params: dict[str, Any], traced: Traced
     ) -> dict[uuid.UUID, str]:
         moved: dict[uuid.UUID, str] = {}
         for query in queries:
             cursor = await conn.execute(Q[query], params)
-            moved.update((r["execution_id"], r["definition_uri"]) for r in await cursor.fetchall())
+            for r in await cursor.fetchall():
+                moved[r["execution_id"]] = r["definition_uri"]
+                trace_promoted(traced, r["execution_id"], r["definition_uri"], r["trace_context"])
         return moved
 
     def _promoted(
-        self, moved: dict[uuid.UUID, str], fenced: list[int] | None = None, refused: int = 0
+        self,
+        moved: dict[uuid.UUID, str],
+        fenced: list[int] | None = None,
+        refused: int = 0,
+        traced: Traced | None = None,
+        started: int = 0,
     ) -> Promotion:
-        """The promotion's result, once committed: workers of this process wake at once."""
+        """The promotion's result, once committed: workers of this process wake at once, and
+        the traced executions get their promotion span (docs/tracing.md)."""
+        if traced:
+            record_batch("tickwheel.promotion", traced, started)
         if moved:
             self._signals.signal({Topic.READY})
         return Promotion(moved, fenced or [], refused)

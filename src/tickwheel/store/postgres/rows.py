@@ -68,14 +68,14 @@ def insert_items(items: Sequence[NewExecution]) -> str:
     """The ``items`` parameter of ``execution_insert``: one JSON array per item, positional
     (execution_id, tenant, definition_uri, definition_version, inputs, execute_at,
     bucket_start, shard_id, idempotency_key, request_fingerprint, status, priority,
-    max_attempts, created_at), instants with their offset."""
+    max_attempts, created_at, trace_context), instants with their offset."""
     return json.dumps(
         [
             [
                 str(i.execution_id), i.tenant, i.definition_uri, i.definition_version, i.inputs,
                 require_aware(i.execute_at).isoformat(), require_aware(i.bucket_start).isoformat(),
                 i.shard_id, i.idempotency_key, i.request_fingerprint, i.status.value, i.priority,
-                i.max_attempts, require_aware(i.created_at).isoformat(),
+                i.max_attempts, require_aware(i.created_at).isoformat(), i.trace_context,
             ]
             for i in items
         ],
@@ -110,6 +110,7 @@ def execution_from_new(item: NewExecution) -> Execution:
         idempotency_key=item.idempotency_key,
         request_fingerprint=item.request_fingerprint,
         ready_at=created if item.status is ExecutionStatus.READY else None,
+        trace_context=item.trace_context,
     )
 
 
@@ -171,6 +172,7 @@ def execution_from_row(r: Row) -> Execution:
         cancel_requested_at=opt_utc(r["cancel_requested_at"]),
         progress=r["progress"],
         checkpoint=r["checkpoint"],
+        trace_context=r["trace_context"],
     )
 
 

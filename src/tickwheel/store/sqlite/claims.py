@@ -16,6 +16,7 @@ import aiosqlite
 
 from tickwheel.domain.models import Execution
 from tickwheel.domain.states import ExecutionStatus
+from tickwheel.observability.tracing import now_ns, record_claims
 from tickwheel.store.protocol import AttemptResult, Topic
 from tickwheel.store.sqlfile import load_queries
 from tickwheel.store.sqlite.codec import opt_us, to_us
@@ -48,6 +49,7 @@ class SqliteClaims(SqliteConnection):
             if definition_uris is not None
             else None,
         }
+        started = now_ns()
         async with self._tx() as conn:
             cursor = await conn.execute(Q["execution_claim_ready"], params)
             rows = list(await cursor.fetchall())
@@ -57,7 +59,9 @@ class SqliteClaims(SqliteConnection):
             ids = [r["execution_id"] for r in rows]
             await conn.execute(Q["attempt_insert"], {"execution_ids": json.dumps(ids), **params})
         # RETURNING comes in no particular order: tokens follow the claim order.
-        return sorted((execution_row(r) for r in rows), key=_token)
+        claimed = sorted((execution_row(r) for r in rows), key=_token)
+        record_claims(claimed, started)
+        return claimed
 
     async def attempt_count_lost(self, execution_ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, int]:
         if not execution_ids:

@@ -21,6 +21,7 @@ import aiosqlite
 
 from tickwheel.domain.models import Execution, ShardLease
 from tickwheel.domain.sharding import bucket_start
+from tickwheel.observability.tracing import Traced, now_ns, record_batch, trace_promoted
 from tickwheel.store.due import DueEntry, DueFanout, DueHints, DueSlice, Promotion, hint_pairs
 from tickwheel.store.protocol import Topic
 from tickwheel.store.sqlfile import load_queries
@@ -82,9 +83,10 @@ class SqlitePromotion(SqliteConnection):
             "shards": json.dumps(list(shards)),
             "now": _now_us(now),
         }
+        started, traced = now_ns(), Traced()
         async with self._tx() as conn:
-            moved = await _run(conn, ("execution_promote_ids",), params)
-        return self._promoted(moved)
+            moved = await _run(conn, ("execution_promote_ids",), params, traced)
+        return self._promoted(moved, traced=traced, started=started)
 
     async def execution_promote_ids_leased(
         self,
@@ -94,6 +96,7 @@ class SqlitePromotion(SqliteConnection):
         now: datetime | None = None,
     ) -> Promotion:
         now_us = _now_us(now)
+        started, traced = now_ns(), Traced()
         async with self._tx() as conn:
             held = await _fence(conn, owner, leases, now_us)
             moved: dict[uuid.UUID, str] = {}
@@ -103,19 +106,20 @@ class SqlitePromotion(SqliteConnection):
                     "shards": json.dumps(held),
                     "now": now_us,
                 }
-                moved = await _run(conn, ("execution_promote_ids",), params)
+                moved = await _run(conn, ("execution_promote_ids",), params, traced)
         fenced = sorted({lease.shard_id for lease in leases} - set(held))
-        return self._promoted(moved, fenced)
+        return self._promoted(moved, fenced, traced=traced, started=started)
 
     async def execution_promote_due(
         self, shards: Sequence[int], limit: int, now: datetime | None = None
     ) -> Promotion:
         params = {"shards": json.dumps(list(shards)), "limit": limit, "now": _now_us(now)}
+        started, traced = now_ns(), Traced()
         async with self._tx() as conn:
             moved = await _run(
-                conn, ("execution_promote_scheduled", "execution_promote_retries"), params
+                conn, ("execution_promote_scheduled", "execution_promote_retries"), params, traced
             )
-        return self._promoted(moved)
+        return self._promoted(moved, traced=traced, started=started)
 
     async def execution_promote_due_leased(
         self,
@@ -125,6 +129,7 @@ class SqlitePromotion(SqliteConnection):
         now: datetime | None = None,
     ) -> Promotion:
         now_us = _now_us(now)
+        started, traced = now_ns(), Traced()
         async with self._tx() as conn:
             held = await _fence(conn, owner, leases, now_us)
             fenced = sorted({lease.shard_id for lease in leases} - set(held))
@@ -137,12 +142,13 @@ class SqlitePromotion(SqliteConnection):
             moved: dict[uuid.UUID, str] = {}
             if held:
                 params = {"shards": json.dumps(held), "limit": limit, "now": now_us, "owner": owner}
-                scheduled = await _run(conn, ("execution_promote_scheduled",), params)
-                moved = {**scheduled, **await _run(conn, ("execution_promote_retries",), params)}
+                scheduled = await _run(conn, ("execution_promote_scheduled",), params, traced)
+                retries = await _run(conn, ("execution_promote_retries",), params, traced)
+                moved = {**scheduled, **retries}
                 if len(scheduled) < limit:
                     # Nothing due is left in these shards: the watermark may move to now.
                     await conn.execute(Q["shard_lease_watermark"], params)
-        return self._promoted(moved, fenced, refused)
+        return self._promoted(moved, fenced, refused, traced, started)
 
     async def execution_next_due_at(
         self, shards: Sequence[int], horizon: datetime
@@ -159,8 +165,15 @@ class SqlitePromotion(SqliteConnection):
     # -- internals ----------------------------------------------------------------------------
 
     def _promoted(
-        self, moved: dict[uuid.UUID, str], fenced: list[int] | None = None, refused: int = 0
+        self,
+        moved: dict[uuid.UUID, str],
+        fenced: list[int] | None = None,
+        refused: int = 0,
+        traced: Traced | None = None,
+        started: int = 0,
     ) -> Promotion:
+        if traced:  # after the commit: a promotion span only for what was promoted
+            record_batch("tickwheel.promotion", traced, started)
         if moved:
             self._events[Topic.READY].set()
         return Promotion(moved, fenced or [], refused)
@@ -189,11 +202,14 @@ async def _fence(
 
 
 async def _run(
-    conn: aiosqlite.Connection, queries: Sequence[str], params: dict[str, Any]
+    conn: aiosqlite.Connection, queries: Sequence[str], params: dict[str, Any], traced: Traced
 ) -> dict[uuid.UUID, str]:
     moved: dict[uuid.UUID, str] = {}
     for query in queries:
         cursor = await conn.execute(Q[query], params)
         rows: list[sqlite3.Row] = list(await cursor.fetchall())
-        moved.update((uuid.UUID(r["execution_id"]), str(r["definition_uri"])) for r in rows)
+        for r in rows:
+            execution_id, uri = uuid.UUID(r["execution_id"]), str(r["definition_uri"])
+            moved[execution_id] = uri
+            trace_promoted(traced, execution_id, uri, r["trace_context"])
     return moved

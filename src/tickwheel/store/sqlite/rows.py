@@ -33,6 +33,7 @@ def insert_params(item: NewExecution) -> dict[str, Any]:
         "max_attempts": item.max_attempts,
         "ready_at": to_us(item.created_at) if item.status is ExecutionStatus.READY else None,
         "created_at": to_us(item.created_at),
+        "trace_context": json.dumps(item.trace_context) if item.trace_context else None,
     }
 
 
@@ -76,6 +77,7 @@ def execution_row(r: sqlite3.Row) -> Execution:
         cancel_requested_at=_opt_time(r["cancel_requested_at"]),
         progress=jload(r["progress"]),
         checkpoint=jload(r["checkpoint"]),
+        trace_context=jload(r["trace_context"]),
     )
 
 

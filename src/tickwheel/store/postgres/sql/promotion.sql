@@ -1,6 +1,7 @@
 -- The scheduler's queries: the due window it loads into its timing wheel, the wheel's firing by
 -- id, and the catch-all that walks the due indexes up to now. Every promotion returns the
--- definition of each row it moved, so that the scheduler counts promotions per definition.
+-- definition of each row it moved, so that the scheduler counts promotions per definition, and
+-- its trace context, for its promotion span (docs/tracing.md).
 
 -- name: execution_due_window
 -- Each slice's next rows in (executeAt, id) order from its cursor, at most :limit per slice. One
@@ -56,7 +57,7 @@ SET status = 'READY', ready_at = coalesce(%(now)s::timestamptz, now()),
     updated_at = coalesce(%(now)s::timestamptz, now())
 FROM due
 WHERE e.execution_id = due.execution_id  -- locked and re-checked by due (claims.sql says why)
-RETURNING e.execution_id, e.definition_uri;
+RETURNING e.execution_id, e.definition_uri, e.trace_context;
 
 -- name: execution_promote_scheduled
 -- The catch-all. Through executions_due, probed once per shard of the array (the smallint cast
@@ -78,7 +79,7 @@ SET status = 'READY', ready_at = coalesce(%(now)s::timestamptz, now()),
     updated_at = coalesce(%(now)s::timestamptz, now())
 FROM due
 WHERE e.execution_id = due.execution_id  -- locked and re-checked by due (claims.sql says why)
-RETURNING e.execution_id, e.definition_uri;
+RETURNING e.execution_id, e.definition_uri, e.trace_context;
 
 -- name: execution_promote_retries
 -- Through executions_retry_due, oldest first: only retries whose time has come are read.
@@ -100,7 +101,7 @@ SET status = 'READY', ready_at = coalesce(e.ready_at, e.next_attempt_at), next_a
     updated_at = coalesce(%(now)s::timestamptz, now())
 FROM due
 WHERE e.execution_id = due.execution_id  -- locked and re-checked by due (claims.sql says why)
-RETURNING e.execution_id, e.definition_uri;
+RETURNING e.execution_id, e.definition_uri, e.trace_context;
 
 -- name: execution_next_scheduled_at
 -- Bounded by the horizon on both index columns, so only the near future is read.

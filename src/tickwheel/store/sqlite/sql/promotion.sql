@@ -29,7 +29,7 @@ WHERE execution_id IN (SELECT value FROM json_each(:execution_ids))
   AND status = 'SCHEDULED'
   AND shard_id IN (SELECT value FROM json_each(:shards))
   AND execute_at <= :now
-RETURNING execution_id, definition_uri;
+RETURNING execution_id, definition_uri, trace_context;
 
 -- name: execution_promote_scheduled
 -- The catch-all, shard by shard through executions_due: each probe reads only past buckets.
@@ -41,7 +41,7 @@ WHERE execution_id IN (
       AND bucket_start <= :now AND execute_at <= :now
     LIMIT :limit
 )
-RETURNING execution_id, definition_uri;
+RETURNING execution_id, definition_uri, trace_context;
 
 -- name: execution_promote_retries
 -- A retry keeps its ready_at (when it first became READY; claims order by it), so it takes its
@@ -57,7 +57,7 @@ WHERE execution_id IN (
     ORDER BY next_attempt_at
     LIMIT :limit
 )
-RETURNING execution_id, definition_uri;
+RETURNING execution_id, definition_uri, trace_context;
 
 -- name: execution_next_scheduled_at
 SELECT min(execute_at) AS at FROM executions

@@ -1,0 +1,233 @@
+"""OpenTelemetry tracing, when the ``otel`` extra is installed (docs/tracing.md).
+
+The submitter's trace context (W3C ``traceparent`` and ``tracestate``) is stored with the
+execution, and every span about it (submit, promotion, claim, attempt) continues that trace. The
+store's promotion and claim are batches serving many traces at once, so their spans are made per
+execution after the statement, with the statement's start and end as the span's.
+
+Without the packages, or with them but no tracer provider installed, nothing here does anything:
+no context is captured (so nothing is stored), and no span is made. The packages are imported on
+first use, so a process that never traces never loads them."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections import OrderedDict
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from functools import cache
+from types import ModuleType
+from typing import Any
+
+TRACER_NAME = "tickwheel"
+ATTR_EXECUTION_ID = "tickwheel.execution_id"
+ATTR_ATTEMPT = "tickwheel.attempt"
+ATTR_FENCING_TOKEN = "tickwheel.fencing_token"
+ATTR_DEFINITION = "tickwheel.definition_uri"
+# The claimed contexts waiting for their attempt (see ``remember_claimed``): bounded, so that
+# executions claimed but never run (cancelled meanwhile, definition gone) cannot grow it.
+_CLAIMED_MAX = 10_000
+_claimed: OrderedDict[tuple[uuid.UUID, int], dict[str, str]] = OrderedDict()
+_provider: Any = None
+
+
+@dataclass(frozen=True)
+class _Otel:
+    trace: ModuleType
+    propagator: Any
+
+
+@cache
+def _otel() -> _Otel | None:
+    """The OpenTelemetry API, or None when the extra is not installed."""
+    try:
+        from opentelemetry import trace
+        from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+    except ImportError:
+        return None
+    # The W3C format itself, not the globally configured propagator: the stored form must be the
+    # same whatever a process configures, since another process continues it.
+    return _Otel(trace, TraceContextTextMapPropagator())
+
+
+def use_tracer_provider(provider: Any) -> None:
+    """Where tickwheel's spans go: ``provider`` (an OpenTelemetry ``TracerProvider``), or with
+    None the global one (``opentelemetry.trace.set_tracer_provider``), for an application that
+    keeps its providers to itself, and for tests."""
+    global _provider
+    _provider = provider
+
+
+def _tracer(otel: _Otel) -> Any:
+    """tickwheel's tracer, None while no provider is installed (the API's default makes only
+    non-recording spans: skipping them keeps an untraced submit as cheap as without otel)."""
+    provider = _provider or otel.trace.get_tracer_provider()
+    if isinstance(provider, otel.trace.ProxyTracerProvider | otel.trace.NoOpTracerProvider):
+        return None
+    return _tracer_of(provider)
+
+
+@cache
+def _tracer_of(provider: Any) -> Any:
+    return provider.get_tracer(TRACER_NAME)
+
+
+def current_context() -> dict[str, str] | None:
+    """The active span's context as W3C headers, None when there is no valid one to continue."""
+    otel = _otel()
+    if otel is None or not otel.trace.get_current_span().get_span_context().is_valid:
+        return None
+    carrier: dict[str, str] = {}
+    otel.propagator.inject(carrier)
+    return carrier or None
+
+
+def _parent(otel: _Otel, stored: Mapping[str, str] | None) -> Any:
+    """The OpenTelemetry context continuing ``stored`` (None: no parent)."""
+    return otel.propagator.extract(dict(stored)) if stored else None
+
+
+def _attributes(
+    execution_id: uuid.UUID, definition_uri: str, attempt: int | None, token: int | None
+) -> dict[str, Any]:
+    attributes: dict[str, Any] = {
+        ATTR_EXECUTION_ID: str(execution_id),
+        ATTR_DEFINITION: definition_uri,
+    }
+    if attempt is not None:
+        attributes[ATTR_ATTEMPT] = attempt
+    if token is not None:
+        attributes[ATTR_FENCING_TOKEN] = token
+    return attributes
+
+
+@contextmanager
+def submit_span(count: int) -> Iterator[Any]:
+    """A ``tickwheel.submit`` span around a submission of ``count`` executions, current while
+    it runs (so that ``current_context`` names it); yields the span, or None without otel."""
+    otel = _otel()
+    tracer = _tracer(otel) if otel is not None else None
+    if otel is None or tracer is None:
+        yield None
+        return
+    kind = otel.trace.SpanKind.PRODUCER
+    with tracer.start_as_current_span("tickwheel.submit", kind=kind) as span:
+        span.set_attribute("tickwheel.count", count)
+        yield span
+
+
+def mark_submitted(span: Any, execution_ids: Iterable[uuid.UUID]) -> None:
+    """Names the execution a one-item submit span created (or found by its key)."""
+    ids = [str(i) for i in execution_ids]
+    if span is not None and len(ids) == 1:
+        span.set_attribute(ATTR_EXECUTION_ID, ids[0])
+
+
+def now_ns() -> int:
+    """A span's start or end time (OpenTelemetry counts nanoseconds since the epoch)."""
+    return time.time_ns()
+
+
+def record_batch(
+    name: str,
+    items: Iterable[tuple[Mapping[str, str] | None, dict[str, Any]]],
+    started_ns: int,
+) -> None:
+    """One span ``name`` per item that has a stored context, each a child of it, spanning from
+    ``started_ns`` to now: what one batch statement (a promotion, a claim) did for each trace."""
+    otel = _otel()
+    if otel is None:
+        return
+    tracer = _tracer(otel)
+    if tracer is None:
+        return
+    ended = now_ns()
+    for stored, attributes in items:
+        if not stored:
+            continue
+        span = tracer.start_span(
+            name, context=_parent(otel, stored), attributes=attributes, start_time=started_ns
+        )
+        span.end(end_time=ended)
+
+
+Traced = list[tuple[Mapping[str, str] | None, dict[str, Any]]]
+"""The executions a batch statement moved that have a trace: (stored context, attributes)."""
+
+
+def trace_promoted(
+    traced: Traced, execution_id: uuid.UUID, definition_uri: str, stored: Any
+) -> None:
+    """Adds a promoted execution to ``traced`` when it has a stored context (a dict, or its JSON
+    text as SQLite keeps it)."""
+    if not stored or _otel() is None:
+        return
+    context = json.loads(stored) if isinstance(stored, str) else stored
+    traced.append((context, _attributes(execution_id, definition_uri, None, None)))
+
+
+def record_claims(executions: Iterable[Any], started_ns: int) -> None:
+    """``tickwheel.claim`` spans for claimed executions (with their attempt and fencing token),
+    and their contexts kept for ``attempt_span``: the worker hands its runner the execution's id
+    and token, not the execution."""
+    if _otel() is None:
+        return
+    items = []
+    for e in executions:
+        if not e.trace_context or e.fencing_token is None:
+            continue
+        remember_claimed(e.execution_id, e.fencing_token, e.trace_context)
+        attributes = _attributes(e.execution_id, e.definition_uri, e.attempt_count, e.fencing_token)
+        items.append((e.trace_context, attributes))
+    record_batch("tickwheel.claim", items, started_ns)
+
+
+def remember_claimed(execution_id: uuid.UUID, token: int, stored: dict[str, str]) -> None:
+    _claimed[(execution_id, token)] = stored
+    while len(_claimed) > _CLAIMED_MAX:
+        _claimed.popitem(last=False)
+
+
+def claimed_context(execution_id: uuid.UUID, token: int) -> dict[str, str] | None:
+    """The stored context of the claim that granted ``token`` (taken: an attempt runs once)."""
+    return _claimed.pop((execution_id, token), None)
+
+
+@contextmanager
+def attempt_span(
+    execution_id: uuid.UUID,
+    definition_uri: str,
+    attempt: int,
+    token: int,
+    stored: Mapping[str, str] | None,
+) -> Iterator[Any]:
+    """A ``tickwheel.attempt`` span around one attempt, a child of the stored context, current
+    while the handler runs (a handler's own spans are its children). Yields None (and makes no
+    span) without otel or without a stored context: an untraced submission stays untraced."""
+    otel = _otel()
+    tracer = _tracer(otel) if otel is not None and stored else None
+    if otel is None or tracer is None:
+        yield None
+        return
+    with tracer.start_as_current_span(
+        "tickwheel.attempt",
+        context=_parent(otel, stored),
+        kind=otel.trace.SpanKind.CONSUMER,
+        attributes=_attributes(execution_id, definition_uri, attempt, token),
+    ) as span:
+        yield span
+
+
+def mark_outcome(span: Any, ok: bool, kind: str | None, message: str) -> None:
+    """The attempt's outcome on its span: an error status for a failure, with its kind."""
+    otel = _otel()
+    if span is None or otel is None:
+        return
+    if ok:
+        return
+    span.set_attribute("tickwheel.failure_kind", kind or "snooze")
+    if kind is not None:
+        span.set_status(otel.trace.Status(otel.trace.StatusCode.ERROR, message))
