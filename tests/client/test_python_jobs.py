@@ -4,6 +4,7 @@ running them through the python runner and its run policy, and ``worker --app``'
 
 from __future__ import annotations
 
+import gc
 from datetime import date, timedelta
 from pathlib import Path
 
@@ -162,3 +163,20 @@ other_app = tickwheel.App()
 @other_app.job(name="add-async", version=2)  # other inputs under a registered version
 def add_three(a: int, b: int, c: int) -> Sum:
     return {"sum": a + b + c, "attempt": 1}
+
+
+def test_each_new_client_registers_the_jobs_in_its_own_database(tmp_path: Path) -> None:
+    """Registration is remembered per client object and forgotten with it, not kept by ``id()``:
+    a client made after another was collected can get the same id (CI saw it: the PostgreSQL
+    client of one test took the SQLite client's id, skipped registering and got 422s)."""
+    for round_ in range(3):
+        url = f"sqlite:///{tmp_path}/db{round_}.sqlite"
+        with tickwheel.connect(url, tenant="acme") as client:
+            pyjobs_sample.app.use(client)
+            try:
+                assert add_async.submit(a=round_, b=1).status == "READY"
+            finally:
+                pyjobs_sample.app.use(None)
+        del client
+        gc.collect()
+        assert len(pyjobs_sample.app._registered) == 0  # nothing left for a reused id to match

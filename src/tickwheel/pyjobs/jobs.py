@@ -21,6 +21,7 @@ import inspect
 import json
 import os
 import typing
+import weakref
 from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime, timedelta
 from typing import Any
@@ -61,7 +62,11 @@ class App:
         self.jobs: dict[str, Job] = {}
         self._client, self._owned = client, False
         self._async_client = async_client
-        self._registered: set[tuple[int, str]] = set()
+        # Per client object, weakly: an id() would be reused by the next client made after one
+        # is collected (another database), which would then skip registering there.
+        self._registered: weakref.WeakKeyDictionary[Client | AsyncClient, set[str]] = (
+            weakref.WeakKeyDictionary()
+        )
 
     def job(
         self,
@@ -129,14 +134,14 @@ class App:
 
     def _register(self, job: Job, client: Client) -> DefinitionApplied:
         applied = client.apply_definition(job.document_json(), "json")
-        self._registered.add((id(client), job.name))
+        self._registered.setdefault(client, set()).add(job.name)
         return applied
 
     def _ensure(self, job: Job, client: Client) -> None:
         """Registered before the first submit: looked up first (a read), written only when
         missing. A write would wait on a SQLite caller's transaction that holds the file's
         write lock: register at start (``app.register()``, or the worker's ``--app``)."""
-        if (id(client), job.name) in self._registered:
+        if job.name in self._registered.get(client, ()):
             return
         try:
             known = client.definition_versions(job.name)
@@ -144,10 +149,10 @@ class App:
             known = []
         if not any(_same(job, wire) for wire in known):
             self._register(job, client)
-        self._registered.add((id(client), job.name))
+        self._registered.setdefault(client, set()).add(job.name)
 
     async def _ensure_async(self, job: Job, client: AsyncClient) -> None:
-        if (id(client), job.name) in self._registered:
+        if job.name in self._registered.get(client, ()):
             return
         try:
             known = await client.definition_versions(job.name)
@@ -155,7 +160,7 @@ class App:
             known = []
         if not any(_same(job, wire) for wire in known):
             await client.apply_definition(job.document_json(), "json")
-        self._registered.add((id(client), job.name))
+        self._registered.setdefault(client, set()).add(job.name)
 
 
 class Job:
