@@ -20,7 +20,7 @@ from tickwheel.store.protocol import StoredDefinition
 
 
 def execution_to_wire(e: Execution) -> dict[str, Any]:
-    return resources.Execution.of(e).to_wire()
+    return resources.execution_wire(e)
 
 
 def attempt_to_wire(a: Attempt) -> dict[str, Any]:

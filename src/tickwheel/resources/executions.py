@@ -14,7 +14,7 @@ from tickwheel.domain.models import Execution as ExecutionRecord
 from tickwheel.domain.models import ExecutionEvent, ExecutionEventKind
 from tickwheel.domain.states import TERMINAL, AttemptStatus, ExecutionStatus
 from tickwheel.domain.submission import SubmitRequest
-from tickwheel.resources.base import Instant, ItemList, Page, Resource, omitted_when_none
+from tickwheel.resources.base import Instant, ItemList, Page, Resource, iso, omitted_when_none
 from tickwheel.resources.fields import Rfc3339
 
 MAX_BATCH = 1000
@@ -142,6 +142,42 @@ class Execution(Resource):
             progress=Progress.of(e.progress),
             checkpoint=e.checkpoint,
         )
+
+
+def execution_wire(e: ExecutionRecord) -> dict[str, Any]:
+    """``Execution.of(e).to_wire()`` without the model: the same keys in the same order, the same
+    values (``tests/unit/test_resources.py`` holds the two equal). The submit and list paths
+    turn every execution into JSON, and building then dumping a 21-field model cost about 40 µs
+    of an in-process batch submit's 140 µs per item."""
+    wire: dict[str, Any] = {
+        "executionId": str(e.execution_id),
+        "status": str(e.status),
+        "definitionUri": e.definition_uri,
+        "definitionVersion": e.definition_version,
+        "inputs": e.inputs,
+        "executeAt": iso(e.execute_at),
+        "priority": e.priority,
+        "idempotencyKey": e.idempotency_key,
+        "attemptCount": e.attempt_count,
+        "maxAttempts": e.max_attempts,
+        "nextAttemptAt": iso(e.next_attempt_at),
+        "output": e.output,
+        "outputReference": e.output_reference,
+        "error": e.error,
+        "createdAt": iso(e.created_at),
+        "updatedAt": iso(e.updated_at),
+        "startedAt": iso(e.started_at),
+        "finishedAt": iso(e.finished_at),
+    }
+    if e.cancel_requested_at is not None:
+        wire["cancelRequestedAt"] = iso(e.cancel_requested_at)
+    if e.progress is not None:
+        progress = Progress.of(e.progress)
+        assert progress is not None
+        wire["progress"] = progress.to_wire()
+    if e.checkpoint is not None:
+        wire["checkpoint"] = e.checkpoint
+    return wire
 
 
 class Attempt(Resource):
