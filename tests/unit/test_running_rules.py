@@ -101,3 +101,27 @@ def test_retry_after_in_seconds_or_as_a_date_bounded(
     headers: dict[str, str], expected: float | None
 ) -> None:
     assert retry_after(headers, 300.0) == expected
+
+
+@pytest.mark.parametrize(
+    ("value", "words"),
+    [
+        ({"cursor": "\ud800"}, "lone surrogate"),
+        ({"cursor": "a\x00b"}, "NUL"),
+        ({"offset": 2**70}, "64-bit"),
+        ({"k\x00": 1}, "NUL"),
+    ],
+)
+def test_a_checkpoint_the_store_cannot_keep_is_refused_at_the_call(
+    value: object, words: str
+) -> None:
+    """Refused where the handler calls, not at the heartbeat's write: PostgreSQL rejects NUL and
+    lone surrogates in jsonb, and every later beat of the attempt would fail the same way."""
+    with pytest.raises(ValueError, match=words):
+        checkpoint_value(value)
+
+
+@pytest.mark.parametrize("message", ["copied \x00 rows", "half \udfff done"])
+def test_a_progress_message_the_store_cannot_keep_is_refused(message: str) -> None:
+    with pytest.raises(ValueError, match="progress message"):
+        progress_value(0.5, message, NOW)

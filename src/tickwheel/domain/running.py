@@ -12,6 +12,8 @@ import math
 from datetime import datetime
 from typing import Any, Final
 
+from tickwheel.domain.jsonvalues import first_problem, text_problem
+
 __all__ = [
     "CHECKPOINT_LIMIT",
     "MAX_SNOOZE",
@@ -61,6 +63,9 @@ def progress_value(fraction: float, message: str, at: datetime) -> dict[str, Any
         raise ValueError(f"progress fraction must be between 0 and 1, got {fraction}")
     if not isinstance(message, str):
         raise ValueError(f"progress message must be text, got {type(message).__name__}")
+    problem = text_problem(message)
+    if problem is not None:  # the heartbeat's write would fail on it, every beat after
+        raise ValueError(f"progress message {problem}")
     if len(message) > MESSAGE_LIMIT:
         message = message[: MESSAGE_LIMIT - 1] + "…"
     return {"fraction": float(fraction), "message": message, "at": at.isoformat()}
@@ -74,6 +79,9 @@ def checkpoint_value(value: Any) -> Any:
         raise ValueError(f"a checkpoint must be JSON: {exc}") from exc
     if value is None:
         raise ValueError("a checkpoint cannot be null (nothing to resume from)")
+    problem = first_problem(value)
+    if problem is not None:  # what the store refuses or cannot read back (domain.jsonvalues)
+        raise ValueError(f"a checkpoint cannot be stored: it {problem}")
     size = len(text.encode())
     if size > CHECKPOINT_LIMIT:
         raise ValueError(
