@@ -30,13 +30,16 @@ from tickwheel.client.client import AsyncClient
 from tickwheel.client.models import BatchItemResult, DefinitionApplied, ExecutionInfo
 from tickwheel.client.sync import Client
 from tickwheel.direct import connect, connect_async
+from tickwheel.domain.definition_refs import versioned
 from tickwheel.domain.definitions import (
     Definition,
     content_hash,
     definition_from_document,
     definition_to_document,
 )
-from tickwheel.domain.errors import NotFound
+from tickwheel.domain.errors import ErrorList, NotFound
+from tickwheel.domain.fieldtypes import validate_values
+from tickwheel.domain.jsonvalues import problems
 from tickwheel.domain.submission import SubmitRequest
 from tickwheel.pyjobs.fields import Param, from_json, inputs_of, outputs_of, result_to_json, to_json
 
@@ -221,15 +224,25 @@ class Job:
         return json.dumps(definition_to_document(self.definition))
 
     def inputs(self, **arguments: Any) -> dict[str, Any]:
-        """The arguments as the execution's inputs, checked against the signature first: a
-        missing or unknown argument is a TypeError and nothing is submitted."""
+        """The arguments as the execution's inputs, checked here before anything is sent: a
+        missing or unknown argument is a TypeError; a value the store cannot keep (an integer
+        past 64 bits, NaN, a lone surrogate, NUL) or one the hints' types refuse is the
+        registry's InvalidInput. ``submit_many`` thus refuses the whole batch, where the batch
+        endpoint would have stored the valid calls and answered 422 for the others."""
         if self.context is not None and self.context in arguments:
             raise TypeError(f"{self.name}: {self.context!r} is given by the worker, not passed")
         try:
             self.signature.bind(**arguments, **({self.context: None} if self.context else {}))
         except TypeError as exc:
             raise TypeError(f"{self.name}.submit(): {exc}") from None
-        return {k: to_json(v) for k, v in arguments.items()}
+        inputs = {k: to_json(v) for k, v in arguments.items()}
+        errors = ErrorList()
+        for where, message in problems(inputs, "inputs"):
+            errors.add(where, message)
+        errors.raise_if_any(f"{self.name}.submit(): the arguments cannot be stored")
+        context = versioned(self.definition.uri, self.definition.version)
+        validate_values(self.definition.inputs, inputs, "inputs", context=context)
+        return inputs
 
     def submit(
         self,
