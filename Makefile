@@ -27,7 +27,7 @@ run: $(STAMP)
 # TEST_ARGS to change, e.g. make test TEST_ARGS='-n 0' for one process.
 TEST_ARGS ?= -n 2
 test: $(STAMP)
-	$(BIN)/python -m pytest -q --durations=25 --dist loadfile $(TEST_ARGS)
+	$(BIN)/python -m pytest -q -rs --durations=25 --dist loadfile $(TEST_ARGS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests
