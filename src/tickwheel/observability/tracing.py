@@ -12,10 +12,10 @@ first use, so a process that never traces never loads them."""
 from __future__ import annotations
 
 import json
+import sys
 import time
 import uuid
-from collections import OrderedDict
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cache
@@ -27,16 +27,13 @@ ATTR_EXECUTION_ID = "tickwheel.execution_id"
 ATTR_ATTEMPT = "tickwheel.attempt"
 ATTR_FENCING_TOKEN = "tickwheel.fencing_token"
 ATTR_DEFINITION = "tickwheel.definition_uri"
-# The claimed contexts waiting for their attempt (see ``remember_claimed``): bounded, so that
-# executions claimed but never run (cancelled meanwhile, definition gone) cannot grow it.
-_CLAIMED_MAX = 10_000
-_claimed: OrderedDict[tuple[uuid.UUID, int], dict[str, str]] = OrderedDict()
 _provider: Any = None
 
 
 @dataclass(frozen=True)
 class _Otel:
     trace: ModuleType
+    context: ModuleType
     propagator: Any
 
 
@@ -44,13 +41,13 @@ class _Otel:
 def _otel() -> _Otel | None:
     """The OpenTelemetry API, or None when the extra is not installed."""
     try:
-        from opentelemetry import trace
+        from opentelemetry import context, trace
         from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
     except ImportError:
         return None
     # The W3C format itself, not the globally configured propagator: the stored form must be the
     # same whatever a process configures, since another process continues it.
-    return _Otel(trace, TraceContextTextMapPropagator())
+    return _Otel(trace, context, TraceContextTextMapPropagator())
 
 
 def use_tracer_provider(provider: Any) -> None:
@@ -76,13 +73,63 @@ def _tracer_of(provider: Any) -> Any:
 
 
 def current_context() -> dict[str, str] | None:
-    """The active span's context as W3C headers, None when there is no valid one to continue."""
+    """The active span's context as W3C headers, None when there is no valid one to continue.
+    Cheap in a process that never loaded OpenTelemetry (no span can be active there): what the
+    HTTP transport asks before each request."""
+    if "opentelemetry.trace" not in sys.modules:
+        return None
     otel = _otel()
     if otel is None or not otel.trace.get_current_span().get_span_context().is_valid:
         return None
     carrier: dict[str, str] = {}
     otel.propagator.inject(carrier)
     return carrier or None
+
+
+TRACEPARENT_MAX = 512
+"""Longest ``traceparent`` continued (version 00 is 55 characters; later versions may add)."""
+TRACESTATE_MAX = 512
+"""Longest ``tracestate`` kept (the W3C minimum to propagate); longer, the state is dropped."""
+
+
+def _remote_parent(otel: _Otel, parents: Sequence[str], states: Sequence[str]) -> Any:
+    """The OpenTelemetry context of a request's W3C headers, None unless it names a valid span.
+    Hostile input is ignored, never raised: a repeated ``traceparent`` (which W3C declares
+    invalid) or an oversized one gives no parent; an oversized ``tracestate`` is dropped alone,
+    as W3C allows, and the propagator checks the rest (format, all-zero ids, version ff)."""
+    if len(parents) != 1 or len(parents[0]) > TRACEPARENT_MAX:
+        return None
+    carrier = {"traceparent": parents[0]}
+    state = ",".join(states)
+    if state and len(state) <= TRACESTATE_MAX:
+        carrier["tracestate"] = state
+    try:
+        context = otel.propagator.extract(carrier)
+    except Exception:  # a propagator's bug must not fail the request: it goes on untraced
+        return None
+    return context if otel.trace.get_current_span(context).get_span_context().is_valid else None
+
+
+@contextmanager
+def continued(parents: Sequence[str], states: Sequence[str]) -> Iterator[None]:
+    """Makes the span a request's ``traceparent`` names (and its ``tracestate``) the current
+    one while the request runs, as an HTTP server continues its client's trace: a submission
+    then stores the submitter's trace, and the server's submit span is a child of the client's.
+    Does nothing without otel, for headers that name no valid span, or when a span is already
+    current (an instrumentation of the server made its own child of the same headers)."""
+    otel = _otel()
+    if otel is None or otel.trace.get_current_span().get_span_context().is_valid:
+        yield
+        return
+    parent = _remote_parent(otel, parents, states)
+    if parent is None:
+        yield
+        return
+    token = otel.context.attach(parent)
+    try:
+        yield
+    finally:
+        otel.context.detach(token)
 
 
 def _parent(otel: _Otel, stored: Mapping[str, str] | None) -> Any:
@@ -170,30 +217,16 @@ def trace_promoted(
 
 
 def record_claims(executions: Iterable[Any], started_ns: int) -> None:
-    """``tickwheel.claim`` spans for claimed executions (with their attempt and fencing token),
-    and their contexts kept for ``attempt_span``: the worker hands its runner the execution's id
-    and token, not the execution."""
+    """``tickwheel.claim`` spans for claimed executions (with their attempt and fencing token).
+    The attempt reads the context from the claimed execution itself (``attempt_span``)."""
     if _otel() is None:
         return
-    items = []
-    for e in executions:
-        if not e.trace_context or e.fencing_token is None:
-            continue
-        remember_claimed(e.execution_id, e.fencing_token, e.trace_context)
-        attributes = _attributes(e.execution_id, e.definition_uri, e.attempt_count, e.fencing_token)
-        items.append((e.trace_context, attributes))
+    items = [
+        (e.trace_context, _attributes(e.execution_id, e.definition_uri, e.attempt_count, token))
+        for e in executions
+        if e.trace_context and (token := e.fencing_token) is not None
+    ]
     record_batch("tickwheel.claim", items, started_ns)
-
-
-def remember_claimed(execution_id: uuid.UUID, token: int, stored: dict[str, str]) -> None:
-    _claimed[(execution_id, token)] = stored
-    while len(_claimed) > _CLAIMED_MAX:
-        _claimed.popitem(last=False)
-
-
-def claimed_context(execution_id: uuid.UUID, token: int) -> dict[str, str] | None:
-    """The stored context of the claim that granted ``token`` (taken: an attempt runs once)."""
-    return _claimed.pop((execution_id, token), None)
 
 
 @contextmanager
