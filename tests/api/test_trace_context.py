@@ -25,7 +25,9 @@ from tests.engine.test_services import Rig, register
 from tickwheel.api.app import create_app
 from tickwheel.api.auth import create_key
 from tickwheel.client import AsyncClient, Client
+from tickwheel.client.transports.http import HttpTransport
 from tickwheel.config import Settings
+from tickwheel.domain.errors import NotFound
 from tickwheel.domain.models import Scope
 from tickwheel.domain.submission import SubmitRequest
 from tickwheel.observability import tracing
@@ -234,3 +236,35 @@ async def test_an_oversized_tracestate_is_dropped_and_the_traceparent_kept(
         s.parent is not None and s.parent.span_id == int(SPAN, 16)
         for s in _spans(exporter, "tickwheel.submit")
     )
+
+
+async def test_every_call_of_the_http_transport_carries_the_callers_span(
+    provider: TracerProvider,
+) -> None:
+    """Reads, cancels and cron calls too (a server that traces them continues the caller's
+    trace); outside any span, no header at all."""
+    seen: list[tuple[str, str | None]] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        seen.append((request.url.path, request.headers.get("traceparent")))
+        return httpx.Response(404, json={"error": {"code": "not_found", "message": "no"}})
+
+    http = httpx.AsyncClient(base_url="http://127.0.0.1", transport=httpx.MockTransport(answer))
+    transport = HttpTransport("http://127.0.0.1", "k", http=http)
+    eid = uuid.uuid4()
+    tracer = provider.get_tracer("the-application")
+    with tracer.start_as_current_span("inside") as span:
+        for call in (transport.get(eid), transport.cancel(eid), transport.cron_get("nightly")):
+            with pytest.raises(NotFound):
+                await call
+    with pytest.raises(NotFound):
+        await transport.get(eid)
+    await transport.close()
+    ctx = span.get_span_context()
+    inside = f"00-{ctx.trace_id:032x}-{ctx.span_id:016x}-{int(ctx.trace_flags):02x}"
+    assert seen == [
+        (f"/v1/executions/{eid}", inside),
+        (f"/v1/executions/{eid}", inside),
+        ("/v1/cron-jobs/nightly", inside),
+        (f"/v1/executions/{eid}", None),
+    ]
