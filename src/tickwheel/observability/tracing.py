@@ -27,6 +27,10 @@ ATTR_EXECUTION_ID = "tickwheel.execution_id"
 ATTR_ATTEMPT = "tickwheel.attempt"
 ATTR_FENCING_TOKEN = "tickwheel.fencing_token"
 ATTR_DEFINITION = "tickwheel.definition_uri"
+ATTR_CRON_JOB_ID = "tickwheel.cron_job_id"
+ATTR_CRON_JOB = "tickwheel.cron_job"
+ATTR_OCCURRENCE = "tickwheel.occurrence"
+ATTR_WORKFLOW_RUN_ID = "tickwheel.workflow_run_id"
 _provider: Any = None
 
 
@@ -121,7 +125,34 @@ def continued(parents: Sequence[str], states: Sequence[str]) -> Iterator[None]:
     if otel is None or otel.trace.get_current_span().get_span_context().is_valid:
         yield
         return
-    parent = _remote_parent(otel, parents, states)
+    with _attached(otel, _remote_parent(otel, parents, states)):
+        yield
+
+
+def can_continue() -> bool:
+    """Whether ``continuing`` would do anything here: otel is installed and no span is current
+    (a caller may then skip looking up a stored context at all)."""
+    otel = _otel()
+    return otel is not None and not otel.trace.get_current_span().get_span_context().is_valid
+
+
+@contextmanager
+def continuing(stored: Mapping[str, str] | None) -> Iterator[None]:
+    """Makes a stored context the current one while the block runs, unless a span is already
+    current: what the orchestrator does to submit a workflow run's later tasks in the trace of
+    its first ones (docs/tracing.md)."""
+    otel = _otel()
+    if not stored or otel is None or otel.trace.get_current_span().get_span_context().is_valid:
+        yield
+        return
+    parent = _parent(otel, stored)
+    valid = otel.trace.get_current_span(parent).get_span_context().is_valid
+    with _attached(otel, parent if valid else None):
+        yield
+
+
+@contextmanager
+def _attached(otel: _Otel, parent: Any) -> Iterator[None]:
     if parent is None:
         yield
         return
@@ -164,6 +195,54 @@ def submit_span(count: int) -> Iterator[Any]:
     with tracer.start_as_current_span("tickwheel.submit", kind=kind) as span:
         span.set_attribute("tickwheel.count", count)
         yield span
+
+
+@contextmanager
+def new_traces(name: str, attributes: Sequence[dict[str, Any]]) -> Iterator[list[Any]]:
+    """A root span ``name`` per item of ``attributes``, each the start of a trace of its own,
+    from entry to exit (a cron tick's occurrences: one trace each, not one for the tick). Yields
+    the spans, or a None per item without otel or a tracer. Not made current: a batch carries
+    each one's context in its request (``context_of``); ``current`` makes one current."""
+    otel = _otel()
+    tracer = _tracer(otel) if otel is not None else None
+    if otel is None or tracer is None:
+        yield [None] * len(attributes)
+        return
+    root = otel.context.Context()  # no parent, whatever span is current
+    kind = otel.trace.SpanKind.PRODUCER
+    spans = [tracer.start_span(name, context=root, kind=kind, attributes=a) for a in attributes]
+    try:
+        yield spans
+    except Exception as exc:
+        status = otel.trace.Status(otel.trace.StatusCode.ERROR, f"{type(exc).__name__}: {exc}")
+        for span in spans:
+            span.set_status(status)
+        raise
+    finally:
+        for span in spans:
+            span.end()
+
+
+def context_of(span: Any) -> dict[str, str] | None:
+    """``span``'s context as W3C headers (None for no span)."""
+    otel = _otel()
+    if span is None or otel is None:
+        return None
+    carrier: dict[str, str] = {}
+    otel.propagator.inject(carrier, context=otel.trace.set_span_in_context(span))
+    return carrier or None
+
+
+@contextmanager
+def current(span: Any) -> Iterator[None]:
+    """``span`` (from ``new_traces``) as the current span while the block runs; its end stays
+    ``new_traces``'s. Nothing for None."""
+    otel = _otel()
+    if span is None or otel is None:
+        yield
+        return
+    with otel.trace.use_span(span, end_on_exit=False):
+        yield
 
 
 def mark_submitted(span: Any, execution_ids: Iterable[uuid.UUID]) -> None:
