@@ -7,10 +7,14 @@ stored."""
 from __future__ import annotations
 
 import asyncio
+import shutil
 import socket
+import subprocess
+import sys
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -268,3 +272,63 @@ async def test_every_call_of_the_http_transport_carries_the_callers_span(
         ("/v1/cron-jobs/nightly", inside),
         (f"/v1/executions/{eid}", None),
     ]
+
+
+async def test_without_the_packages_a_traceparent_is_ignored(
+    served: Served, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As if the otel extra were not installed on the server: the header changes nothing."""
+    monkeypatch.setattr(tracing, "_otel", lambda: None)
+    async with httpx.AsyncClient(base_url=served.url) as http:
+        r = await http.post(
+            "/v1/executions",
+            json={"definitionUri": "registry://jobs/add"},
+            headers={"Authorization": f"Bearer {served.key}", "traceparent": VALID},
+        )
+    assert r.status_code == 201, r.text
+    assert await _stored(served, uuid.UUID(r.json()["executionId"])) is None
+    assert await served.rig.work() == 1
+
+
+CLIENT_WITHOUT_OTEL = """
+import asyncio, json, sys, uuid
+sys.modules["opentelemetry"] = None  # as if the extra were not installed
+import httpx
+import tickwheel
+from tests.factories import definition_doc
+from tickwheel.client import AsyncClient
+
+seen = []
+
+def answer(request):
+    seen.append(request.headers.get("traceparent"))
+    body = {"error": {"code": "not_found", "message": "no"}}
+    return httpx.Response(404, json=body)
+
+async def main():
+    async with await tickwheel.connect_async(sys.argv[1], tenant="acme") as client:
+        await client.apply_definition(json.dumps(definition_doc()), "json")
+        info = await client.submit("greet", {"name": "Ada"})
+        store = client.transport.store
+        assert (await store.execution_get("acme", info.execution_id)).trace_context is None
+    http = httpx.AsyncClient(base_url="http://t", transport=httpx.MockTransport(answer))
+    remote = AsyncClient("http://t", "key")
+    remote.transport._http = http
+    try:
+        await remote.get(uuid.uuid4())
+    except tickwheel.NotFound:
+        pass
+    assert seen == [None]
+    assert "opentelemetry.trace" not in sys.modules
+
+asyncio.run(main())
+"""
+
+
+def test_the_sdk_without_the_packages_works(tmp_path: Path, sqlite_template: Path) -> None:
+    """In a process where ``opentelemetry`` cannot be imported at all (the API server needs it:
+    FastAPI imports it): a submit on the database, and the HTTP transport, with no header."""
+    path = tmp_path / "db.sqlite"
+    shutil.copyfile(sqlite_template, path)
+    args = [sys.executable, "-c", CLIENT_WITHOUT_OTEL, f"sqlite:///{path}"]
+    subprocess.run(args, check=True, timeout=120)

@@ -220,6 +220,14 @@ def test_without_the_packages_importing_and_running_the_helpers_works() -> None:
         "with t.submit_span(1) as s: assert s is None\n"
         "parent = {'traceparent': 'x'}\n"
         "with t.attempt_span(uuid.uuid4(), 'u', 1, 1, parent) as s: assert s is None\n"
+        "tp = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01'\n"
+        "with t.continued([tp], []): assert t.current_context() is None\n"
+        "with t.continuing({'traceparent': tp}): assert t.current_context() is None\n"
+        "assert not t.can_continue()\n"
+        "with t.new_traces('n', [{}, {}]) as spans: assert spans == [None, None]\n"
+        "assert t.context_of(None) is None\n"
+        "with t.current(None): pass\n"
+        "t.record_claims([], t.now_ns())\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
 
