@@ -5,7 +5,7 @@ submission stores the submitter's trace, as it does in-process.
 The headers are the client's, so hostile: a malformed, repeated or oversized ``traceparent`` is
 ignored (the request goes on untraced), and nothing of them is stored as sent. What is stored is
 the context of the span current at the submit, written out again in the W3C form. A request
-without a ``traceparent`` costs a look at its headers; OpenTelemetry is not even imported."""
+without a ``traceparent`` costs a look at its headers."""
 
 from __future__ import annotations
 
