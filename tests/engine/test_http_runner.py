@@ -7,6 +7,9 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from tests.engine.helpers import (
     EXECUTION_ID,
@@ -21,6 +24,7 @@ from tests.engine.helpers import (
 )
 from tickwheel.domain.definitions import HttpExecution
 from tickwheel.engine.runners import HttpRunner, RunOutcome, run_attempt
+from tickwheel.observability import tracing
 
 
 @pytest.fixture
@@ -126,3 +130,32 @@ async def test_http_timeout_and_refused_connection_are_retryable(server: Loopbac
     outcome = await run_attempt(http(server, "/echo"), {}, context(), runners=RUNNERS)
     assert outcome.kind == "error" and "ConnectError" in outcome.message
     await server.start()  # for the fixture's teardown
+
+
+async def test_a_traced_attempt_sends_its_span_as_traceparent(server: LoopbackServer) -> None:
+    """The receiver can continue the trace: the header names the attempt's span, in the
+    submitter's trace; an untraced attempt sends none."""
+    provider = TracerProvider()
+    exported = InMemorySpanExporter()
+    provider.add_span_processor(SimpleSpanProcessor(exported))
+    tracing.use_tracer_provider(provider)
+    try:
+        submitted = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+        outcome = await run_attempt(
+            http(server, "/echo"),
+            {"n": 1},
+            context(),
+            runners=RUNNERS,
+            trace_context={"traceparent": submitted},
+        )
+        assert outcome.ok
+        [attempt] = exported.get_finished_spans()
+        span = attempt.context
+        sent = f"00-{span.trace_id:032x}-{span.span_id:016x}-{int(span.trace_flags):02x}"
+        assert server.seen[-1].headers["traceparent"] == sent
+        assert f"{span.trace_id:032x}" == submitted.split("-")[1]
+        assert (await run_attempt(http(server, "/echo"), {}, context(), runners=RUNNERS)).ok
+        assert "traceparent" not in server.seen[-1].headers
+    finally:
+        tracing.use_tracer_provider(None)
+        provider.shutdown()

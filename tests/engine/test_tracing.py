@@ -9,6 +9,7 @@ import subprocess
 import sys
 import uuid
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -219,6 +220,14 @@ def test_without_the_packages_importing_and_running_the_helpers_works() -> None:
         "with t.submit_span(1) as s: assert s is None\n"
         "parent = {'traceparent': 'x'}\n"
         "with t.attempt_span(uuid.uuid4(), 'u', 1, 1, parent) as s: assert s is None\n"
+        "tp = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01'\n"
+        "with t.continued([tp], []): assert t.current_context() is None\n"
+        "with t.continuing({'traceparent': tp}): assert t.current_context() is None\n"
+        "assert not t.can_continue()\n"
+        "with t.new_traces('n', [{}, {}]) as spans: assert spans == [None, None]\n"
+        "assert t.context_of(None) is None\n"
+        "with t.current(None): pass\n"
+        "t.record_claims([], t.now_ns())\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
 
@@ -230,3 +239,45 @@ def test_the_packages_are_imported_only_when_used() -> None:
         "assert 'opentelemetry' not in sys.modules, 'imported at import time'\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+async def test_the_attempt_reads_the_context_of_the_claimed_execution(
+    rig: Rig,
+    provider: TracerProvider,
+    exporter: InMemorySpanExporter,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The worker continues the context the claim returned with the row (no side channel): a
+    claim answering another context makes the attempt a child of that one."""
+    with provider.get_tracer("the-application").start_as_current_span("submitter"):
+        eid = uuid.UUID(await rig.submit("add"))
+    elsewhere = {"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}
+    claim = rig.store.execution_claim_ready
+
+    async def claim_elsewhere(*args: Any, **kwargs: Any) -> list[Any]:
+        return [replace(e, trace_context=elsewhere) for e in await claim(*args, **kwargs)]
+
+    monkeypatch.setattr(rig.store, "execution_claim_ready", claim_elsewhere)
+    assert await rig.work() == 1
+    [attempt] = _spans(exporter, "tickwheel.attempt")
+    assert _attrs(attempt)["tickwheel.execution_id"] == str(eid)
+    assert (attempt.context.trace_id, attempt.parent and attempt.parent.span_id) == _span_id(
+        elsewhere["traceparent"]
+    )
+
+
+async def test_an_execution_claimed_without_a_context_runs_untraced(
+    rig: Rig, exporter: InMemorySpanExporter, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Whatever the claim's spans did: the attempt follows the row it runs."""
+    eid = uuid.UUID(await rig.submit("add"))
+    assert await _stored(rig, eid) is not None  # a root submit span's context
+    claim = rig.store.execution_claim_ready
+
+    async def claim_untraced(*args: Any, **kwargs: Any) -> list[Any]:
+        return [replace(e, trace_context=None) for e in await claim(*args, **kwargs)]
+
+    monkeypatch.setattr(rig.store, "execution_claim_ready", claim_untraced)
+    assert await rig.work() == 1
+    assert _spans(exporter, "tickwheel.attempt") == []
+    assert await rig.status(str(eid)) == "SUCCEEDED"

@@ -20,6 +20,7 @@ from tickwheel.api.routes import (
     webhooks,
     workflows,
 )
+from tickwheel.api.trace_context import IncomingTrace
 from tickwheel.config import Settings
 from tickwheel.dashboard import install as install_dashboard
 from tickwheel.domain.clock import Clock, SystemClock
@@ -77,6 +78,8 @@ def create_app(
         reads.workflow_views if reads else workflow_view_store_for(store),
         session_store_for(store),
     )
+    # Innermost: only the requests let through continue their caller's trace.
+    app.add_middleware(IncomingTrace)
     app.add_middleware(
         BodyLimit,
         max_bytes=settings.max_body_bytes,

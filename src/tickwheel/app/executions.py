@@ -179,7 +179,7 @@ class ExecutionService:
         item = prepare_execution(request, definition, self.tenant, now)
         # The submitter's trace, continued by the attempts; not part of the request, so not of
         # its fingerprint either: a retry from another trace is the same request.
-        trace_context = current_context()
+        trace_context = request.trace_context or current_context()
         return item if trace_context is None else replace(item, trace_context=trace_context)
 
     # -- read -----------------------------------------------------------------------------------

@@ -31,6 +31,7 @@ from tickwheel.app.workflow_tasks import (
     TaskExecution,
     TaskExecutions,
     request_hash,
+    run_trace,
     task_key,
 )
 from tickwheel.domain.clock import Clock, SystemClock
@@ -48,6 +49,7 @@ from tickwheel.domain.workflow_runs import (
 )
 from tickwheel.domain.workflows import Workflow, WorkflowTask, workflow_from_document
 from tickwheel.observability.metrics import process_metrics
+from tickwheel.observability.tracing import continuing
 from tickwheel.store.workflow_protocol import TaskRunRecord, WorkflowRunRecord, WorkflowStore
 
 T = TaskRunStatus
@@ -319,10 +321,12 @@ class WorkflowRunService:
                     retry_count=run.retry_count,
                 )
             changed = bool(plan.skip)
-            for name in plan.submit:
-                submitted = await self._submit(run, workflow.task(name), tasks)
-                changed |= submitted
-                refused |= not submitted
+            # Later tasks continue the trace of the run's first ones (docs/tracing.md).
+            with continuing(await run_trace(self.workflows, run, tasks) if plan.submit else None):
+                for name in plan.submit:
+                    submitted = await self._submit(run, workflow.task(name), tasks)
+                    changed |= submitted
+                    refused |= not submitted
             # A refused write is usually another advancer's win; after a retry it is ours to
             # stop: every later write of this attempt would be refused too.
             if refused and await self._superseded(run, "advancing"):

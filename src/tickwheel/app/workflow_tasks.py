@@ -12,7 +12,8 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from tickwheel.domain.states import ExecutionStatus
-from tickwheel.store.workflow_protocol import TaskRunRecord, WorkflowRunRecord
+from tickwheel.observability.tracing import can_continue
+from tickwheel.store.workflow_protocol import TaskRunRecord, WorkflowRunRecord, WorkflowStore
 
 
 def task_key(run: WorkflowRunRecord, task: str) -> str:
@@ -23,6 +24,19 @@ def task_key(run: WorkflowRunRecord, task: str) -> str:
 def request_hash(workflow: str, version: int | None, inputs: dict[str, Any]) -> str:
     body = {"workflow": workflow, "version": version, "inputs": inputs}
     return hashlib.sha256(json.dumps(body, sort_keys=True, default=str).encode()).hexdigest()
+
+
+async def run_trace(
+    workflows: WorkflowStore, run: WorkflowRunRecord, tasks: dict[str, TaskRunRecord]
+) -> dict[str, str] | None:
+    """The trace of the run's first traced task, for its later tasks (docs/tracing.md): a run
+    has no trace column of its own, and its first tasks were submitted in the starter's context
+    (a request, a cron occurrence). Not looked up when nothing could continue it: without otel,
+    while a span is current (a retry asked for in a request), or before any task was submitted
+    (the start)."""
+    if not can_continue() or not any(t.execution_id for t in tasks.values()):
+        return None
+    return await workflows.workflow_run_trace_context(run.workflow_run_id)
 
 
 class TaskExecution(Protocol):

@@ -63,6 +63,8 @@ class Client:
         """Failure notifications (``client/webhooks.py``)."""
 
     def _run(self, coro: Coroutine[Any, Any, T]) -> T:
+        # The call runs in a copy of the caller's context (``call_soon_threadsafe`` copies it,
+        # and the task runs in it): the caller's current span is its parent (docs/tracing.md).
         future: Future[T] = asyncio.run_coroutine_threadsafe(coro, self._loop)
         return future.result()
 

@@ -6,7 +6,9 @@ A refusal of the API is an outcome to record, never a reason to retry the tick."
 from __future__ import annotations
 
 import uuid
+from dataclasses import replace
 from datetime import datetime
+from typing import Any
 
 from tickwheel.client.client import AsyncClient
 from tickwheel.cron.policies import Plan, Step, occurrence_request
@@ -21,6 +23,7 @@ from tickwheel.cron.targets import (
 from tickwheel.domain.cron_jobs import CronJob, CronTarget, OccurrenceRecord, Outcome, OverlapPolicy
 from tickwheel.domain.errors import Conflict, InvalidInput
 from tickwheel.domain.submission import SubmitRequest
+from tickwheel.observability import tracing
 
 SUBMIT_CHUNK = 500
 
@@ -40,20 +43,46 @@ async def submit_batch(
     ]
     if not keys:
         return {}
-    requests = [occurrence_request(job, step.occurrence, now) for job, step in keys]
-    results = []
-    for start in range(0, len(requests), SUBMIT_CHUNK):  # the API takes 1,000 at most
-        results += await client.submit_many(requests[start : start + SUBMIT_CHUNK])
-    done: Results = {}
-    for (job, step), request, result in zip(keys, requests, results, strict=True):
-        key = (job.cron_job_id, step.occurrence)
-        if result.ok and result.execution is not None:
-            execution = result.execution
-            done[key] = Done(Outcome.SUBMITTED, execution.execution_id, execution.execute_at)
-            continue
-        error = result.error or {}
-        done[key] = refused(result.status, error, request)
+    # Each occurrence starts a trace of its own (docs/tracing.md), carried in its request: the
+    # batch's one submit span would otherwise make a tick's occurrences one trace.
+    attributes = [_attributes(job, step.occurrence) for job, step in keys]
+    with tracing.new_traces(OCCURRENCE_SPAN, attributes) as spans:
+        requests = [
+            _traced(occurrence_request(job, step.occurrence, now), span)
+            for (job, step), span in zip(keys, spans, strict=True)
+        ]
+        results = []
+        for start in range(0, len(requests), SUBMIT_CHUNK):  # the API takes 1,000 at most
+            results += await client.submit_many(requests[start : start + SUBMIT_CHUNK])
+        done: Results = {}
+        for (job, step), request, result, span in zip(keys, requests, results, spans, strict=True):
+            key = (job.cron_job_id, step.occurrence)
+            if result.ok and result.execution is not None:
+                execution = result.execution
+                done[key] = Done(Outcome.SUBMITTED, execution.execution_id, execution.execute_at)
+                tracing.mark_submitted(span, [execution.execution_id])
+                continue
+            error = result.error or {}
+            done[key] = refused(result.status, error, request)
     return done
+
+
+OCCURRENCE_SPAN = "tickwheel.cron.occurrence"
+
+
+def _traced(request: SubmitRequest, span: Any) -> SubmitRequest:
+    """``request`` carrying its occurrence's trace (itself without one)."""
+    context = tracing.context_of(span)
+    return request if context is None else replace(request, trace_context=context)
+
+
+def _attributes(job: CronJob, occurrence: datetime) -> dict[str, Any]:
+    """What names the occurrence on its span: the job (id and name) and the instant."""
+    return {
+        tracing.ATTR_CRON_JOB_ID: str(job.cron_job_id),
+        tracing.ATTR_CRON_JOB: job.name,
+        tracing.ATTR_OCCURRENCE: _iso(occurrence),
+    }
 
 
 def refused(status: int, error: dict[str, object], request: SubmitRequest) -> Done:
@@ -79,6 +108,23 @@ def refused(status: int, error: dict[str, object], request: SubmitRequest) -> Do
 
 
 async def _submit_one(
+    client: AsyncClient, job: CronJob, occurrence: datetime, now: datetime
+) -> Done:
+    """The occurrence in a trace of its own: its span is current while it is submitted (a
+    workflow run's first tasks included), so the submit span is its child."""
+    with (
+        tracing.new_traces(OCCURRENCE_SPAN, [_attributes(job, occurrence)]) as [span],
+        tracing.current(span),
+    ):
+        done = await _submit_occurrence(client, job, occurrence, now)
+        if done.execution_id is not None:
+            tracing.mark_submitted(span, [done.execution_id])
+        if done.workflow_run_id is not None and span is not None:
+            span.set_attribute(tracing.ATTR_WORKFLOW_RUN_ID, str(done.workflow_run_id))
+    return done
+
+
+async def _submit_occurrence(
     client: AsyncClient, job: CronJob, occurrence: datetime, now: datetime
 ) -> Done:
     if job.spec.target is CronTarget.WORKFLOW:

@@ -33,6 +33,10 @@ class SubmitRequest:
     execute_at: datetime | None = None
     priority: int = 0
     idempotency_key: str | None = None
+    trace_context: dict[str, str] | None = field(default=None, compare=False, repr=False)
+    """A W3C trace context to store instead of the current span's (docs/tracing.md: a cron
+    occurrence starts a trace of its own). In-process only: never sent over HTTP, never read
+    from a request, and not part of the fingerprint."""
 
 
 @dataclass(frozen=True)

@@ -309,7 +309,13 @@ class Worker(Service):
         beat = self.heartbeats.schedule(execution, token, this, ctx.state)
         outcome: RunOutcome | None = None
         try:
-            outcome = await run_attempt(definition, execution.inputs, ctx, runners=self.runners)
+            outcome = await run_attempt(
+                definition,
+                execution.inputs,
+                ctx,
+                runners=self.runners,
+                trace_context=execution.trace_context,  # the claim returns the whole row
+            )
         except asyncio.CancelledError:
             lost = self.heartbeats.take_lost(execution.execution_id)
             if not lost and not ctx.cancelled:

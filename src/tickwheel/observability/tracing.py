@@ -12,10 +12,10 @@ first use, so a process that never traces never loads them."""
 from __future__ import annotations
 
 import json
+import sys
 import time
 import uuid
-from collections import OrderedDict
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cache
@@ -27,16 +27,17 @@ ATTR_EXECUTION_ID = "tickwheel.execution_id"
 ATTR_ATTEMPT = "tickwheel.attempt"
 ATTR_FENCING_TOKEN = "tickwheel.fencing_token"
 ATTR_DEFINITION = "tickwheel.definition_uri"
-# The claimed contexts waiting for their attempt (see ``remember_claimed``): bounded, so that
-# executions claimed but never run (cancelled meanwhile, definition gone) cannot grow it.
-_CLAIMED_MAX = 10_000
-_claimed: OrderedDict[tuple[uuid.UUID, int], dict[str, str]] = OrderedDict()
+ATTR_CRON_JOB_ID = "tickwheel.cron_job_id"
+ATTR_CRON_JOB = "tickwheel.cron_job"
+ATTR_OCCURRENCE = "tickwheel.occurrence"
+ATTR_WORKFLOW_RUN_ID = "tickwheel.workflow_run_id"
 _provider: Any = None
 
 
 @dataclass(frozen=True)
 class _Otel:
     trace: ModuleType
+    context: ModuleType
     propagator: Any
 
 
@@ -44,13 +45,13 @@ class _Otel:
 def _otel() -> _Otel | None:
     """The OpenTelemetry API, or None when the extra is not installed."""
     try:
-        from opentelemetry import trace
+        from opentelemetry import context, trace
         from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
     except ImportError:
         return None
     # The W3C format itself, not the globally configured propagator: the stored form must be the
     # same whatever a process configures, since another process continues it.
-    return _Otel(trace, TraceContextTextMapPropagator())
+    return _Otel(trace, context, TraceContextTextMapPropagator())
 
 
 def use_tracer_provider(provider: Any) -> None:
@@ -76,13 +77,90 @@ def _tracer_of(provider: Any) -> Any:
 
 
 def current_context() -> dict[str, str] | None:
-    """The active span's context as W3C headers, None when there is no valid one to continue."""
+    """The active span's context as W3C headers, None when there is no valid one to continue.
+    Cheap in a process that never loaded OpenTelemetry (no span can be active there): what the
+    HTTP transport asks before each request."""
+    if "opentelemetry.trace" not in sys.modules:
+        return None
     otel = _otel()
     if otel is None or not otel.trace.get_current_span().get_span_context().is_valid:
         return None
     carrier: dict[str, str] = {}
     otel.propagator.inject(carrier)
     return carrier or None
+
+
+TRACEPARENT_MAX = 512
+"""Longest ``traceparent`` continued (version 00 is 55 characters; later versions may add)."""
+TRACESTATE_MAX = 512
+"""Longest ``tracestate`` kept (the W3C minimum to propagate); longer, the state is dropped."""
+
+
+def _remote_parent(otel: _Otel, parents: Sequence[str], states: Sequence[str]) -> Any:
+    """The OpenTelemetry context of a request's W3C headers, None unless it names a valid span.
+    Hostile input is ignored, never raised: a repeated ``traceparent`` (which W3C declares
+    invalid) or an oversized one gives no parent; an oversized ``tracestate`` is dropped alone,
+    as W3C allows, and the propagator checks the rest (format, all-zero ids, version ff)."""
+    if len(parents) != 1 or len(parents[0]) > TRACEPARENT_MAX:
+        return None
+    carrier = {"traceparent": parents[0]}
+    state = ",".join(states)
+    if state and len(state) <= TRACESTATE_MAX:
+        carrier["tracestate"] = state
+    try:
+        context = otel.propagator.extract(carrier)
+    except Exception:  # a propagator's bug must not fail the request: it goes on untraced
+        return None
+    return context if otel.trace.get_current_span(context).get_span_context().is_valid else None
+
+
+@contextmanager
+def continued(parents: Sequence[str], states: Sequence[str]) -> Iterator[None]:
+    """Makes the span a request's ``traceparent`` names (and its ``tracestate``) the current
+    one while the request runs, as an HTTP server continues its client's trace: a submission
+    then stores the submitter's trace, and the server's submit span is a child of the client's.
+    Does nothing without otel, for headers that name no valid span, or when a span is already
+    current (an instrumentation of the server made its own child of the same headers)."""
+    otel = _otel()
+    if otel is None or otel.trace.get_current_span().get_span_context().is_valid:
+        yield
+        return
+    with _attached(otel, _remote_parent(otel, parents, states)):
+        yield
+
+
+def can_continue() -> bool:
+    """Whether ``continuing`` would do anything here: otel is installed and no span is current
+    (a caller may then skip looking up a stored context at all)."""
+    otel = _otel()
+    return otel is not None and not otel.trace.get_current_span().get_span_context().is_valid
+
+
+@contextmanager
+def continuing(stored: Mapping[str, str] | None) -> Iterator[None]:
+    """Makes a stored context the current one while the block runs, unless a span is already
+    current: what the orchestrator does to submit a workflow run's later tasks in the trace of
+    its first ones (docs/tracing.md)."""
+    otel = _otel()
+    if not stored or otel is None or otel.trace.get_current_span().get_span_context().is_valid:
+        yield
+        return
+    parent = _parent(otel, stored)
+    valid = otel.trace.get_current_span(parent).get_span_context().is_valid
+    with _attached(otel, parent if valid else None):
+        yield
+
+
+@contextmanager
+def _attached(otel: _Otel, parent: Any) -> Iterator[None]:
+    if parent is None:
+        yield
+        return
+    token = otel.context.attach(parent)
+    try:
+        yield
+    finally:
+        otel.context.detach(token)
 
 
 def _parent(otel: _Otel, stored: Mapping[str, str] | None) -> Any:
@@ -117,6 +195,54 @@ def submit_span(count: int) -> Iterator[Any]:
     with tracer.start_as_current_span("tickwheel.submit", kind=kind) as span:
         span.set_attribute("tickwheel.count", count)
         yield span
+
+
+@contextmanager
+def new_traces(name: str, attributes: Sequence[dict[str, Any]]) -> Iterator[list[Any]]:
+    """A root span ``name`` per item of ``attributes``, each the start of a trace of its own,
+    from entry to exit (a cron tick's occurrences: one trace each, not one for the tick). Yields
+    the spans, or a None per item without otel or a tracer. Not made current: a batch carries
+    each one's context in its request (``context_of``); ``current`` makes one current."""
+    otel = _otel()
+    tracer = _tracer(otel) if otel is not None else None
+    if otel is None or tracer is None:
+        yield [None] * len(attributes)
+        return
+    root = otel.context.Context()  # no parent, whatever span is current
+    kind = otel.trace.SpanKind.PRODUCER
+    spans = [tracer.start_span(name, context=root, kind=kind, attributes=a) for a in attributes]
+    try:
+        yield spans
+    except Exception as exc:
+        status = otel.trace.Status(otel.trace.StatusCode.ERROR, f"{type(exc).__name__}: {exc}")
+        for span in spans:
+            span.set_status(status)
+        raise
+    finally:
+        for span in spans:
+            span.end()
+
+
+def context_of(span: Any) -> dict[str, str] | None:
+    """``span``'s context as W3C headers (None for no span)."""
+    otel = _otel()
+    if span is None or otel is None:
+        return None
+    carrier: dict[str, str] = {}
+    otel.propagator.inject(carrier, context=otel.trace.set_span_in_context(span))
+    return carrier or None
+
+
+@contextmanager
+def current(span: Any) -> Iterator[None]:
+    """``span`` (from ``new_traces``) as the current span while the block runs; its end stays
+    ``new_traces``'s. Nothing for None."""
+    otel = _otel()
+    if span is None or otel is None:
+        yield
+        return
+    with otel.trace.use_span(span, end_on_exit=False):
+        yield
 
 
 def mark_submitted(span: Any, execution_ids: Iterable[uuid.UUID]) -> None:
@@ -170,30 +296,16 @@ def trace_promoted(
 
 
 def record_claims(executions: Iterable[Any], started_ns: int) -> None:
-    """``tickwheel.claim`` spans for claimed executions (with their attempt and fencing token),
-    and their contexts kept for ``attempt_span``: the worker hands its runner the execution's id
-    and token, not the execution."""
+    """``tickwheel.claim`` spans for claimed executions (with their attempt and fencing token).
+    The attempt reads the context from the claimed execution itself (``attempt_span``)."""
     if _otel() is None:
         return
-    items = []
-    for e in executions:
-        if not e.trace_context or e.fencing_token is None:
-            continue
-        remember_claimed(e.execution_id, e.fencing_token, e.trace_context)
-        attributes = _attributes(e.execution_id, e.definition_uri, e.attempt_count, e.fencing_token)
-        items.append((e.trace_context, attributes))
+    items = [
+        (e.trace_context, _attributes(e.execution_id, e.definition_uri, e.attempt_count, token))
+        for e in executions
+        if e.trace_context and (token := e.fencing_token) is not None
+    ]
     record_batch("tickwheel.claim", items, started_ns)
-
-
-def remember_claimed(execution_id: uuid.UUID, token: int, stored: dict[str, str]) -> None:
-    _claimed[(execution_id, token)] = stored
-    while len(_claimed) > _CLAIMED_MAX:
-        _claimed.popitem(last=False)
-
-
-def claimed_context(execution_id: uuid.UUID, token: int) -> dict[str, str] | None:
-    """The stored context of the claim that granted ``token`` (taken: an attempt runs once)."""
-    return _claimed.pop((execution_id, token), None)
 
 
 @contextmanager

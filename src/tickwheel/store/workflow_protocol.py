@@ -165,6 +165,11 @@ class WorkflowStore(Protocol):
         """In the workflow's definition order (``position``), on every backend."""
         ...
 
+    async def workflow_run_trace_context(self, workflow_run_id: uuid.UUID) -> dict[str, str] | None:
+        """The W3C trace context stored with the run's earliest traced task execution, None
+        when none was traced (docs/tracing.md): the run's later tasks continue that trace."""
+        ...
+
     async def workflow_task_run_update(
         self,
         workflow_run_id: uuid.UUID,

@@ -32,6 +32,7 @@ from tickwheel.domain.errors import (
 )
 from tickwheel.domain.models import ExecutionFilter
 from tickwheel.domain.submission import SubmitRequest
+from tickwheel.observability.tracing import current_context
 from tickwheel.resources.base import Resource
 from tickwheel.resources.definitions import Definition, DefinitionList
 from tickwheel.resources.executions import (
@@ -77,7 +78,10 @@ class HttpTransport(HttpCronMethods, HttpWorkflowMethods):
 
     async def _call(self, method: str, path: str, **kwargs: Any) -> tuple[int, Any, bool]:
         """(status, decoded body, whether it took more than one try)."""
-        kwargs["headers"] = {**self._auth, **kwargs.get("headers", {})}
+        # The caller's current span (W3C ``traceparent``/``tracestate``), so that the server
+        # continues its trace: a submission stores it for the attempts (docs/tracing.md).
+        trace = current_context() or {}
+        kwargs["headers"] = {**self._auth, **trace, **kwargs.get("headers", {})}
         for attempt in range(self._retries + 1):
             delay = self._backoff * 2**attempt
             try:

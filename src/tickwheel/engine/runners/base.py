@@ -30,7 +30,7 @@ from tickwheel.domain.fieldtypes import json_type_name
 from tickwheel.domain.jsonvalues import readable
 from tickwheel.domain.running import MAX_SNOOZE, Snooze
 from tickwheel.engine.runners.attempt_state import AttemptState
-from tickwheel.observability.tracing import attempt_span, claimed_context, mark_outcome
+from tickwheel.observability.tracing import attempt_span, mark_outcome
 
 __all__ = [
     "JobContext",
@@ -180,6 +180,7 @@ async def run_attempt(
     ctx: JobContext,
     *,
     runners: Mapping[str, Runner] | None = None,
+    trace_context: Mapping[str, str] | None = None,
 ) -> RunOutcome:
     """Run one attempt of ``definition`` with ``inputs`` and return how it ended.
 
@@ -188,11 +189,12 @@ async def run_attempt(
     that finishes after its limit (by ignoring the cancellation) is a timeout too. A successful
     output must be a JSON object matching ``definition.outputs`` (defaults applied), otherwise
     the attempt ends as "invalid_output", which is permanent. Only cancellation propagates.
+
+    ``trace_context`` is the claimed execution's stored W3C context: the attempt's span
+    (docs/tracing.md) continues the submitter's trace when there is one.
     """
-    stored = claimed_context(ctx.execution_id, ctx.fencing_token)
     uri = ctx.definition_uri
-    # The attempt's span (docs/tracing.md) continues the submitter's trace when one was stored.
-    with attempt_span(ctx.execution_id, uri, ctx.attempt, ctx.fencing_token, stored) as span:
+    with attempt_span(ctx.execution_id, uri, ctx.attempt, ctx.fencing_token, trace_context) as span:
         outcome = await _run_attempt(definition, inputs, ctx, runners)
         mark_outcome(span, outcome.ok, outcome.kind, outcome.message)
     return outcome

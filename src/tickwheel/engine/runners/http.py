@@ -3,8 +3,9 @@ the output.
 
 Each request carries the definition's headers plus ``Idempotency-Key: <execution_id>`` (the same
 on every attempt, so the receiver can drop repeats), ``X-Tickwheel-Attempt`` and
-``X-Tickwheel-Fencing-Token``. GET sends no body. Redirects are not followed (a 3xx fails for
-good, naming where it points), so no hop escapes the checks below.
+``X-Tickwheel-Fencing-Token``, and in a traced attempt the attempt span's W3C ``traceparent``
+(docs/tracing.md). GET sends no body. Redirects are not followed (a 3xx fails for good, naming
+where it points), so no hop escapes the checks below.
 
 Where a request may go is the worker's ``RunPolicy`` (docs/worker_policy.md): the host is
 resolved, EVERY address it resolves to is checked against the denied ranges (loopback,
@@ -49,6 +50,7 @@ from tickwheel.domain.secret_refs import MissingSecret, redact, render
 from tickwheel.engine.runners.base import JobContext, RunOutcome, failure, shorten
 from tickwheel.engine.runners.retry_after import RETRY_AFTER_MAX, retry_after
 from tickwheel.engine.runners.secrets import Secrets, SecretsFileError
+from tickwheel.observability.tracing import current_context
 
 __all__ = ["BODY_LIMIT", "EXCERPT_LIMIT", "HttpRunner", "Resolver", "resolve_host"]
 
@@ -243,6 +245,8 @@ class _Request:
         self.extensions: dict[str, Any] = {}
         self.secret_values: list[str] = []
         self.headers = httpx.Headers(list(execution.headers))
+        # The attempt's span (docs/tracing.md), for a receiver that continues traces.
+        self.headers.update(current_context() or {})
         # Ours win over the definition's: the idempotency key is the promise to the receiver.
         self.headers["Idempotency-Key"] = str(ctx.execution_id)
         self.headers["X-Tickwheel-Attempt"] = str(ctx.attempt)

@@ -190,6 +190,10 @@ class PostgresWorkflowStore:
             for r in rows
         ]
 
+    async def workflow_run_trace_context(self, workflow_run_id: uuid.UUID) -> dict[str, str] | None:
+        rows = await self._all("workflow_run_trace_context", {"workflow_run_id": workflow_run_id})
+        return dict(rows[0]["trace_context"]) if rows else None
+
     async def workflow_task_run_update(
         self,
         workflow_run_id: uuid.UUID,

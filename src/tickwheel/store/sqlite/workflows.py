@@ -163,6 +163,11 @@ class SqliteWorkflowStore(SqliteConnection):
         params = {"workflow_run_id": str(workflow_run_id)}
         return [_task(r) for r in await self._all("workflow_task_run_list", params)]
 
+    async def workflow_run_trace_context(self, workflow_run_id: uuid.UUID) -> dict[str, str] | None:
+        params = {"workflow_run_id": str(workflow_run_id)}
+        rows = await self._all("workflow_run_trace_context", params)
+        return dict(json.loads(rows[0]["trace_context"])) if rows else None
+
     async def workflow_task_run_update(
         self,
         workflow_run_id: uuid.UUID,

@@ -64,6 +64,15 @@ VALUES (%(workflow_run_id)s, %(task_name)s, 'PENDING', %(now)s, %(position)s, %(
 SELECT * FROM workflow_task_runs WHERE workflow_run_id = %(workflow_run_id)s
 ORDER BY position, task_name;
 
+-- name: workflow_run_trace_context
+-- The trace context stored with the run's earliest traced task execution (docs/tracing.md):
+-- the orchestrator submits the run's later tasks in that trace. A few rows by primary keys.
+SELECT e.trace_context FROM workflow_task_runs t
+JOIN executions e ON e.execution_id = t.execution_id
+WHERE t.workflow_run_id = %(workflow_run_id)s AND e.trace_context IS NOT NULL
+ORDER BY e.created_at, e.execution_id
+LIMIT 1;
+
 -- name: workflow_task_runs_reset
 -- In the retry's transaction, after workflow_run_retry locked the run row: chosen by status here,
 -- not from an earlier read, so a task that ended (FAILED) just before the retry is reset too.

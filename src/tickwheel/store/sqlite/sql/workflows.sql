@@ -66,6 +66,15 @@ VALUES (:workflow_run_id, :task_name, 'PENDING', :now, :position, :depends_on);
 SELECT * FROM workflow_task_runs WHERE workflow_run_id = :workflow_run_id
 ORDER BY position, task_name;
 
+-- name: workflow_run_trace_context
+-- The trace context stored with the run's earliest traced task execution (docs/tracing.md):
+-- the orchestrator submits the run's later tasks in that trace. A few rows by primary keys.
+SELECT e.trace_context FROM workflow_task_runs t
+JOIN executions e ON e.execution_id = t.execution_id
+WHERE t.workflow_run_id = :workflow_run_id AND e.trace_context IS NOT NULL
+ORDER BY e.created_at, e.execution_id
+LIMIT 1;
+
 -- name: workflow_task_runs_reset
 -- In the retry's write transaction: chosen by status here, not from an earlier read, so a task
 -- that ended (FAILED) just before the retry is reset too (statuses: a JSON array).
