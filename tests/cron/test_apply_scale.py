@@ -81,8 +81,8 @@ async def test_a_retry_after_a_timeout_returns_the_first_result_and_applies_noth
     result = await client.cron.apply(declared("a", "b"))
     assert wire.applies == 2  # the first try applied, its answer was lost; the SDK retried
     # The retry shows what the first try did (two creates), not "2 unchanged".
-    assert result["summary"] == {"create": 2, "update": 0, "delete": 0, "unchanged": 0}
-    assert result["replayed"] is True
+    assert result.summary.model_dump() == {"create": 2, "update": 0, "delete": 0, "unchanged": 0}
+    assert result.replayed is True
     cron = cron_store_for(store)
     for name in ("a", "b"):
         job = await cron.cron_job_get_by_name("acme", name)
@@ -90,7 +90,7 @@ async def test_a_retry_after_a_timeout_returns_the_first_result_and_applies_noth
         assert len(await cron.cron_audit_list("acme", job.cron_job_id, 10)) == 1
     # A new apply (a new key) of the same file plans against what is stored.
     again = await client.cron.apply(declared("a", "b"))
-    assert again["summary"]["unchanged"] == 2 and again["replayed"] is False
+    assert again.summary.unchanged == 2 and again.replayed is False
 
 
 async def test_prune_keeps_to_its_label_so_files_coexist(jobs: CronJobs) -> None:

@@ -38,6 +38,8 @@ from tickwheel.domain.definition_files import format_from_filename
 from tickwheel.domain.models import ExecutionFilter
 from tickwheel.domain.states import ExecutionStatus
 from tickwheel.domain.submission import SubmitRequest
+from tickwheel.resources.definitions import Definition, DefinitionList
+from tickwheel.resources.executions import HistoryEvent, HistoryList
 
 T = TypeVar("T")
 
@@ -98,13 +100,15 @@ class AsyncClient:
         if fmt is None:
             raise ValueError("say which format the definition content is in: yaml, json or xml")
         wire, created = await self.transport.definition_apply(body, fmt, shared)
-        return DefinitionApplied(wire, created)
+        return DefinitionApplied(Definition.from_wire(wire), created)
 
-    async def definitions(self) -> builtins.list[dict[str, Any]]:
-        return await self.transport.definition_list()
+    async def definitions(self) -> builtins.list[Definition]:
+        """The latest version of each definition the key's tenant resolves."""
+        return _definitions(await self.transport.definition_list())
 
-    async def definition_versions(self, name: str) -> builtins.list[dict[str, Any]]:
-        return await self.transport.definition_versions(name)
+    async def definition_versions(self, name: str) -> builtins.list[Definition]:
+        """Every version of one definition, oldest first."""
+        return _definitions(await self.transport.definition_versions(name))
 
     # -- executions -----------------------------------------------------------------------------
 
@@ -199,8 +203,10 @@ class AsyncClient:
         """The whole output, also when it was too large to keep inline (``outputReference``)."""
         return (await self.transport.output(as_id(execution_id)))["output"]
 
-    async def history(self, execution_id: ExecutionRef) -> builtins.list[dict[str, Any]]:
-        return await self.transport.history(as_id(execution_id))
+    async def history(self, execution_id: ExecutionRef) -> builtins.list[HistoryEvent]:
+        """Its cancels and replays, oldest first (``attempts`` lists its tries)."""
+        wires = await self.transport.history(as_id(execution_id))
+        return HistoryList.from_wire({"items": wires}).items
 
     async def cancel(self, execution_id: ExecutionRef) -> ExecutionInfo:
         """Not started: CANCELLED now. RUNNING: its worker is asked to stop it; the answer is
@@ -228,3 +234,7 @@ class AsyncClient:
                 )
             await self.clock.sleep(interval)
             interval = min(interval * 1.5, 2.0)
+
+
+def _definitions(wires: builtins.list[dict[str, Any]]) -> builtins.list[Definition]:
+    return DefinitionList.from_wire({"items": wires}).items

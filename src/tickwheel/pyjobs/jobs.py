@@ -39,6 +39,7 @@ from tickwheel.domain.definitions import (
 from tickwheel.domain.errors import NotFound
 from tickwheel.domain.submission import SubmitRequest
 from tickwheel.pyjobs.fields import Param, from_json, inputs_of, outputs_of, result_to_json, to_json
+from tickwheel.resources.definitions import Definition as DefinitionResource
 
 # Keywords of ``submit`` itself: a job may not have inputs of these names.
 RESERVED = frozenset({"execute_at", "idempotency_key", "priority", "connection", "delay"})
@@ -147,7 +148,7 @@ class App:
             known = client.definition_versions(job.name)
         except NotFound:
             known = []
-        if not any(_same(job, wire) for wire in known):
+        if not any(_same(job, stored) for stored in known):
             self._register(job, client)
         self._registered.setdefault(client, set()).add(job.name)
 
@@ -158,7 +159,7 @@ class App:
             known = await client.definition_versions(job.name)
         except NotFound:
             known = []
-        if not any(_same(job, wire) for wire in known):
+        if not any(_same(job, stored) for stored in known):
             await client.apply_definition(job.document_json(), "json")
         self._registered.setdefault(client, set()).add(job.name)
 
@@ -325,11 +326,10 @@ def _wrap(func: Callable[..., Any], params: dict[str, Param]) -> Callable[..., A
     return run
 
 
-def _same(job: Job, wire: Mapping[str, Any]) -> bool:
+def _same(job: Job, stored: DefinitionResource) -> bool:
     """The registered version is this job's, unchanged."""
-    return bool(
-        wire.get("version") == job.definition.version
-        and wire.get("contentHash") == content_hash(job.definition)
+    return stored.version == job.definition.version and stored.content_hash == content_hash(
+        job.definition
     )
 
 
