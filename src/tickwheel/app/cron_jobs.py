@@ -55,6 +55,11 @@ class Materialised(Protocol):
         """Cancels the job's executions not yet started (recording each when ``record``)."""
         ...
 
+    async def cancel_many(self, tenant: str, cron_job_ids: set[uuid.UUID], now: datetime) -> int:
+        """``cancel`` for many deleted jobs at once (``cron apply --prune``), recording
+        nothing; how many were cancelled."""
+        ...
+
     def missed_while_paused(self, job: CronJob, now: datetime) -> list[OccurrenceRecord]:
         """A resume without catch-up: the occurrences missed while paused, SKIPPED_PAUSED."""
         ...
