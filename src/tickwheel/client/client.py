@@ -26,6 +26,7 @@ from tickwheel.client.requests import (
     as_id,
     connection_settings,
     definition_uri,
+    document_source,
     submit_request,
     with_uris,
 )
@@ -34,7 +35,6 @@ from tickwheel.client.transports.http import HttpTransport
 from tickwheel.client.webhooks import WebhooksClient
 from tickwheel.client.workflows import WorkflowsClient, WorkflowsTransport
 from tickwheel.domain.clock import Clock, SystemClock
-from tickwheel.domain.definition_files import format_from_filename
 from tickwheel.domain.models import ExecutionFilter
 from tickwheel.domain.states import ExecutionStatus
 from tickwheel.domain.submission import SubmitRequest
@@ -92,13 +92,7 @@ class AsyncClient:
         """Registers a Job Definition File: a path, or its content with ``fmt`` (yaml/json/xml),
         into the key's tenant; with ``shared``, into the shared registry every tenant resolves
         (needs an operator key)."""
-        if isinstance(source, Path) or (isinstance(source, str) and fmt is None):
-            path = Path(source)
-            body, fmt = path.read_bytes(), fmt or format_from_filename(path.name)
-        else:
-            body = source.encode() if isinstance(source, str) else source
-        if fmt is None:
-            raise ValueError("say which format the definition content is in: yaml, json or xml")
+        body, fmt = document_source(source, fmt, "definition", "yaml, json or xml")
         wire, created = await self.transport.definition_apply(body, fmt, shared)
         return DefinitionApplied(Definition.from_wire(wire), created)
 

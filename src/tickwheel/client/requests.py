@@ -6,8 +6,10 @@ import os
 import uuid
 from collections.abc import Iterable
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
+from tickwheel.domain.definition_files import format_from_filename
 from tickwheel.domain.definition_refs import to_uri
 from tickwheel.domain.submission import SubmitRequest
 
@@ -60,3 +62,18 @@ def with_uris(requests: Iterable[SubmitRequest]) -> list[SubmitRequest]:
         SubmitRequest(**{**r.__dict__, "definition_uri": definition_uri(r.definition_uri)})
         for r in requests
     ]
+
+
+def document_source(
+    source: str | Path | bytes, fmt: str | None, what: str, formats: str
+) -> tuple[bytes, str]:
+    """A definition document's bytes and format: a path (``str`` without ``fmt``, or ``Path``),
+    whose name tells the format unless ``fmt`` does, or the content itself with ``fmt``."""
+    if isinstance(source, Path) or (isinstance(source, str) and fmt is None):
+        path = Path(source)
+        body, fmt = path.read_bytes(), fmt or format_from_filename(path.name)
+    else:
+        body = source.encode() if isinstance(source, str) else source
+    if fmt is None:
+        raise ValueError(f"say which format the {what} content is in: {formats}")
+    return body, fmt

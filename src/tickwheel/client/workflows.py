@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from tickwheel.client.blocking import Facade, Run, blocking
-from tickwheel.domain.definition_files import format_from_filename
+from tickwheel.client.requests import document_source
 from tickwheel.resources.workflows import WorkflowDefinition, WorkflowList, WorkflowRun
 
 __all__ = ["WorkflowDefinition", "WorkflowRun", "WorkflowsClient", "WorkflowsSync"]
@@ -62,13 +62,7 @@ class WorkflowsClient:
         """Registers a Workflow Definition: a path, or its content with ``fmt`` (yaml/json),
         into the key's tenant, or with ``shared`` into the shared registry (operator key).
         (the stored workflow, whether this call created it)."""
-        if isinstance(source, Path) or (isinstance(source, str) and fmt is None):
-            path = Path(source)
-            body, fmt = path.read_bytes(), fmt or format_from_filename(path.name)
-        else:
-            body = source.encode() if isinstance(source, str) else source
-        if fmt is None:
-            raise ValueError("say which format the workflow content is in: yaml or json")
+        body, fmt = document_source(source, fmt, "workflow", "yaml or json")
         wire, created = await self.transport.workflow_apply(body, fmt, shared)
         return WorkflowDefinition.from_wire(wire), created
 
