@@ -10,7 +10,7 @@ import builtins
 from collections.abc import Iterable
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, Unpack
 
 from tickwheel.client.caller_tx import Pending, PendingBatch
 from tickwheel.client.cron import CronClient, CronTransport
@@ -37,7 +37,7 @@ from tickwheel.client.workflows import WorkflowsClient, WorkflowsTransport
 from tickwheel.domain.clock import Clock, SystemClock
 from tickwheel.domain.models import ExecutionFilter
 from tickwheel.domain.states import ExecutionStatus
-from tickwheel.domain.submission import SubmitRequest
+from tickwheel.domain.submission import SubmitOptions, SubmitRequest
 from tickwheel.resources.definitions import Definition, DefinitionList
 from tickwheel.resources.executions import HistoryEvent, HistoryList
 
@@ -113,15 +113,14 @@ class AsyncClient:
         execute_at: datetime | None = None,
         idempotency_key: str | None = None,
         *,
-        version: int | None = None,
-        priority: int = 0,
         connection: Any = None,
+        **options: Unpack[SubmitOptions],
     ) -> ExecutionInfo:
-        """With ``connection`` (a client of ``tickwheel.connect_async``): inside the caller's
-        open transaction on that connection (``client/caller_tx.py``)."""
-        request = submit_request(
-            definition, inputs, execute_at, idempotency_key, version=version, priority=priority
-        )
+        """``options``: ``SubmitOptions`` (the definition's ``version``, None for the latest,
+        and the rest of a submission's optional fields). With ``connection`` (a client of
+        ``tickwheel.connect_async``): inside the caller's open transaction on that connection
+        (``client/caller_tx.py``)."""
+        request = submit_request(definition, inputs, execute_at, idempotency_key, **options)
         if connection is not None:
             pending = await Pending.prepare(self.transport, request)
             return await pending.run_async(connection)
@@ -135,20 +134,13 @@ class AsyncClient:
         inputs: dict[str, Any] | None = None,
         idempotency_key: str | None = None,
         *,
-        version: int | None = None,
-        priority: int = 0,
         connection: Any = None,
+        **options: Unpack[SubmitOptions],
     ) -> ExecutionInfo:
         """A delayed run is only a convenience: ``executeAt = now + delay`` on the client."""
         at = self.after(delay)
         return await self.submit(
-            definition,
-            inputs,
-            at,
-            idempotency_key,
-            version=version,
-            priority=priority,
-            connection=connection,
+            definition, inputs, at, idempotency_key, connection=connection, **options
         )
 
     def after(self, delay: timedelta | float) -> datetime:

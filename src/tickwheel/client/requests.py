@@ -7,11 +7,11 @@ import uuid
 from collections.abc import Iterable
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Unpack
 
 from tickwheel.domain.definition_files import format_from_filename
 from tickwheel.domain.definition_refs import to_uri
-from tickwheel.domain.submission import SubmitRequest
+from tickwheel.domain.submission import SubmitOptions, SubmitRequest
 
 ExecutionRef = uuid.UUID | str
 DEFAULT_URL = "http://127.0.0.1:8000"
@@ -38,17 +38,18 @@ def submit_request(
     inputs: dict[str, Any] | None,
     execute_at: datetime | None,
     idempotency_key: str | None,
-    *,
-    version: int | None,
-    priority: int,
+    **options: Unpack[SubmitOptions],
 ) -> SubmitRequest:
+    """The request of ``submit(...)``: each option goes to the ``SubmitRequest`` field of its
+    name (``version`` to ``definition_version``); one not given keeps that field's default."""
+    fields: dict[str, Any] = {k: v for k, v in options.items() if k != "version"}
     return SubmitRequest(
         definition_uri=definition_uri(definition),
         inputs=inputs or {},
-        definition_version=version,
+        definition_version=options.get("version"),
         execute_at=execute_at,
-        priority=priority,
         idempotency_key=idempotency_key,
+        **fields,
     )
 
 

@@ -11,7 +11,7 @@ import threading
 from collections.abc import Callable, Coroutine, Iterable
 from concurrent.futures import Future
 from datetime import datetime, timedelta
-from typing import Any, TypeVar
+from typing import Any, TypeVar, Unpack
 
 from tickwheel.client.blocking import Facade, blocking
 from tickwheel.client.caller_tx import Pending, PendingBatch
@@ -21,7 +21,7 @@ from tickwheel.client.models import BatchItemResult, ExecutionInfo
 from tickwheel.client.requests import submit_request, with_uris
 from tickwheel.client.webhooks import WebhooksSync
 from tickwheel.client.workflows import WorkflowsSync
-from tickwheel.domain.submission import SubmitRequest
+from tickwheel.domain.submission import SubmitOptions, SubmitRequest
 
 T = TypeVar("T")
 
@@ -89,22 +89,16 @@ class Client(Facade):
         execute_at: datetime | None = None,
         idempotency_key: str | None = None,
         *,
-        version: int | None = None,
-        priority: int = 0,
         connection: Any = None,
+        **options: Unpack[SubmitOptions],
     ) -> ExecutionInfo:
-        """With ``connection`` (a client of ``tickwheel.connect``): inside the caller's open
-        transaction; the insert runs on this thread, the connection's own."""
+        """``AsyncClient.submit``'s. With ``connection`` (a client of ``tickwheel.connect``):
+        inside the caller's open transaction; the insert runs on this thread, the connection's
+        own."""
         if connection is None:
-            return self._run(
-                self._async.submit(
-                    definition, inputs, execute_at, idempotency_key, version=version,
-                    priority=priority,
-                )
-            )  # fmt: skip
-        request = submit_request(
-            definition, inputs, execute_at, idempotency_key, version=version, priority=priority
-        )
+            coro = self._async.submit(definition, inputs, execute_at, idempotency_key, **options)
+            return self._run(coro)
+        request = submit_request(definition, inputs, execute_at, idempotency_key, **options)
         return self._run(Pending.prepare(self._async.transport, request)).run(connection)
 
     def submit_after(
@@ -114,19 +108,12 @@ class Client(Facade):
         inputs: dict[str, Any] | None = None,
         idempotency_key: str | None = None,
         *,
-        version: int | None = None,
-        priority: int = 0,
         connection: Any = None,
+        **options: Unpack[SubmitOptions],
     ) -> ExecutionInfo:
         at = self.after(delay)
         return self.submit(
-            definition,
-            inputs,
-            at,
-            idempotency_key,
-            version=version,
-            priority=priority,
-            connection=connection,
+            definition, inputs, at, idempotency_key, connection=connection, **options
         )
 
     def after(self, delay: timedelta | float) -> datetime:

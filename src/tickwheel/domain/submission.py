@@ -11,7 +11,7 @@ import json
 import uuid
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, TypedDict
 
 from tickwheel.domain.definition_refs import URI_RULE, name_of, versioned
 from tickwheel.domain.definitions import Definition, validate_values
@@ -33,6 +33,18 @@ class SubmitRequest:
     execute_at: datetime | None = None
     priority: int = 0
     idempotency_key: str | None = None
+
+
+class SubmitOptions(TypedDict, total=False):
+    """The optional fields of a submission that the SDK takes as keywords (``submit(...,
+    priority=5)``), named as on ``SubmitRequest`` but for ``version`` (its
+    ``definition_version``). Written once: both clients' ``submit`` and ``submit_after``, a
+    Python job's ``submit`` and ``submit_request`` take them from here, so a new optional field
+    of a submission is a line here beside its line on ``SubmitRequest``
+    (``tests/unit/test_field_lists.py`` holds the two together)."""
+
+    version: int | None
+    priority: int
 
 
 @dataclass(frozen=True)

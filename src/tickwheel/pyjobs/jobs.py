@@ -24,7 +24,7 @@ import typing
 import weakref
 from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
 from tickwheel.client.client import AsyncClient
 from tickwheel.client.models import BatchItemResult, DefinitionApplied, ExecutionInfo
@@ -37,12 +37,15 @@ from tickwheel.domain.definitions import (
     definition_to_document,
 )
 from tickwheel.domain.errors import NotFound
-from tickwheel.domain.submission import SubmitRequest
+from tickwheel.domain.submission import SubmitOptions, SubmitRequest
 from tickwheel.pyjobs.fields import Param, from_json, inputs_of, outputs_of, result_to_json, to_json
 from tickwheel.resources.definitions import Definition as DefinitionResource
 
+OPTIONS = frozenset(SubmitOptions.__annotations__) - {"version"}
+"""The submission's options a job's ``submit`` takes beside its inputs (``priority``, ...); the
+version is the job's own."""
 # Keywords of ``submit`` itself: a job may not have inputs of these names.
-RESERVED = frozenset({"execute_at", "idempotency_key", "priority", "connection", "delay"})
+RESERVED = frozenset({"execute_at", "idempotency_key", "connection", "delay"}) | OPTIONS
 
 
 class App:
@@ -237,22 +240,22 @@ class Job:
         *,
         execute_at: datetime | None = None,
         idempotency_key: str | None = None,
-        priority: int = 0,
         connection: Any = None,
         **arguments: Any,
     ) -> ExecutionInfo:
-        inputs = self.inputs(**arguments)
+        """The job's inputs as keywords, beside the submission's ``OPTIONS``."""
+        options, inputs = self._options(arguments)
         client = self.app.client
         self.app._ensure(self, client)
         return client.submit(
-            self.name,
-            inputs,
-            execute_at,
-            idempotency_key,
-            version=self.definition.version,
-            priority=priority,
-            connection=connection,
+            self.name, inputs, execute_at, idempotency_key, connection=connection, **options
         )
+
+    def _options(self, arguments: dict[str, Any]) -> tuple[SubmitOptions, dict[str, Any]]:
+        """The submission's options (with the job's version) and the job's inputs."""
+        given = {k: arguments.pop(k) for k in OPTIONS if k in arguments}
+        options = cast("SubmitOptions", {**given, "version": self.definition.version})
+        return options, self.inputs(**arguments)
 
     def submit_after(self, delay: timedelta | float, **options: Any) -> ExecutionInfo:
         """``submit`` with ``execute_at = now + delay``."""
@@ -286,21 +289,14 @@ class Job:
         *,
         execute_at: datetime | None = None,
         idempotency_key: str | None = None,
-        priority: int = 0,
         connection: Any = None,
         **arguments: Any,
     ) -> ExecutionInfo:
-        inputs = self.inputs(**arguments)
+        options, inputs = self._options(arguments)
         client = await self.app.async_client()
         await self.app._ensure_async(self, client)
         return await client.submit(
-            self.name,
-            inputs,
-            execute_at,
-            idempotency_key,
-            version=self.definition.version,
-            priority=priority,
-            connection=connection,
+            self.name, inputs, execute_at, idempotency_key, connection=connection, **options
         )
 
 
