@@ -58,7 +58,8 @@ class SubmitLimits:
 
 @dataclass(frozen=True)
 class NewExecution:
-    """A validated execution ready to insert."""
+    """A validated execution ready to insert. Its fields are the insert's columns, in the order
+    of ``execution_insert``'s (``store/execution_columns.py``)."""
 
     execution_id: uuid.UUID
     tenant: str
@@ -68,11 +69,11 @@ class NewExecution:
     execute_at: datetime
     bucket_start: datetime
     shard_id: int
+    idempotency_key: str | None
+    request_fingerprint: str
     status: ExecutionStatus
     priority: int
     max_attempts: int
-    idempotency_key: str | None
-    request_fingerprint: str
     created_at: datetime
     trace_context: dict[str, str] | None = None
     """The submitter's W3C trace context (``traceparent``, ``tracestate``) when it submitted

@@ -42,7 +42,7 @@ from tickwheel.pyjobs.fields import Param, from_json, inputs_of, outputs_of, res
 from tickwheel.resources.definitions import Definition as DefinitionResource
 
 OPTIONS = frozenset(SubmitOptions.__annotations__) - {"version"}
-"""The submission's options a job's ``submit`` takes beside its inputs (``priority``, ...); the
+"""The submission's options a job's ``submit`` takes beside its inputs (``SubmitOptions``); the
 version is the job's own."""
 # Keywords of ``submit`` itself: a job may not have inputs of these names.
 RESERVED = frozenset({"execute_at", "idempotency_key", "connection", "delay"}) | OPTIONS
