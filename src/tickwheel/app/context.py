@@ -1,7 +1,7 @@
 """What a tenant's services are made of: the store, the tenant, the one clock, the submit limits,
 the worker run policy and the definition cache, with their defaults written once. The execution
-service and the in-process transport (which makes the services per call from it) both take it
-as their constructor, so the two cannot disagree about a default."""
+and definition services and the in-process transport (which makes the services per call from
+it) all take it as their constructor, so they cannot disagree about a default."""
 
 from __future__ import annotations
 

@@ -43,9 +43,8 @@ from typing import Any, cast
 
 from tickwheel.app.cron_jobs import CronJobService
 from tickwheel.app.outcomes import Outcome
-from tickwheel.domain.cron_jobs import AuditAction, AuditEntry, CronJob, CronJobSpec, CronJobStatus
+from tickwheel.domain.cron_jobs import AuditAction, AuditEntry, CronJob, CronJobSpec
 from tickwheel.domain.errors import Conflict, FieldError, InvalidInput
-from tickwheel.domain.ids import uuid7
 from tickwheel.store.protocol import Store
 
 MAX_DECLARED = 100_000
@@ -228,20 +227,7 @@ class CronApplyService:
         ids: dict[str, uuid.UUID] = {}
         for start in range(0, len(specs), CHUNK):
             now = jobs.clock.now()
-            batch = [
-                CronJob(
-                    cron_job_id=uuid7(now),
-                    tenant=jobs.tenant,
-                    spec=spec,
-                    status=CronJobStatus.ACTIVE,
-                    next_run_at=jobs.first_run(spec, now),
-                    version=1,
-                    created_at=now,
-                    updated_at=now,
-                    label=label,
-                )
-                for spec in specs[start : start + CHUNK]
-            ]
+            batch = [jobs.new_job(spec, now, label) for spec in specs[start : start + CHUNK]]
             audits = [self._created(job, now) for job in batch]
             inserted = await jobs.cron.cron_job_insert_many(batch, audits)
             for job in batch:

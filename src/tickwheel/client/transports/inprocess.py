@@ -60,7 +60,7 @@ class InProcessTransport(TenantContext):
     @property
     def definitions_service(self) -> DefinitionService:
         return DefinitionService(
-            self.store, self.tenant, self.clock, self.run_policy, self.definitions
+            self.store, self.tenant, self.clock, run_policy=self.run_policy, cache=self.cache
         )
 
     async def close(self) -> None:
