@@ -38,6 +38,7 @@ from tickwheel import (
 )
 from tickwheel.api.app import create_app
 from tickwheel.api.auth import create_key
+from tickwheel.client.models import Definition
 from tickwheel.client.transports.http import HttpTransport
 from tickwheel.client.transports.inprocess import InProcessTransport
 from tickwheel.config import Settings
@@ -79,22 +80,23 @@ def test_the_public_surface_is_importable_from_the_package() -> None:
 def test_apply_definition_from_a_path(client: Client, tmp_path: Path) -> None:
     example = client.apply_definition(EXAMPLES / "hello.yaml", shared=True)
     assert example.created is False
-    assert example.definition["uri"] == "registry://jobs/hello"
-    assert example.definition["shared"] is True
+    assert isinstance(example.definition, Definition)
+    assert example.definition.uri == "registry://jobs/hello"
+    assert example.definition.shared is True
 
     name = unique("sdk-def")
     path = write_definition(tmp_path, name)
     first = client.apply_definition(path)
     assert first.created is True
-    assert first.definition["uri"] == f"registry://jobs/{name}"
+    assert first.definition.uri == f"registry://jobs/{name}"
     assert client.apply_definition(str(path)).created is False
-    assert [d["version"] for d in client.definition_versions(name)] == [1]
+    assert [d.version for d in client.definition_versions(name)] == [1]
 
     (tmp_path / "changed").mkdir()
     changed = write_definition(tmp_path / "changed", name, timeout=99)
     with pytest.raises(Conflict, match="immutable"):
         client.apply_definition(changed)
-    assert client.definition_versions(name)[0]["timeout"] == 30
+    assert client.definition_versions(name)[0].timeout == 30
 
 
 def test_submit_submit_after_and_get(client: Client) -> None:

@@ -80,7 +80,7 @@ async def test_submitted_jobs_run_on_a_worker(database: Database) -> None:
         }
         assert later.status == "SCHEDULED"
         # The same registry as a file: listed, versioned, shown by `definitions get`.
-        assert {d["name"] for d in client.definitions()} == {"send-invoice", "add-async"}
+        assert {d.name for d in client.definitions()} == {"send-invoice", "add-async"}
         store = await open_store(database.url)
         try:
             worker = Worker(store, worker_id="w1")

@@ -73,11 +73,13 @@ class CronRig:
         await self.client.workflows.apply(text, "yaml")
 
     async def workflow_runs(self, job: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
-        """The job's workflow runs by occurrence, read back through the history's links."""
+        """The job's workflow runs by occurrence (as the API shows them), read back through the
+        history's links."""
         runs = {}
         for row in await self.history(job["cronJobId"]):
             if row["workflowRunId"] and row["outcome"] == "SUBMITTED":
-                runs[row["occurrence"]] = await self.client.workflows.get_run(row["workflowRunId"])
+                run = await self.client.workflows.get_run(row["workflowRunId"])
+                runs[row["occurrence"]] = run.to_wire()
         return runs
 
     async def create(self, **doc: Any) -> dict[str, Any]:

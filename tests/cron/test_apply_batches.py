@@ -15,7 +15,7 @@ import pytest
 from tests.cron.helpers import TENANT, CronRig
 from tests.cron_factories import audit
 from tests.factories import T0, definition, stored
-from tickwheel.cron import apply
+from tickwheel.app import cron_apply
 from tickwheel.cron.jobs import CronJobs
 from tickwheel.domain.clock import FakeClock
 from tickwheel.domain.cron_jobs import AuditAction
@@ -146,7 +146,7 @@ async def test_a_job_changed_between_the_diff_and_the_write_is_left_alone_and_re
 async def test_pruned_jobs_materialised_occurrences_are_cancelled_others_kept(
     store: Store, sweep_each: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(apply, "SWEEP_EACH", sweep_each)
+    monkeypatch.setattr(cron_apply, "SWEEP_EACH", sweep_each)
     rig = CronRig(store, T0)
     await rig.register()
     docs = declared(["gone", "stays"], "*/10 * * * * *")

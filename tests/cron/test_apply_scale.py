@@ -14,10 +14,12 @@ import pytest
 from tests.factories import T0, definition, stored
 from tickwheel.api.app import create_app
 from tickwheel.api.auth import create_key
+from tickwheel.app.cron_apply import STALE, CronApplyService, request_hash
+from tickwheel.app.outcomes import Outcome
 from tickwheel.client.client import AsyncClient
+from tickwheel.client.cron_wire import spec_from_wire
 from tickwheel.client.transports.http import HttpTransport
 from tickwheel.config import Settings
-from tickwheel.cron.apply import STALE, _request_hash, apply_jobs
 from tickwheel.cron.jobs import CronJobs
 from tickwheel.domain.clock import FakeClock
 from tickwheel.domain.errors import Conflict
@@ -81,8 +83,8 @@ async def test_a_retry_after_a_timeout_returns_the_first_result_and_applies_noth
     result = await client.cron.apply(declared("a", "b"))
     assert wire.applies == 2  # the first try applied, its answer was lost; the SDK retried
     # The retry shows what the first try did (two creates), not "2 unchanged".
-    assert result["summary"] == {"create": 2, "update": 0, "delete": 0, "unchanged": 0}
-    assert result["replayed"] is True
+    assert result.summary.model_dump() == {"create": 2, "update": 0, "delete": 0, "unchanged": 0}
+    assert result.replayed is True
     cron = cron_store_for(store)
     for name in ("a", "b"):
         job = await cron.cron_job_get_by_name("acme", name)
@@ -90,7 +92,7 @@ async def test_a_retry_after_a_timeout_returns_the_first_result_and_applies_noth
         assert len(await cron.cron_audit_list("acme", job.cron_job_id, 10)) == 1
     # A new apply (a new key) of the same file plans against what is stored.
     again = await client.cron.apply(declared("a", "b"))
-    assert again["summary"]["unchanged"] == 2 and again["replayed"] is False
+    assert again.summary.unchanged == 2 and again.replayed is False
 
 
 async def test_prune_keeps_to_its_label_so_files_coexist(jobs: CronJobs) -> None:
@@ -117,15 +119,21 @@ async def test_prune_keeps_to_its_label_so_files_coexist(jobs: CronJobs) -> None
 async def test_an_apply_key_reused_for_another_apply_or_still_running_is_a_409(
     jobs: CronJobs,
 ) -> None:
-    await apply_jobs(jobs, declared("a"), prune=False, dry_run=False, apply_key="k")
+    applying = CronApplyService(jobs, spec_from_wire)
+    first = await applying.apply(declared("a"), prune=False, dry_run=False, apply_key="k")
+    assert first.outcome is Outcome.CREATED and first.replayed is False
+    again = await applying.apply(declared("a"), prune=False, dry_run=False, apply_key="k")
+    assert again.outcome is Outcome.SAME and again.plan == first.plan  # the first one's result
     with pytest.raises(Conflict) as other:
-        await apply_jobs(jobs, declared("b"), prune=False, dry_run=False, apply_key="k")
+        await applying.apply(declared("b"), prune=False, dry_run=False, apply_key="k")
     assert "another apply" in other.value.message
     # A first try still applying: the retry waits for it, then gives up with a clear 409.
-    digest = _request_hash(declared("c"), False, None)
+    digest = request_hash(declared("c"), False, None)
     await jobs.cron.cron_apply_begin("acme", "slow", digest, T0, STALE)
     with pytest.raises(Conflict) as running:
-        await apply_jobs(jobs, declared("c"), prune=False, dry_run=False, apply_key="slow", wait=0)
+        await CronApplyService(jobs, spec_from_wire, wait=0).apply(
+            declared("c"), prune=False, dry_run=False, apply_key="slow"
+        )
     assert running.value.details == {"applyKey": "slow", "state": "running"}
     assert await jobs.cron.cron_job_get_by_name("acme", "c") is None
 

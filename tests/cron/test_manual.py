@@ -15,6 +15,7 @@ from tests.factories import T0, definition, stored
 from tickwheel.api.app import create_app
 from tickwheel.api.auth import create_key
 from tickwheel.client.client import AsyncClient
+from tickwheel.client.cron import Triggered
 from tickwheel.client.transports.http import HttpTransport
 from tickwheel.client.transports.inprocess import InProcessTransport
 from tickwheel.config import Settings
@@ -57,10 +58,11 @@ async def test_trigger_runs_the_job_now_once_per_key(client: AsyncClient, clock:
     first = await client.cron.trigger("nightly", key="deploy-42")
     clock.advance(1)  # a retry, a second later: the same run, the same history row
     again = await client.cron.trigger("nightly", key="deploy-42")
-    assert again["executionId"] == first["executionId"]
-    assert first["idempotencyKey"] == f"cron-now:{job.cron_job_id}:deploy-42"
+    assert isinstance(first, Triggered) and first.execution_id is not None
+    assert again.execution_id == first.execution_id
+    assert first.idempotency_key == f"cron-now:{job.cron_job_id}:deploy-42"
     other = await client.cron.trigger("nightly")  # a key of its own
-    assert other["executionId"] != first["executionId"]
+    assert other.execution_id != first.execution_id
     executions = (await client.list(limit=50)).items
     assert len(executions) == 2
     assert sorted(e.execute_at for e in executions) == [T0, T0 + timedelta(seconds=1)]

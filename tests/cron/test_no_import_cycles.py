@@ -1,7 +1,8 @@
 """Issue 15's guard rail for the Cron Service: no module of ``tickwheel.cron`` imports, through
-any chain, a module that imports it back. ``cron/apply.py`` and ``cron/manual.py`` once reached
-``cron/jobs.py`` (under ``TYPE_CHECKING``) while ``jobs.py`` imported them inside its methods; a
-lazy or type-only import is still an import, so the graph counts them (grimp's default)."""
+any chain, a module that imports it back. ``cron/apply.py`` (now ``app/cron_apply.py``) and
+``cron/manual.py`` once reached ``cron/jobs.py`` (under ``TYPE_CHECKING``) while ``jobs.py``
+imported them inside its methods; a lazy or type-only import is still an import, so the graph
+counts them (grimp's default)."""
 
 from __future__ import annotations
 

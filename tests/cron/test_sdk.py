@@ -16,6 +16,7 @@ from tests.factories import T0, definition, stored
 from tickwheel.api.app import create_app
 from tickwheel.api.auth import create_key
 from tickwheel.client.client import AsyncClient
+from tickwheel.client.cron import ApplyResult, AuditEntry, Deleted
 from tickwheel.client.sync import Client
 from tickwheel.client.transports.http import HttpTransport
 from tickwheel.client.transports.inprocess import InProcessTransport
@@ -83,7 +84,9 @@ async def test_the_whole_cron_api_through_the_sdk(client: AsyncClient) -> None:
     assert (await client.cron.pause("nightly")).status == "PAUSED"
     assert (await client.cron.resume("nightly", catch_up=True)).status == "ACTIVE"
     assert (await client.cron.history("nightly")).items == []
-    assert [a["action"] for a in await client.cron.audit("nightly")] == [
+    audit = await client.cron.audit("nightly")
+    assert all(isinstance(a, AuditEntry) for a in audit)
+    assert [a.action for a in audit] == [
         "created",
         "updated",
         "paused",
@@ -103,11 +106,11 @@ async def test_the_whole_cron_api_through_the_sdk(client: AsyncClient) -> None:
         prune=True,
         dry_run=True,
     )
-    assert [(p["action"], p["name"]) for p in plan["plan"]] == [
-        ("create", "other"),
-        ("delete", "nightly"),
-    ]
-    assert (await client.cron.delete("nightly"))["deleted"] is True
+    assert isinstance(plan, ApplyResult) and plan.dry_run and plan.replayed is None
+    assert [(p.action, p.name) for p in plan.plan] == [("create", "other"), ("delete", "nightly")]
+    deleted = await client.cron.delete("nightly")
+    assert isinstance(deleted, Deleted) and deleted.deleted
+    assert deleted.cron_job.cron_job_id == job.cron_job_id
     with pytest.raises(NotFound):
         await client.cron.get("nightly")
 
@@ -123,8 +126,9 @@ async def test_apply_reads_a_yaml_file(client: AsyncClient, tmp_path: Path) -> N
         "    inputs: {name: Ada}\n"
     )
     plan = await client.cron.apply(path)
-    assert plan["summary"]["create"] == 1
-    assert (await client.cron.apply(str(path)))["summary"]["unchanged"] == 1
+    assert plan.summary.create == 1 and plan.replayed is False
+    again = await client.cron.apply(str(path))
+    assert again.summary.unchanged == 1 and again.plan[0].cron_job_id == plan.plan[0].cron_job_id
 
 
 async def test_the_service_over_http_materialises_through_the_api(
@@ -250,5 +254,5 @@ async def test_the_service_over_http_starts_workflow_runs_through_the_api(
             assert h.workflow_run_id is not None
             run = await client.workflows.get_run(h.workflow_run_id)
             occurrence = h.occurrence.isoformat().replace("+00:00", "Z")
-            assert run["idempotencyKey"] == f"cron-wf:{job.cron_job_id}:{occurrence}"
+            assert run.idempotency_key == f"cron-wf:{job.cron_job_id}:{occurrence}"
         assert len((await client.list(limit=50)).items) == 2  # one task execution per run

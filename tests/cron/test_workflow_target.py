@@ -109,7 +109,7 @@ async def test_overlap_forbid_skips_while_the_previous_run_is_running(rig: CronR
     orchestrator = Orchestrator(rig.workflows, rig.store, lambda _: rig.client, clock=rig.clock)
     while await orchestrator.run_once():
         pass
-    assert (await rig.client.workflows.get_run(first["workflowRunId"]))["status"] == "SUCCEEDED"
+    assert (await rig.client.workflows.get_run(first["workflowRunId"])).status == "SUCCEEDED"
     await rig.advance(MINUTE)  # 12:03 runs again
     assert await rig.outcomes(job["name"]) == [
         ("2026-03-01T12:01:00Z", "SUBMITTED"),
@@ -124,7 +124,7 @@ async def test_overlap_replace_cancels_the_running_run(rig: CronRig) -> None:
     await rig.advance(MINUTE)
     [first] = (await rig.workflow_runs(job)).values()
     await rig.advance(MINUTE)
-    assert (await rig.client.workflows.get_run(first["workflowRunId"]))["status"] == "CANCELLED"
+    assert (await rig.client.workflows.get_run(first["workflowRunId"])).status == "CANCELLED"
     rows = await rig.history(job["name"])
     replaced = [r for r in rows if r["outcome"] == "REPLACED"]
     assert [(r["occurrence"], r["workflowRunId"]) for r in replaced] == [

@@ -8,11 +8,15 @@ from contextlib import aclosing
 from datetime import timedelta
 from typing import Any
 
+from pydantic.alias_generators import to_camel
+
 from tests.dashboard.conftest import Dash
 from tests.factories import T0
+from tickwheel.dashboard.executions import SHOWN_APART
 from tickwheel.dashboard.live import Hub
 from tickwheel.domain.models import Scope
 from tickwheel.domain.states import AttemptStatus, ExecutionStatus
+from tickwheel.resources.executions import Execution
 from tickwheel.store.factory import stats_store_for
 from tickwheel.store.protocol import AttemptResult
 
@@ -233,3 +237,17 @@ async def test_one_feed_query_per_tick_whatever_the_number_of_clients(dash: Dash
         feed.unsubscribe(box)
     assert feed.task is not None
     await asyncio.wait_for(feed.task, 5.0)
+
+
+async def test_the_execution_page_lists_every_field_it_does_not_lay_out(dash: Dash) -> None:
+    """A field of an Execution the page has no place for (``priority``, or a new one) is among
+    its facts under its API name, and every name the page lays out is one of the model's."""
+    e = await submit(dash)
+    http, _ = await dash.signed_in(await dash.key(Scope.READ))
+    async with aclosing(http):
+        page = (await http.get(f"/dashboard/executions/{e['executionId']}")).text
+    facts = [k for k in e if k not in SHOWN_APART]
+    assert facts == ["priority"]
+    assert '<dt>priority</dt><dd class="mono">0</dd>' in page
+    wire_names = {f.alias or f.serialization_alias for f in Execution.model_fields.values()}
+    assert {to_camel(n) for n in Execution.model_fields} | wire_names >= SHOWN_APART

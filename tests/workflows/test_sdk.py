@@ -11,8 +11,11 @@ import pytest
 from tests.workflows.helpers import DIAMOND, TENANT, WorkflowRig
 from tickwheel.api.app import create_app
 from tickwheel.api.auth import create_key
+from tickwheel.api.inprocess_workflows import InProcessWorkflowsTransport
 from tickwheel.client.client import AsyncClient
 from tickwheel.client.transports.http import HttpTransport
+from tickwheel.client.transports.inprocess import InProcessTransport
+from tickwheel.client.workflows import WorkflowDefinition, WorkflowRun
 from tickwheel.config import Settings
 from tickwheel.domain.errors import Conflict, InvalidInput, NotFound
 from tickwheel.domain.models import Scope
@@ -20,8 +23,17 @@ from tickwheel.domain.models import Scope
 BASE = "http://testserver"
 
 
-@pytest.fixture
-async def client(rig: WorkflowRig) -> AsyncIterator[AsyncClient]:
+@pytest.fixture(params=["http", "inprocess"])
+async def client(rig: WorkflowRig, request: pytest.FixtureRequest) -> AsyncIterator[AsyncClient]:
+    """The SDK over HTTP, and in process (the all-in-one server's clients): the same models."""
+    if request.param == "inprocess":
+        executions = InProcessTransport(rig.store, TENANT, rig.clock)
+        workflows = InProcessWorkflowsTransport(rig.workflows, executions, rig.clock)
+        async with AsyncClient(
+            transport=executions, clock=rig.clock, workflows_transport=workflows
+        ) as c:
+            yield c
+        return
     settings = Settings(_env_file=None)  # type: ignore[call-arg]
     app = httpx.ASGITransport(app=create_app(rig.store, settings, rig.clock))
     _, key = await create_key(rig.store, TENANT, Scope.ADMIN, "sdk", rig.clock.now())
@@ -36,31 +48,32 @@ async def test_apply_run_get_cancel_retry(
 ) -> None:
     path = tmp_path / "nightly.yaml"
     path.write_text(DIAMOND)
-    wire, created = await client.workflows.apply(path)
-    assert created and wire["name"] == "nightly-report"
+    workflow, created = await client.workflows.apply(path)
+    assert created and isinstance(workflow, WorkflowDefinition)
+    assert workflow.name == "nightly-report" and workflow.tasks[0].name == "extract"
     assert not (await client.workflows.apply(DIAMOND, "yaml"))[1]
     with pytest.raises(InvalidInput):
         await client.workflows.apply(DIAMOND.replace("version: 1", "version: 2\nx: 1"), "yaml")
-    assert [w["name"] for w in await client.workflows.list()] == ["nightly-report"]
-    assert (await client.workflows.get("nightly-report"))["version"] == 1
+    assert [w.name for w in await client.workflows.list()] == ["nightly-report"]
+    assert (await client.workflows.get("nightly-report")).version == 1
 
     run = await client.workflows.run("nightly-report", {"day": "2026-03-01"}, "k1")
     again = await client.workflows.run("nightly-report", {"day": "2026-03-01"}, "k1")
-    assert again["workflowRunId"] == run["workflowRunId"]
+    assert isinstance(run, WorkflowRun) and again.workflow_run_id == run.workflow_run_id
     await rig.settle()
-    done = await client.workflows.get_run(run["workflowRunId"])
-    assert done["status"] == "SUCCEEDED"
+    done = await client.workflows.get_run(run.workflow_run_id)
+    assert done.status == "SUCCEEDED" and all(t.status == "SUCCEEDED" for t in done.tasks)
     with pytest.raises(Conflict):
-        await client.workflows.cancel(run["workflowRunId"])
+        await client.workflows.cancel(run.workflow_run_id)
     with pytest.raises(Conflict):
-        await client.workflows.retry(run["workflowRunId"])
+        await client.workflows.retry(str(run.workflow_run_id))
 
     other = await client.workflows.run("nightly-report", {"day": "2026-03-02"}, version=1)
-    cancelled = await client.workflows.cancel(other["workflowRunId"])
-    assert cancelled["status"] == "CANCELLED"
-    retried = await client.workflows.retry(other["workflowRunId"])
-    assert retried["retryCount"] == 1
+    cancelled = await client.workflows.cancel(other.workflow_run_id)
+    assert cancelled.status == "CANCELLED"
+    retried = await client.workflows.retry(other.workflow_run_id)
+    assert retried.retry_count == 1
     await rig.settle()
-    assert (await client.workflows.get_run(other["workflowRunId"]))["status"] == "SUCCEEDED"
+    assert (await client.workflows.get_run(other.workflow_run_id)).status == "SUCCEEDED"
     with pytest.raises(NotFound):
         await client.workflows.get("nope")

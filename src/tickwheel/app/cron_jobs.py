@@ -55,6 +55,11 @@ class Materialised(Protocol):
         """Cancels the job's executions not yet started (recording each when ``record``)."""
         ...
 
+    async def cancel_many(self, tenant: str, cron_job_ids: set[uuid.UUID], now: datetime) -> int:
+        """``cancel`` for many deleted jobs at once (``cron apply --prune``), recording
+        nothing; how many were cancelled."""
+        ...
+
     def missed_while_paused(self, job: CronJob, now: datetime) -> list[OccurrenceRecord]:
         """A resume without catch-up: the occurrences missed while paused, SKIPPED_PAUSED."""
         ...
@@ -114,6 +119,20 @@ class CronJobService:
     def first_run(self, spec: CronJobSpec, now: datetime) -> datetime | None:
         return Schedule(spec).next_fire(now)[0]
 
+    def new_job(self, spec: CronJobSpec, now: datetime, label: str | None = None) -> CronJob:
+        """The job a create stores: active, version 1, due at its first fire time."""
+        return CronJob(
+            cron_job_id=uuid7(now),
+            tenant=self.tenant,
+            spec=spec,
+            status=CronJobStatus.ACTIVE,
+            next_run_at=self.first_run(spec, now),
+            version=1,
+            created_at=now,
+            updated_at=now,
+            label=label,
+        )
+
     def audit(
         self, job: CronJob, action: AuditAction, before: CronJob | None, now: datetime
     ) -> AuditEntry:
@@ -156,16 +175,7 @@ class CronJobService:
         now = self.clock.now()
         existing = await self.cron.cron_job_get_by_name(self.tenant, spec.name)
         if existing is None:
-            job = CronJob(
-                cron_job_id=uuid7(now),
-                tenant=self.tenant,
-                spec=spec,
-                status=CronJobStatus.ACTIVE,
-                next_run_at=self.first_run(spec, now),
-                version=1,
-                created_at=now,
-                updated_at=now,
-            )
+            job = self.new_job(spec, now)
             if await self.cron.cron_job_insert(
                 job, self.audit(job, AuditAction.CREATED, None, now)
             ):

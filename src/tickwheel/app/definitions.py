@@ -9,31 +9,17 @@ from __future__ import annotations
 
 import builtins
 
-from tickwheel.app.definition_cache import DefinitionCache, definition_cache
+from tickwheel.app.context import TenantContext
 from tickwheel.app.outcomes import Outcome, Written
-from tickwheel.domain.clock import Clock, SystemClock
 from tickwheel.domain.definition_files import parse_definition
 from tickwheel.domain.definitions import Definition, content_hash, diff_definitions
 from tickwheel.domain.errors import Conflict, Forbidden, NotFound
-from tickwheel.domain.run_policy import RunPolicy
-from tickwheel.store.protocol import SHARED, Store, StoredDefinition
+from tickwheel.store.protocol import SHARED, StoredDefinition
 
 
-class DefinitionService:
-    def __init__(
-        self,
-        store: Store,
-        tenant: str,
-        clock: Clock | None = None,
-        run_policy: RunPolicy | None = None,
-        cache: DefinitionCache | None = None,
-    ) -> None:
-        self.store = store
-        self.tenant = tenant
-        self.clock = clock or SystemClock()
-        # Registration refuses what no worker under this policy would run (docs/worker_policy.md).
-        self.run_policy = run_policy
-        self.cache = cache or definition_cache(store)
+class DefinitionService(TenantContext):
+    """Made of a ``TenantContext``: registration refuses what no worker under its
+    ``run_policy`` would run (docs/worker_policy.md); its ``limits`` are submission's."""
 
     async def apply_file(
         self, body: bytes | str, fmt: str, shared: bool = False

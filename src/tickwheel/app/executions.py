@@ -16,9 +16,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from tickwheel.app.definition_cache import DefinitionCache, definition_cache
+from tickwheel.app.context import TenantContext
 from tickwheel.app.outcomes import ItemOutcome, Outcome, Written
-from tickwheel.domain.clock import Clock, SystemClock
 from tickwheel.domain.definition_refs import require_name, stored_name
 from tickwheel.domain.definitions import Definition
 from tickwheel.domain.errors import Conflict, FieldError, InvalidInput, NotFound, TickwheelError
@@ -26,14 +25,13 @@ from tickwheel.domain.models import Attempt, Execution, ExecutionEvent, Executio
 from tickwheel.domain.states import TERMINAL, cancel_refusal, replay_refusal
 from tickwheel.domain.submission import (
     NewExecution,
-    SubmitLimits,
     SubmitRequest,
     check_request_shape,
     prepare_execution,
 )
 from tickwheel.observability.metrics import definition_label, process_metrics
 from tickwheel.observability.tracing import current_context, mark_submitted, submit_span
-from tickwheel.store.protocol import InsertOutcome, Store
+from tickwheel.store.protocol import InsertOutcome
 
 MAX_PAGE = 500
 
@@ -68,20 +66,8 @@ class PreparedBatch:
         return [item for _, item in self.valid]
 
 
-class ExecutionService:
-    def __init__(
-        self,
-        store: Store,
-        tenant: str,
-        clock: Clock | None = None,
-        limits: SubmitLimits | None = None,
-        cache: DefinitionCache | None = None,
-    ) -> None:
-        self.store = store
-        self.tenant = tenant
-        self.clock = clock or SystemClock()
-        self.limits = limits or SubmitLimits()
-        self.cache = cache or definition_cache(store)
+class ExecutionService(TenantContext):
+    """Made of a ``TenantContext`` (its ``run_policy`` is registration's: unused here)."""
 
     # -- submit ---------------------------------------------------------------------------------
 

@@ -10,7 +10,7 @@ import builtins
 from collections.abc import Iterable
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, Unpack
 
 from tickwheel.client.caller_tx import Pending, PendingBatch
 from tickwheel.client.cron import CronClient, CronTransport
@@ -26,6 +26,7 @@ from tickwheel.client.requests import (
     as_id,
     connection_settings,
     definition_uri,
+    document_source,
     submit_request,
     with_uris,
 )
@@ -34,10 +35,11 @@ from tickwheel.client.transports.http import HttpTransport
 from tickwheel.client.webhooks import WebhooksClient
 from tickwheel.client.workflows import WorkflowsClient, WorkflowsTransport
 from tickwheel.domain.clock import Clock, SystemClock
-from tickwheel.domain.definition_files import format_from_filename
 from tickwheel.domain.models import ExecutionFilter
 from tickwheel.domain.states import ExecutionStatus
-from tickwheel.domain.submission import SubmitRequest
+from tickwheel.domain.submission import SubmitOptions, SubmitRequest
+from tickwheel.resources.definitions import Definition, DefinitionList
+from tickwheel.resources.executions import HistoryEvent, HistoryList
 
 T = TypeVar("T")
 
@@ -90,21 +92,17 @@ class AsyncClient:
         """Registers a Job Definition File: a path, or its content with ``fmt`` (yaml/json/xml),
         into the key's tenant; with ``shared``, into the shared registry every tenant resolves
         (needs an operator key)."""
-        if isinstance(source, Path) or (isinstance(source, str) and fmt is None):
-            path = Path(source)
-            body, fmt = path.read_bytes(), fmt or format_from_filename(path.name)
-        else:
-            body = source.encode() if isinstance(source, str) else source
-        if fmt is None:
-            raise ValueError("say which format the definition content is in: yaml, json or xml")
+        body, fmt = document_source(source, fmt, "definition", "yaml, json or xml")
         wire, created = await self.transport.definition_apply(body, fmt, shared)
-        return DefinitionApplied(wire, created)
+        return DefinitionApplied(Definition.from_wire(wire), created)
 
-    async def definitions(self) -> builtins.list[dict[str, Any]]:
-        return await self.transport.definition_list()
+    async def definitions(self) -> builtins.list[Definition]:
+        """The latest version of each definition the key's tenant resolves."""
+        return _definitions(await self.transport.definition_list())
 
-    async def definition_versions(self, name: str) -> builtins.list[dict[str, Any]]:
-        return await self.transport.definition_versions(name)
+    async def definition_versions(self, name: str) -> builtins.list[Definition]:
+        """Every version of one definition, oldest first."""
+        return _definitions(await self.transport.definition_versions(name))
 
     # -- executions -----------------------------------------------------------------------------
 
@@ -115,15 +113,14 @@ class AsyncClient:
         execute_at: datetime | None = None,
         idempotency_key: str | None = None,
         *,
-        version: int | None = None,
-        priority: int = 0,
         connection: Any = None,
+        **options: Unpack[SubmitOptions],
     ) -> ExecutionInfo:
-        """With ``connection`` (a client of ``tickwheel.connect_async``): inside the caller's
-        open transaction on that connection (``client/caller_tx.py``)."""
-        request = submit_request(
-            definition, inputs, execute_at, idempotency_key, version=version, priority=priority
-        )
+        """``options``: ``SubmitOptions`` (the definition's ``version``, None for the latest,
+        and the rest of a submission's optional fields). With ``connection`` (a client of
+        ``tickwheel.connect_async``): inside the caller's open transaction on that connection
+        (``client/caller_tx.py``)."""
+        request = submit_request(definition, inputs, execute_at, idempotency_key, **options)
         if connection is not None:
             pending = await Pending.prepare(self.transport, request)
             return await pending.run_async(connection)
@@ -137,20 +134,13 @@ class AsyncClient:
         inputs: dict[str, Any] | None = None,
         idempotency_key: str | None = None,
         *,
-        version: int | None = None,
-        priority: int = 0,
         connection: Any = None,
+        **options: Unpack[SubmitOptions],
     ) -> ExecutionInfo:
         """A delayed run is only a convenience: ``executeAt = now + delay`` on the client."""
         at = self.after(delay)
         return await self.submit(
-            definition,
-            inputs,
-            at,
-            idempotency_key,
-            version=version,
-            priority=priority,
-            connection=connection,
+            definition, inputs, at, idempotency_key, connection=connection, **options
         )
 
     def after(self, delay: timedelta | float) -> datetime:
@@ -199,8 +189,10 @@ class AsyncClient:
         """The whole output, also when it was too large to keep inline (``outputReference``)."""
         return (await self.transport.output(as_id(execution_id)))["output"]
 
-    async def history(self, execution_id: ExecutionRef) -> builtins.list[dict[str, Any]]:
-        return await self.transport.history(as_id(execution_id))
+    async def history(self, execution_id: ExecutionRef) -> builtins.list[HistoryEvent]:
+        """Its cancels and replays, oldest first (``attempts`` lists its tries)."""
+        wires = await self.transport.history(as_id(execution_id))
+        return HistoryList.from_wire({"items": wires}).items
 
     async def cancel(self, execution_id: ExecutionRef) -> ExecutionInfo:
         """Not started: CANCELLED now. RUNNING: its worker is asked to stop it; the answer is
@@ -228,3 +220,7 @@ class AsyncClient:
                 )
             await self.clock.sleep(interval)
             interval = min(interval * 1.5, 2.0)
+
+
+def _definitions(wires: builtins.list[dict[str, Any]]) -> builtins.list[Definition]:
+    return DefinitionList.from_wire({"items": wires}).items

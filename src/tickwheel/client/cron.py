@@ -17,27 +17,42 @@ import uuid
 from datetime import datetime
 from enum import Enum
 from pathlib import Path
-from typing import Any, Literal, Protocol, TypeAlias, TypeVar
+from typing import Any, Literal, Protocol, TypedDict, Unpack
 
 import yaml
 
 from tickwheel.client.cron_wire import Wire
+from tickwheel.resources.cron import (
+    ApplyResult,
+    AuditEntry,
+    AuditList,
+    Backfill,
+    CronJobPage,
+    Deleted,
+    FireTime,
+    OccurrencePage,
+    Triggered,
+)
 from tickwheel.resources.cron import CronJob as CronJobInfo
-from tickwheel.resources.cron import CronJobPage, FireTime, OccurrencePage
 from tickwheel.resources.cron import Occurrence as OccurrenceInfo
 
 __all__ = [
     "UNSET",
+    "ApplyResult",
+    "AuditEntry",
+    "Backfill",
+    "CronChanges",
     "CronClient",
     "CronJobInfo",
     "CronJobPage",
+    "CronOptions",
+    "Deleted",
     "FireTime",
     "OccurrenceInfo",
     "OccurrencePage",
+    "Triggered",
     "load_cron_file",
 ]
-
-T = TypeVar("T")
 
 
 class _Unset(Enum):
@@ -45,12 +60,39 @@ class _Unset(Enum):
 
 
 UNSET = _Unset.UNSET
-"""A keyword not given: the field is left out of the request (None sends null, which for a
-version means *latest* and for a bound means none)."""
+"""The same as leaving a keyword out: the field is left out of the request (None sends null,
+which for a version means *latest* and for a bound means none)."""
 
-Opt: TypeAlias = T | _Unset
 Misfire = Literal["skip", "run_once", "catch_up"]
 Overlap = Literal["allow", "forbid", "replace"]
+
+
+class CronOptions(TypedDict, total=False):
+    """The keywords ``create`` takes beside the name, target, schedule and inputs (all also
+    ``update``'s). Written once: ``create``, ``update`` and their blocking twins take them
+    as ``**options``, and type checkers and IDEs see each keyword with its type."""
+
+    definition_version: int | None
+    workflow: str | None
+    workflow_version: int | None
+    dst_policy: dict[str, str] | None
+    misfire_policy: Misfire | None
+    max_catch_up: int | None
+    overlap_policy: Overlap | None
+    jitter: int | None
+    start_at: datetime | None
+    end_at: datetime | None
+
+
+class CronChanges(CronOptions, total=False):
+    """What ``update`` may change: every field of a job."""
+
+    name: str
+    definition: str | None
+    expression: str
+    timezone: str
+    inputs: dict[str, Any]
+
 
 # SDK keyword -> API field, for create() and update().
 _FIELDS = {
@@ -161,17 +203,7 @@ class CronClient:
         expression: str,
         timezone: str = "UTC",
         inputs: dict[str, Any] | None = None,
-        *,
-        definition_version: Opt[int | None] = UNSET,
-        workflow: Opt[str | None] = UNSET,
-        workflow_version: Opt[int | None] = UNSET,
-        dst_policy: Opt[dict[str, str] | None] = UNSET,
-        misfire_policy: Opt[Misfire | None] = UNSET,
-        max_catch_up: Opt[int | None] = UNSET,
-        overlap_policy: Opt[Overlap | None] = UNSET,
-        jitter: Opt[int | None] = UNSET,
-        start_at: Opt[datetime | None] = UNSET,
-        end_at: Opt[datetime | None] = UNSET,
+        **options: Unpack[CronOptions],
     ) -> CronJobInfo:
         """``definition`` None and ``workflow="<name>"`` (with ``workflow_version``): each
         occurrence starts a run of that workflow instead of an execution. ``jitter`` is in
@@ -185,16 +217,7 @@ class CronClient:
             timezone=timezone,
             inputs=inputs or {},
             **target,
-            definition_version=definition_version,
-            workflow=workflow,
-            workflow_version=workflow_version,
-            dst_policy=dst_policy,
-            misfire_policy=misfire_policy,
-            max_catch_up=max_catch_up,
-            overlap_policy=overlap_policy,
-            jitter=jitter,
-            start_at=start_at,
-            end_at=end_at,
+            **options,
         )
         wire, _ = await self.transport.cron_create(doc)
         return CronJobInfo.from_wire(wire)
@@ -208,46 +231,12 @@ class CronClient:
         return CronJobInfo.from_wire(await self.transport.cron_get(str(ref)))
 
     async def update(
-        self,
-        ref: str | uuid.UUID,
-        *,
-        version: int | None = None,
-        name: Opt[str] = UNSET,
-        definition: Opt[str | None] = UNSET,
-        expression: Opt[str] = UNSET,
-        timezone: Opt[str] = UNSET,
-        inputs: Opt[dict[str, Any]] = UNSET,
-        definition_version: Opt[int | None] = UNSET,
-        workflow: Opt[str | None] = UNSET,
-        workflow_version: Opt[int | None] = UNSET,
-        dst_policy: Opt[dict[str, str] | None] = UNSET,
-        misfire_policy: Opt[Misfire | None] = UNSET,
-        max_catch_up: Opt[int | None] = UNSET,
-        overlap_policy: Opt[Overlap | None] = UNSET,
-        jitter: Opt[int | None] = UNSET,
-        start_at: Opt[datetime | None] = UNSET,
-        end_at: Opt[datetime | None] = UNSET,
+        self, ref: str | uuid.UUID, *, version: int | None = None, **changes: Unpack[CronChanges]
     ) -> CronJobInfo:
         """Changes the fields given (create's keywords; ``workflow=`` or ``definition=``
         switches the job to that target); ``version`` guards against a change made since you
         read the job (``Conflict``)."""
-        doc = _document(
-            name=name,
-            definition=definition,
-            expression=expression,
-            timezone=timezone,
-            inputs=inputs,
-            definition_version=definition_version,
-            workflow=workflow,
-            workflow_version=workflow_version,
-            dst_policy=dst_policy,
-            misfire_policy=misfire_policy,
-            max_catch_up=max_catch_up,
-            overlap_policy=overlap_policy,
-            jitter=jitter,
-            start_at=start_at,
-            end_at=end_at,
-        )
+        doc = _document(**changes)
         if version is not None:
             doc["version"] = version
         return CronJobInfo.from_wire(await self.transport.cron_update(str(ref), doc))
@@ -258,8 +247,9 @@ class CronClient:
     async def resume(self, ref: str | uuid.UUID, catch_up: bool = False) -> CronJobInfo:
         return CronJobInfo.from_wire(await self.transport.cron_resume(str(ref), catch_up))
 
-    async def delete(self, ref: str | uuid.UUID, version: int | None = None) -> Wire:
-        return await self.transport.cron_delete(str(ref), version)
+    async def delete(self, ref: str | uuid.UUID, version: int | None = None) -> Deleted:
+        """The job as it was (``cron_job``); its history goes with it, its audit trail stays."""
+        return Deleted.from_wire(await self.transport.cron_delete(str(ref), version))
 
     async def history(
         self, ref: str | uuid.UUID, cursor: str | None = None, limit: int = 50
@@ -267,8 +257,9 @@ class CronClient:
         """Newest occurrence first."""
         return OccurrencePage.from_wire(await self.transport.cron_history(str(ref), cursor, limit))
 
-    async def audit(self, ref: str | uuid.UUID) -> builtins.list[Wire]:
-        return list((await self.transport.cron_audit(str(ref)))["items"])
+    async def audit(self, ref: str | uuid.UUID) -> builtins.list[AuditEntry]:
+        """Who changed the job, when, and its spec before and after."""
+        return AuditList.from_wire(await self.transport.cron_audit(str(ref))).items
 
     async def preview(
         self,
@@ -289,7 +280,7 @@ class CronClient:
         dry_run: bool = False,
         label: str | None = None,
         idempotency_key: str | None = None,
-    ) -> Wire:
+    ) -> ApplyResult:
         """Reconciles a list of cron jobs (or a YAML/JSON file of them) by name; returns the
         plan. ``dry_run`` changes nothing; ``prune`` deletes jobs of the same ``label`` (None:
         jobs without one) no longer declared. Every apply carries an idempotency key (a new
@@ -297,16 +288,20 @@ class CronClient:
         try's result back (``replayed``) instead of applying again."""
         docs = load_cron_file(jobs) if isinstance(jobs, str | Path) else jobs
         key = idempotency_key or (None if dry_run else f"apply-{uuid.uuid4()}")
-        return await self.transport.cron_apply(docs, prune, dry_run, label, key)
+        return ApplyResult.from_wire(
+            await self.transport.cron_apply(docs, prune, dry_run, label, key)
+        )
 
-    async def trigger(self, ref: str | uuid.UUID, key: str | None = None) -> Wire:
-        """Runs the job now, once, beside its schedule: ``executionId`` (or ``workflowRunId``).
+    async def trigger(self, ref: str | uuid.UUID, key: str | None = None) -> Triggered:
+        """Runs the job now, once, beside its schedule: ``execution_id`` (or
+        ``workflow_run_id``).
         ``key`` (a new one per call unless given, the same on a retry) names this trigger: the
         same key again returns the same run."""
-        return await self.transport.cron_trigger(str(ref), key or f"sdk-{uuid.uuid4()}")
+        wire = await self.transport.cron_trigger(str(ref), key or f"sdk-{uuid.uuid4()}")
+        return Triggered.from_wire(wire)
 
-    async def backfill(self, ref: str | uuid.UUID, start: datetime, end: datetime) -> Wire:
+    async def backfill(self, ref: str | uuid.UUID, start: datetime, end: datetime) -> Backfill:
         """Runs the occurrences of ``[start, end]`` that did not run (at most 1,000, within the
         last 7 days), each under the key the service uses for it; ``items`` says which were
         created and which existed already."""
-        return await self.transport.cron_backfill(str(ref), start, end)
+        return Backfill.from_wire(await self.transport.cron_backfill(str(ref), start, end))

@@ -5,8 +5,8 @@ the SDK has always used. One class is both the JSON shape and the Python object:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
+from tickwheel.resources.definitions import Definition
 from tickwheel.resources.executions import Attempt as AttemptInfo
 from tickwheel.resources.executions import BatchItemResult, ExecutionPage
 from tickwheel.resources.executions import Execution as ExecutionInfo
@@ -14,6 +14,7 @@ from tickwheel.resources.executions import Execution as ExecutionInfo
 __all__ = [
     "AttemptInfo",
     "BatchItemResult",
+    "Definition",
     "DefinitionApplied",
     "ExecutionInfo",
     "ExecutionPage",
@@ -22,5 +23,8 @@ __all__ = [
 
 @dataclass(frozen=True)
 class DefinitionApplied:
-    definition: dict[str, Any]
+    """A registration: the stored version, and whether this call created it (False: the same
+    content was registered already)."""
+
+    definition: Definition
     created: bool

@@ -6,10 +6,12 @@ import os
 import uuid
 from collections.abc import Iterable
 from datetime import datetime
-from typing import Any
+from pathlib import Path
+from typing import Any, Unpack
 
+from tickwheel.domain.definition_files import format_from_filename
 from tickwheel.domain.definition_refs import to_uri
-from tickwheel.domain.submission import SubmitRequest
+from tickwheel.domain.submission import SubmitOptions, SubmitRequest
 
 ExecutionRef = uuid.UUID | str
 DEFAULT_URL = "http://127.0.0.1:8000"
@@ -36,17 +38,18 @@ def submit_request(
     inputs: dict[str, Any] | None,
     execute_at: datetime | None,
     idempotency_key: str | None,
-    *,
-    version: int | None,
-    priority: int,
+    **options: Unpack[SubmitOptions],
 ) -> SubmitRequest:
+    """The request of ``submit(...)``: each option goes to the ``SubmitRequest`` field of its
+    name (``version`` to ``definition_version``); one not given keeps that field's default."""
+    fields: dict[str, Any] = {k: v for k, v in options.items() if k != "version"}
     return SubmitRequest(
         definition_uri=definition_uri(definition),
         inputs=inputs or {},
-        definition_version=version,
+        definition_version=options.get("version"),
         execute_at=execute_at,
-        priority=priority,
         idempotency_key=idempotency_key,
+        **fields,
     )
 
 
@@ -60,3 +63,18 @@ def with_uris(requests: Iterable[SubmitRequest]) -> list[SubmitRequest]:
         SubmitRequest(**{**r.__dict__, "definition_uri": definition_uri(r.definition_uri)})
         for r in requests
     ]
+
+
+def document_source(
+    source: str | Path | bytes, fmt: str | None, what: str, formats: str
+) -> tuple[bytes, str]:
+    """A definition document's bytes and format: a path (``str`` without ``fmt``, or ``Path``),
+    whose name tells the format unless ``fmt`` does, or the content itself with ``fmt``."""
+    if isinstance(source, Path) or (isinstance(source, str) and fmt is None):
+        path = Path(source)
+        body, fmt = path.read_bytes(), fmt or format_from_filename(path.name)
+    else:
+        body = source.encode() if isinstance(source, str) else source
+    if fmt is None:
+        raise ValueError(f"say which format the {what} content is in: {formats}")
+    return body, fmt

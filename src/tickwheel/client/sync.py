@@ -1,5 +1,7 @@
 """The blocking Python SDK: ``Client`` runs an ``AsyncClient`` (``client.py``, where the logic
-is) on a private event loop thread, one blocking method for each of its coroutines."""
+is) on a private event loop thread, one blocking method for each of its coroutines, made from it
+(``blocking.py``). Only the submissions are written out here: with ``connection=`` their insert
+runs on the caller's thread, which owns the connection, not on the loop's."""
 
 from __future__ import annotations
 
@@ -9,29 +11,22 @@ import threading
 from collections.abc import Callable, Coroutine, Iterable
 from concurrent.futures import Future
 from datetime import datetime, timedelta
-from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, Unpack
 
+from tickwheel.client.blocking import Facade, blocking
 from tickwheel.client.caller_tx import Pending, PendingBatch
 from tickwheel.client.client import AsyncClient
 from tickwheel.client.cron_sync import CronSync
-from tickwheel.client.models import (
-    AttemptInfo,
-    BatchItemResult,
-    DefinitionApplied,
-    ExecutionInfo,
-    ExecutionPage,
-)
-from tickwheel.client.requests import ExecutionRef, submit_request, with_uris
+from tickwheel.client.models import BatchItemResult, ExecutionInfo
+from tickwheel.client.requests import submit_request, with_uris
 from tickwheel.client.webhooks import WebhooksSync
 from tickwheel.client.workflows import WorkflowsSync
-from tickwheel.domain.states import ExecutionStatus
-from tickwheel.domain.submission import SubmitRequest
+from tickwheel.domain.submission import SubmitOptions, SubmitRequest
 
 T = TypeVar("T")
 
 
-class Client:
+class Client(Facade):
     """Blocking facade: runs an ``AsyncClient`` on a private event loop thread, so it works in
     scripts and inside frameworks that already run a loop of their own. Like ``AsyncClient``,
     ``Client()`` reads ``TICKWHEEL_URL`` and ``TICKWHEEL_API_KEY`` for what it is not given."""
@@ -55,6 +50,7 @@ class Client:
         except BaseException:
             self._stop_loop()
             raise
+        super().__init__(self._run, self._async)
         self.cron = CronSync(self._run, self._async.cron)
         """Cron jobs (``client/cron.py``)."""
         self.workflows = WorkflowsSync(self._run, self._async.workflows)
@@ -84,16 +80,9 @@ class Client:
         self._thread.join()
         self._loop.close()
 
-    def apply_definition(
-        self, source: str | Path | bytes, fmt: str | None = None, shared: bool = False
-    ) -> DefinitionApplied:
-        return self._run(self._async.apply_definition(source, fmt, shared))
-
-    def definitions(self) -> builtins.list[dict[str, Any]]:
-        return self._run(self._async.definitions())
-
-    def definition_versions(self, name: str) -> builtins.list[dict[str, Any]]:
-        return self._run(self._async.definition_versions(name))
+    apply_definition = blocking(AsyncClient.apply_definition)
+    definitions = blocking(AsyncClient.definitions)
+    definition_versions = blocking(AsyncClient.definition_versions)
 
     def submit(
         self,
@@ -102,22 +91,16 @@ class Client:
         execute_at: datetime | None = None,
         idempotency_key: str | None = None,
         *,
-        version: int | None = None,
-        priority: int = 0,
         connection: Any = None,
+        **options: Unpack[SubmitOptions],
     ) -> ExecutionInfo:
-        """With ``connection`` (a client of ``tickwheel.connect``): inside the caller's open
-        transaction; the insert runs on this thread, the connection's own."""
+        """``AsyncClient.submit``'s. With ``connection`` (a client of ``tickwheel.connect``):
+        inside the caller's open transaction; the insert runs on this thread, the connection's
+        own."""
         if connection is None:
-            return self._run(
-                self._async.submit(
-                    definition, inputs, execute_at, idempotency_key, version=version,
-                    priority=priority,
-                )
-            )  # fmt: skip
-        request = submit_request(
-            definition, inputs, execute_at, idempotency_key, version=version, priority=priority
-        )
+            coro = self._async.submit(definition, inputs, execute_at, idempotency_key, **options)
+            return self._run(coro)
+        request = submit_request(definition, inputs, execute_at, idempotency_key, **options)
         return self._run(Pending.prepare(self._async.transport, request)).run(connection)
 
     def submit_after(
@@ -127,19 +110,12 @@ class Client:
         inputs: dict[str, Any] | None = None,
         idempotency_key: str | None = None,
         *,
-        version: int | None = None,
-        priority: int = 0,
         connection: Any = None,
+        **options: Unpack[SubmitOptions],
     ) -> ExecutionInfo:
         at = self.after(delay)
         return self.submit(
-            definition,
-            inputs,
-            at,
-            idempotency_key,
-            version=version,
-            priority=priority,
-            connection=connection,
+            definition, inputs, at, idempotency_key, connection=connection, **options
         )
 
     def after(self, delay: timedelta | float) -> datetime:
@@ -154,51 +130,14 @@ class Client:
         items = with_uris(requests)
         return self._run(PendingBatch.prepare(self._async.transport, items)).run(connection)
 
-    def get(self, execution_id: ExecutionRef) -> ExecutionInfo:
-        return self._run(self._async.get(execution_id))
-
-    def list(
-        self,
-        *,
-        status: Iterable[ExecutionStatus | str] = (),
-        definition: str | None = None,
-        idempotency_key: str | None = None,
-        execute_from: datetime | None = None,
-        execute_to: datetime | None = None,
-        cursor: str | None = None,
-        limit: int = 50,
-    ) -> ExecutionPage:
-        return self._run(
-            self._async.list(
-                status=status,
-                definition=definition,
-                idempotency_key=idempotency_key,
-                execute_from=execute_from,
-                execute_to=execute_to,
-                cursor=cursor,
-                limit=limit,
-            )
-        )
-
-    def attempts(self, execution_id: ExecutionRef) -> builtins.list[AttemptInfo]:
-        return self._run(self._async.attempts(execution_id))
-
-    def output(self, execution_id: ExecutionRef) -> Any:
-        return self._run(self._async.output(execution_id))
-
-    def history(self, execution_id: ExecutionRef) -> builtins.list[dict[str, Any]]:
-        return self._run(self._async.history(execution_id))
-
-    def cancel(self, execution_id: ExecutionRef) -> ExecutionInfo:
-        return self._run(self._async.cancel(execution_id))
-
-    def replay(self, execution_id: ExecutionRef) -> ExecutionInfo:
-        return self._run(self._async.replay(execution_id))
-
-    def wait(
-        self, execution_id: ExecutionRef, timeout: float = 60.0, *, poll: float = 0.2
-    ) -> ExecutionInfo:
-        return self._run(self._async.wait(execution_id, timeout, poll=poll))
+    get = blocking(AsyncClient.get)
+    list = blocking(AsyncClient.list)
+    attempts = blocking(AsyncClient.attempts)
+    output = blocking(AsyncClient.output)
+    history = blocking(AsyncClient.history)
+    cancel = blocking(AsyncClient.cancel)
+    replay = blocking(AsyncClient.replay)
+    wait = blocking(AsyncClient.wait)
 
 
 async def _make_async(url: str | None, api_key: str | None, timeout: float) -> AsyncClient:

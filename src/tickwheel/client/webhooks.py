@@ -7,16 +7,16 @@ from __future__ import annotations
 
 import builtins
 import uuid
-from collections.abc import Callable, Coroutine, Sequence
-from typing import Any, Protocol, TypeVar
+from collections.abc import Sequence
+from typing import Any, Protocol
 from urllib.parse import quote
 
+from tickwheel.client.blocking import Facade, Run, blocking
 from tickwheel.resources.base import Resource
 from tickwheel.resources.webhooks import Delivery, DeliveryList, Webhook, WebhookList
 
 __all__ = ["Delivery", "Webhook", "WebhooksClient", "WebhooksSync"]
 
-T = TypeVar("T")
 WebhookRef = uuid.UUID | str
 
 
@@ -68,30 +68,15 @@ class WebhooksClient:
         return DeliveryList.from_wire(data).items
 
 
-class WebhooksSync:
-    """``Client.webhooks``: each method runs its ``WebhooksClient`` twin on the client's loop."""
+class WebhooksSync(Facade):
+    """``Client.webhooks``: each method runs its ``WebhooksClient`` twin on the client's loop
+    (made from it: ``blocking.py``)."""
 
-    def __init__(
-        self, run: Callable[[Coroutine[Any, Any, Any]], Any], inner: WebhooksClient
-    ) -> None:
-        self._run, self._inner = run, inner
+    def __init__(self, run: Run, inner: WebhooksClient) -> None:
+        super().__init__(run, inner)
 
-    def add(self, url: str, events: Sequence[str], description: str = "") -> Webhook:
-        result: Webhook = self._run(self._inner.add(url, events, description))
-        return result
-
-    def list(self) -> builtins.list[Webhook]:
-        result: builtins.list[Webhook] = self._run(self._inner.list())
-        return result
-
-    def get(self, webhook_id: WebhookRef) -> Webhook:
-        result: Webhook = self._run(self._inner.get(webhook_id))
-        return result
-
-    def remove(self, webhook_id: WebhookRef) -> Webhook:
-        result: Webhook = self._run(self._inner.remove(webhook_id))
-        return result
-
-    def deliveries(self, webhook_id: WebhookRef, limit: int = 50) -> builtins.list[Delivery]:
-        result: builtins.list[Delivery] = self._run(self._inner.deliveries(webhook_id, limit))
-        return result
+    add = blocking(WebhooksClient.add)
+    list = blocking(WebhooksClient.list)
+    get = blocking(WebhooksClient.get)
+    remove = blocking(WebhooksClient.remove)
+    deliveries = blocking(WebhooksClient.deliveries)

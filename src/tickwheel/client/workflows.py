@@ -1,23 +1,25 @@
 """Workflows in the SDK: ``client.workflows`` on both ``AsyncClient`` and ``Client``.
 
 ``WorkflowsClient`` holds the logic (async); ``WorkflowsSync`` is the blocking facade of the sync
-``Client``. Both speak to a ``WorkflowsTransport`` (the HTTP transport). Results are the API's
-JSON objects: a workflow run has ``workflowRunId``, ``status`` and ``tasks`` (each with
-``name``, ``status``, ``executionId``, ``output``, ``error``).
+``Client``. Both speak to a ``WorkflowsTransport`` (the HTTP transport, or in the server the
+workflow services: ``api/inprocess_workflows.py``). Results are the API's resource models
+(``resources/workflows.py``): a ``WorkflowRun`` has ``workflow_run_id``, ``status`` and
+``tasks`` (each with ``name``, ``status``, ``execution_id``, ``output``, ``error``).
 """
 
 from __future__ import annotations
 
 import builtins
 import uuid
-from collections.abc import Callable, Coroutine
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol
 
-from tickwheel.domain.definition_files import format_from_filename
+from tickwheel.client.blocking import Facade, Run, blocking
+from tickwheel.client.requests import document_source
+from tickwheel.resources.workflows import WorkflowDefinition, WorkflowList, WorkflowRun
 
-T = TypeVar("T")
-Runner = Callable[[Coroutine[Any, Any, T]], T]
+__all__ = ["WorkflowDefinition", "WorkflowRun", "WorkflowsClient", "WorkflowsSync"]
+
 Wire = dict[str, Any]
 RunRef = uuid.UUID | str
 
@@ -56,24 +58,21 @@ class WorkflowsClient:
 
     async def apply(
         self, source: str | Path | bytes, fmt: str | None = None, shared: bool = False
-    ) -> tuple[Wire, bool]:
+    ) -> tuple[WorkflowDefinition, bool]:
         """Registers a Workflow Definition: a path, or its content with ``fmt`` (yaml/json),
         into the key's tenant, or with ``shared`` into the shared registry (operator key).
         (the stored workflow, whether this call created it)."""
-        if isinstance(source, Path) or (isinstance(source, str) and fmt is None):
-            path = Path(source)
-            body, fmt = path.read_bytes(), fmt or format_from_filename(path.name)
-        else:
-            body = source.encode() if isinstance(source, str) else source
-        if fmt is None:
-            raise ValueError("say which format the workflow content is in: yaml or json")
-        return await self.transport.workflow_apply(body, fmt, shared)
+        body, fmt = document_source(source, fmt, "workflow", "yaml or json")
+        wire, created = await self.transport.workflow_apply(body, fmt, shared)
+        return WorkflowDefinition.from_wire(wire), created
 
-    async def list(self) -> builtins.list[Wire]:
-        return await self.transport.workflow_list()
+    async def list(self) -> builtins.list[WorkflowDefinition]:
+        """The latest version of each workflow, by name."""
+        return WorkflowList.from_wire({"items": await self.transport.workflow_list()}).items
 
-    async def get(self, name: str, version: int | None = None) -> Wire:
-        return await self.transport.workflow_get(name, version)
+    async def get(self, name: str, version: int | None = None) -> WorkflowDefinition:
+        """The latest version unless ``version``."""
+        return WorkflowDefinition.from_wire(await self.transport.workflow_get(name, version))
 
     async def run(
         self,
@@ -82,65 +81,37 @@ class WorkflowsClient:
         idempotency_key: str | None = None,
         *,
         version: int | None = None,
-    ) -> Wire:
+    ) -> WorkflowRun:
         """Starts a run; the same key and body again returns the original run."""
         body: Wire = {"workflow": workflow, "inputs": inputs or {}}
         if version is not None:
             body["version"] = version
         wire, _created = await self.transport.workflow_run_start(body, idempotency_key)
-        return wire
+        return WorkflowRun.from_wire(wire)
 
-    async def get_run(self, run_id: RunRef) -> Wire:
-        return await self.transport.workflow_run_get(_id(run_id))
+    async def get_run(self, run_id: RunRef) -> WorkflowRun:
+        return WorkflowRun.from_wire(await self.transport.workflow_run_get(_id(run_id)))
 
-    async def cancel(self, run_id: RunRef) -> Wire:
-        return await self.transport.workflow_run_cancel(_id(run_id))
+    async def cancel(self, run_id: RunRef) -> WorkflowRun:
+        """Cancels the tasks not yet started; the run ends CANCELLED."""
+        return WorkflowRun.from_wire(await self.transport.workflow_run_cancel(_id(run_id)))
 
-    async def retry(self, run_id: RunRef) -> Wire:
-        return await self.transport.workflow_run_retry(_id(run_id))
+    async def retry(self, run_id: RunRef) -> WorkflowRun:
+        """Runs the failed, skipped and cancelled tasks of a finished run again."""
+        return WorkflowRun.from_wire(await self.transport.workflow_run_retry(_id(run_id)))
 
 
-class WorkflowsSync:
-    """``Client.workflows``: each method runs its ``WorkflowsClient`` twin on the client's loop."""
+class WorkflowsSync(Facade):
+    """``Client.workflows``: each method runs its ``WorkflowsClient`` twin on the client's loop
+    (made from it: ``blocking.py``)."""
 
-    def __init__(self, run: Runner[Any], inner: WorkflowsClient) -> None:
-        self._run, self._inner = run, inner
+    def __init__(self, run: Run, inner: WorkflowsClient) -> None:
+        super().__init__(run, inner)
 
-    def apply(
-        self, source: str | Path | bytes, fmt: str | None = None, shared: bool = False
-    ) -> tuple[Wire, bool]:
-        result: tuple[Wire, bool] = self._run(self._inner.apply(source, fmt, shared))
-        return result
-
-    def list(self) -> builtins.list[Wire]:
-        result: builtins.list[Wire] = self._run(self._inner.list())
-        return result
-
-    def get(self, name: str, version: int | None = None) -> Wire:
-        result: Wire = self._run(self._inner.get(name, version))
-        return result
-
-    def run(
-        self,
-        workflow: str,
-        inputs: dict[str, Any] | None = None,
-        idempotency_key: str | None = None,
-        *,
-        version: int | None = None,
-    ) -> Wire:
-        result: Wire = self._run(
-            self._inner.run(workflow, inputs, idempotency_key, version=version)
-        )
-        return result
-
-    def get_run(self, run_id: RunRef) -> Wire:
-        result: Wire = self._run(self._inner.get_run(run_id))
-        return result
-
-    def cancel(self, run_id: RunRef) -> Wire:
-        result: Wire = self._run(self._inner.cancel(run_id))
-        return result
-
-    def retry(self, run_id: RunRef) -> Wire:
-        result: Wire = self._run(self._inner.retry(run_id))
-        return result
+    apply = blocking(WorkflowsClient.apply)
+    list = blocking(WorkflowsClient.list)
+    get = blocking(WorkflowsClient.get)
+    run = blocking(WorkflowsClient.run)
+    get_run = blocking(WorkflowsClient.get_run)
+    cancel = blocking(WorkflowsClient.cancel)
+    retry = blocking(WorkflowsClient.retry)

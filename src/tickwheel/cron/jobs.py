@@ -16,6 +16,7 @@ import uuid
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from tickwheel.app.cron_apply import Applied, CronApplyService
 from tickwheel.app.cron_jobs import CronJobService
 from tickwheel.client.cron_wire import (
     Wire,
@@ -30,14 +31,14 @@ from tickwheel.client.cron_wire import (
     spec_from_wire,
     spec_to_wire,
 )
-from tickwheel.cron.apply import apply_jobs
 from tickwheel.cron.expressions import preview_document
 from tickwheel.cron.manual import backfill, trigger
-from tickwheel.cron.pause import cancel_materialised, paused_records
+from tickwheel.cron.pause import cancel_materialised, cancel_materialised_many, paused_records
 from tickwheel.cron.schedule import Schedule
 from tickwheel.domain.clock import Clock
-from tickwheel.domain.cron_jobs import CronJob, CronJobSpec, CronJobStatus, OccurrenceRecord
+from tickwheel.domain.cron_jobs import CronJob, CronJobStatus, OccurrenceRecord
 from tickwheel.domain.errors import FieldError, InvalidInput
+from tickwheel.resources.cron import ApplyResult, PlanItem, PlanSummary
 from tickwheel.store.cron_protocol import CronStore
 from tickwheel.store.protocol import Store
 from tickwheel.store.workflow_protocol import WorkflowStore
@@ -60,6 +61,9 @@ class _Materialised:
         self, job: CronJob, now: datetime, *, record: bool = True
     ) -> list[OccurrenceRecord]:
         return await cancel_materialised(self.cron, self.store, job, now, record=record)
+
+    async def cancel_many(self, tenant: str, cron_job_ids: set[uuid.UUID], now: datetime) -> int:
+        return await cancel_materialised_many(self.store, tenant, cron_job_ids, now)
 
     def missed_while_paused(self, job: CronJob, now: datetime) -> list[OccurrenceRecord]:
         return paused_records(job, now)
@@ -175,11 +179,6 @@ class CronJobs(CronJobService):
         written = await self.create_job(spec_from_wire(doc))
         return self.render(written.value), written.created
 
-    async def create(self, spec: CronJobSpec) -> tuple[Wire, bool]:
-        """``spec`` with its target checked already (``cron apply`` checks a batch at once)."""
-        written = await self.create_job(spec, checked=True)
-        return self.render(written.value), written.created
-
     async def cron_update(self, ref: str, doc: Wire) -> Wire:
         job = await self.find(ref)
         version = doc.get("version")
@@ -210,9 +209,11 @@ class CronJobs(CronJobService):
         label: str | None = None,
         apply_key: str | None = None,
     ) -> Wire:
-        return await apply_jobs(
-            self, docs, prune=prune, dry_run=dry_run, label=label, apply_key=apply_key
+        """The rules are ``app/cron_apply.py``'s; the answer is the API's (``ApplyResult``)."""
+        applied = await CronApplyService(self, spec_from_wire).apply(
+            docs, prune=prune, dry_run=dry_run, label=label, apply_key=apply_key
         )
+        return applied_to_wire(applied)
 
     # -- on demand (cron/manual.py); the API passes a client with the workflow API --------------
 
@@ -235,3 +236,18 @@ class CronJobs(CronJobService):
         from tickwheel.client.transports.inprocess import InProcessTransport
 
         return AsyncClient(transport=InProcessTransport(self.store, self.tenant, self.clock))
+
+
+def applied_to_wire(applied: Applied) -> Wire:
+    plan = [
+        PlanItem(action=s.action, name=s.name, cron_job_id=s.cron_job_id, changes=list(s.changes))
+        for s in applied.plan
+    ]
+    return ApplyResult(
+        dry_run=applied.dry_run,
+        prune=applied.prune,
+        label=applied.label,
+        plan=plan,
+        summary=PlanSummary.model_validate(applied.summary),
+        replayed=applied.replayed,
+    ).to_wire()

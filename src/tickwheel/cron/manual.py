@@ -58,7 +58,7 @@ async def trigger(
             run = await client.workflows.run(
                 spec.workflow_name, spec.inputs, key, version=spec.workflow_version
             )
-            run_id = uuid.UUID(str(run["workflowRunId"]))
+            run_id = run.workflow_run_id
         except Conflict as exc:  # the job was edited since the first try: keep that run
             run_id = uuid.UUID(str(_existing(exc, "workflowRunId")))
         record = OccurrenceRecord(

@@ -86,7 +86,7 @@ async def unfinished_status(client: AsyncClient, previous: PreviousRun) -> str |
     try:
         if previous.kind is CronTarget.WORKFLOW:
             run = await client.workflows.get_run(previous.run_id)
-            status = str(run["status"])
+            status = str(run.status)
             return status if status == RUN_UNFINISHED else None
         info = await client.get(previous.run_id)
     except NotFound:
@@ -137,7 +137,7 @@ async def start_workflow_run(client: AsyncClient, job: CronJob, occurrence: date
         fields = [f"{d.get('path')}: {d.get('message')}" for d in details if isinstance(d, dict)]
         why = "; ".join([exc.message, *fields])
         return Done(Outcome.FAILED, reason=f"the API refused it: {why}")
-    return Done(Outcome.SUBMITTED, workflow_run_id=uuid.UUID(run["workflowRunId"]))
+    return Done(Outcome.SUBMITTED, workflow_run_id=run.workflow_run_id)
 
 
 def _iso(instant: datetime) -> str:

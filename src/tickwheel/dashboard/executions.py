@@ -28,6 +28,17 @@ PAGE = 50
 DEAD_LETTER_SCAN = 500
 FILTERS = ("status", "definition", "cron", "key", "from", "to")
 CRON_CHOICES = 200
+SHOWN_APART = frozenset(
+    {
+        "executionId", "status", "definitionUri", "definitionVersion", "attemptCount",
+        "maxAttempts", "executeAt", "createdAt", "updatedAt", "startedAt", "finishedAt",
+        "nextAttemptAt", "idempotencyKey", "cancelRequestedAt", "progress", "checkpoint",
+        "inputs", "output", "outputReference", "error",
+    }
+)  # fmt: skip
+"""The fields of an execution (its API names) that ``execution.html`` lays out in places of
+their own (``updatedAt``: nowhere). Every other field is listed among the page's facts under
+its API name, so a new field of an Execution shows there without a change to the page."""
 
 
 def _instant(value: str, field: str) -> datetime | None:
@@ -117,6 +128,7 @@ async def execution_page(execution_id: str, request: Request, session: Sess) -> 
         "execution.html",
         session,
         e=execution,
+        facts=[(k, v) for k, v in execution.items() if k not in SHOWN_APART],
         output=output if execution["outputReference"] else execution["output"],
         attempts=attempts,
         history=history,

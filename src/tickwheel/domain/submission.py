@@ -11,7 +11,7 @@ import json
 import uuid
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, TypedDict
 
 from tickwheel.domain.definition_refs import URI_RULE, name_of, versioned
 from tickwheel.domain.definitions import Definition, validate_values
@@ -39,6 +39,18 @@ class SubmitRequest:
     from a request, and not part of the fingerprint."""
 
 
+class SubmitOptions(TypedDict, total=False):
+    """The optional fields of a submission that the SDK takes as keywords (``submit(...,
+    priority=5)``), named as on ``SubmitRequest`` but for ``version`` (its
+    ``definition_version``). Written once: both clients' ``submit`` and ``submit_after``, a
+    Python job's ``submit`` and ``submit_request`` take them from here, so a new optional field
+    of a submission is a line here beside its line on ``SubmitRequest``
+    (``tests/unit/test_field_lists.py`` holds the two together)."""
+
+    version: int | None
+    priority: int
+
+
 @dataclass(frozen=True)
 class SubmitLimits:
     """How far from now ``executeAt`` may be: far past is almost always a client bug (wrong
@@ -50,7 +62,8 @@ class SubmitLimits:
 
 @dataclass(frozen=True)
 class NewExecution:
-    """A validated execution ready to insert."""
+    """A validated execution ready to insert. Its fields are the insert's columns, in the order
+    of ``execution_insert``'s (``store/execution_columns.py``)."""
 
     execution_id: uuid.UUID
     tenant: str
@@ -60,11 +73,11 @@ class NewExecution:
     execute_at: datetime
     bucket_start: datetime
     shard_id: int
+    idempotency_key: str | None
+    request_fingerprint: str
     status: ExecutionStatus
     priority: int
     max_attempts: int
-    idempotency_key: str | None
-    request_fingerprint: str
     created_at: datetime
     trace_context: dict[str, str] | None = None
     """The submitter's W3C trace context (``traceparent``, ``tracestate``) when it submitted

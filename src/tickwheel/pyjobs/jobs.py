@@ -24,7 +24,7 @@ import typing
 import weakref
 from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
 from tickwheel.client.client import AsyncClient
 from tickwheel.client.models import BatchItemResult, DefinitionApplied, ExecutionInfo
@@ -40,11 +40,15 @@ from tickwheel.domain.definitions import (
 from tickwheel.domain.errors import ErrorList, NotFound
 from tickwheel.domain.fieldtypes import validate_values
 from tickwheel.domain.jsonvalues import problems
-from tickwheel.domain.submission import SubmitRequest
+from tickwheel.domain.submission import SubmitOptions, SubmitRequest
 from tickwheel.pyjobs.fields import Param, from_json, inputs_of, outputs_of, result_to_json, to_json
+from tickwheel.resources.definitions import Definition as DefinitionResource
 
+OPTIONS = frozenset(SubmitOptions.__annotations__) - {"version"}
+"""The submission's options a job's ``submit`` takes beside its inputs (``SubmitOptions``); the
+version is the job's own."""
 # Keywords of ``submit`` itself: a job may not have inputs of these names.
-RESERVED = frozenset({"execute_at", "idempotency_key", "priority", "connection", "delay"})
+RESERVED = frozenset({"execute_at", "idempotency_key", "connection", "delay"}) | OPTIONS
 
 
 class App:
@@ -150,7 +154,7 @@ class App:
             known = client.definition_versions(job.name)
         except NotFound:
             known = []
-        if not any(_same(job, wire) for wire in known):
+        if not any(_same(job, stored) for stored in known):
             self._register(job, client)
         self._registered.setdefault(client, set()).add(job.name)
 
@@ -161,7 +165,7 @@ class App:
             known = await client.definition_versions(job.name)
         except NotFound:
             known = []
-        if not any(_same(job, wire) for wire in known):
+        if not any(_same(job, stored) for stored in known):
             await client.apply_definition(job.document_json(), "json")
         self._registered.setdefault(client, set()).add(job.name)
 
@@ -249,22 +253,22 @@ class Job:
         *,
         execute_at: datetime | None = None,
         idempotency_key: str | None = None,
-        priority: int = 0,
         connection: Any = None,
         **arguments: Any,
     ) -> ExecutionInfo:
-        inputs = self.inputs(**arguments)
+        """The job's inputs as keywords, beside the submission's ``OPTIONS``."""
+        options, inputs = self._options(arguments)
         client = self.app.client
         self.app._ensure(self, client)
         return client.submit(
-            self.name,
-            inputs,
-            execute_at,
-            idempotency_key,
-            version=self.definition.version,
-            priority=priority,
-            connection=connection,
+            self.name, inputs, execute_at, idempotency_key, connection=connection, **options
         )
+
+    def _options(self, arguments: dict[str, Any]) -> tuple[SubmitOptions, dict[str, Any]]:
+        """The submission's options (with the job's version) and the job's inputs."""
+        given = {k: arguments.pop(k) for k in OPTIONS if k in arguments}
+        options = cast("SubmitOptions", {**given, "version": self.definition.version})
+        return options, self.inputs(**arguments)
 
     def submit_after(self, delay: timedelta | float, **options: Any) -> ExecutionInfo:
         """``submit`` with ``execute_at = now + delay``."""
@@ -298,21 +302,14 @@ class Job:
         *,
         execute_at: datetime | None = None,
         idempotency_key: str | None = None,
-        priority: int = 0,
         connection: Any = None,
         **arguments: Any,
     ) -> ExecutionInfo:
-        inputs = self.inputs(**arguments)
+        options, inputs = self._options(arguments)
         client = await self.app.async_client()
         await self.app._ensure_async(self, client)
         return await client.submit(
-            self.name,
-            inputs,
-            execute_at,
-            idempotency_key,
-            version=self.definition.version,
-            priority=priority,
-            connection=connection,
+            self.name, inputs, execute_at, idempotency_key, connection=connection, **options
         )
 
 
@@ -338,11 +335,10 @@ def _wrap(func: Callable[..., Any], params: dict[str, Param]) -> Callable[..., A
     return run
 
 
-def _same(job: Job, wire: Mapping[str, Any]) -> bool:
+def _same(job: Job, stored: DefinitionResource) -> bool:
     """The registered version is this job's, unchanged."""
-    return bool(
-        wire.get("version") == job.definition.version
-        and wire.get("contentHash") == content_hash(job.definition)
+    return stored.version == job.definition.version and stored.content_hash == content_hash(
+        job.definition
     )
 
 

@@ -8,6 +8,7 @@ from datetime import datetime
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt
+from pydantic.alias_generators import to_snake
 
 from tickwheel.domain.models import Attempt as AttemptRecord
 from tickwheel.domain.models import Execution as ExecutionRecord
@@ -33,25 +34,20 @@ class SubmitBody(BaseModel):
     priority: StrictInt = 0
 
     def to_request(self, idempotency_key: str | None) -> SubmitRequest:
-        return SubmitRequest(
-            definition_uri=self.definitionUri,
-            inputs=self.inputs,
-            definition_version=self.definitionVersion,
-            execute_at=self.executeAt,
-            priority=self.priority,
-            idempotency_key=idempotency_key,
-        )
+        """Each field to the ``SubmitRequest`` field of its snake_case name."""
+        fields = {snake: getattr(self, name) for name, snake in _SUBMIT_FIELDS}
+        return SubmitRequest(**fields, idempotency_key=idempotency_key)
 
     @classmethod
     def body(cls, request: SubmitRequest) -> dict[str, Any]:
         """What the SDK sends for ``request``: what it leaves at its default is left out."""
-        return cls.model_construct(
-            definitionUri=request.definition_uri,
-            definitionVersion=request.definition_version,
-            inputs=request.inputs,
-            executeAt=request.execute_at,
-            priority=request.priority,
-        ).model_dump(mode="json", exclude_defaults=True)
+        fields = {name: getattr(request, snake) for name, snake in _SUBMIT_FIELDS}
+        return cls.model_construct(**fields).model_dump(mode="json", exclude_defaults=True)
+
+
+_SUBMIT_FIELDS = tuple((name, to_snake(name)) for name in SubmitBody.model_fields)
+"""The body's fields (camelCase, as the API reads them) with the ``SubmitRequest`` field each
+one is (``tests/unit/test_field_lists.py`` holds the two classes to the same fields)."""
 
 
 class BatchItem(SubmitBody):
@@ -118,30 +114,15 @@ class Execution(Resource):
     @classmethod
     def of(cls, e: ExecutionRecord) -> Execution:
         # The record's fields are typed already: built without validating them again (a page
-        # of 500 executions took twice as long through validation).
-        return cls.model_construct(
-            execution_id=e.execution_id,
-            status=e.status,
-            definition_uri=e.definition_uri,
-            definition_version=e.definition_version,
-            inputs=e.inputs,
-            execute_at=e.execute_at,
-            priority=e.priority,
-            idempotency_key=e.idempotency_key,
-            attempt_count=e.attempt_count,
-            max_attempts=e.max_attempts,
-            next_attempt_at=e.next_attempt_at,
-            output=e.output,
-            output_reference=e.output_reference,
-            error=e.error,
-            created_at=e.created_at,
-            updated_at=e.updated_at,
-            started_at=e.started_at,
-            finished_at=e.finished_at,
-            cancel_requested_at=e.cancel_requested_at,
-            progress=Progress.of(e.progress),
-            checkpoint=e.checkpoint,
-        )
+        # of 500 executions took twice as long through validation). Each field is the record's
+        # of the same name (``_RECORD_FIELDS``), so a new field is not copied by hand here.
+        fields = {name: getattr(e, name) for name in _RECORD_FIELDS}
+        return cls.model_construct(**fields, progress=Progress.of(e.progress))
+
+
+_RECORD_FIELDS = tuple(name for name in Execution.model_fields if name != "progress")
+"""The fields an answer copies from the record as they are (every one but ``progress``): a
+field of the model is read from the record's field of the same name."""
 
 
 def execution_wire(e: ExecutionRecord) -> dict[str, Any]:

@@ -23,6 +23,7 @@ from tickwheel.client.cron import load_cron_file
 from tickwheel.client.sync import Client
 from tickwheel.config import Settings
 from tickwheel.observability.logs import configure_logging
+from tickwheel.resources.base import iso
 
 app = typer.Typer(help="Cron jobs: recurring executions (or workflow runs).", no_args_is_help=True)
 T = TypeVar("T")
@@ -245,9 +246,9 @@ def delete(
     """Delete a cron job and its history (the audit trail stays)."""
     result = _call(ctx, lambda c: c.cron.delete(ref, version))
     if state(ctx, as_json).as_json:
-        print_json(result)
+        print_json(result.to_wire())
     else:
-        typer.echo(f"deleted {result['cronJob']['name']} ({result['cronJob']['cronJobId']})")
+        typer.echo(f"deleted {result.cron_job.name} ({result.cron_job.cron_job_id})")
 
 
 @app.command()
@@ -262,10 +263,10 @@ def trigger(
     """Run a cron job now, once, beside its schedule (its own idempotency key)."""
     result = _call(ctx, lambda c: c.cron.trigger(ref, key))
     if state(ctx, as_json).as_json:
-        print_json(result)
+        print_json(result.to_wire())
         return
-    run = result["executionId"] or result["workflowRunId"]
-    typer.echo(f"triggered {ref}: {run} (key {result['idempotencyKey']})")
+    run = result.execution_id or result.workflow_run_id
+    typer.echo(f"triggered {ref}: {run} (key {result.idempotency_key})")
 
 
 @app.command()
@@ -281,13 +282,13 @@ def backfill(
     begin, until = parse_instant(start), parse_instant(end)
     result = _call(ctx, lambda c: c.cron.backfill(ref, begin, until))
     if state(ctx, as_json).as_json:
-        print_json(result)
+        print_json(result.to_wire())
         return
-    for item in result["items"]:
-        run = item["executionId"] or item["workflowRunId"] or "-"
-        typer.echo(f"{item['occurrence']}  {'created' if item['created'] else 'existing'}  {run}")
-    summary = result["summary"]
-    typer.echo(f"backfilled {ref}: {summary['created']} created, {summary['existing']} existing")
+    for item in result.items:
+        run = item.execution_id or item.workflow_run_id or "-"
+        typer.echo(f"{iso(item.occurrence)}  {'created' if item.created else 'existing'}  {run}")
+    summary = result.summary
+    typer.echo(f"backfilled {ref}: {summary.created} created, {summary.existing} existing")
 
 
 @app.command()

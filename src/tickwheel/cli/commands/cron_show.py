@@ -8,7 +8,7 @@ from typing import Any
 from rich.table import Table
 
 from tickwheel.cli.context import console, print_json
-from tickwheel.client.cron import CronJobInfo, FireTime, OccurrenceInfo
+from tickwheel.client.cron import ApplyResult, CronJobInfo, FireTime, OccurrenceInfo
 from tickwheel.domain.definition_refs import short
 
 _OUTCOME_STYLE = {
@@ -152,17 +152,17 @@ def show_history(items: list[OccurrenceInfo], next_cursor: str | None, as_json: 
         console.print(f"more: --cursor {next_cursor}")
 
 
-def show_plan(result: dict[str, Any], as_json: bool) -> None:
+def show_plan(result: ApplyResult, as_json: bool) -> None:
     if as_json:
-        print_json(result)
+        print_json(result.to_wire())
         return
     table = Table("action", "cron job", "changes")
-    for item in result["plan"]:
-        style = _PLAN_STYLE.get(item["action"], "white")
-        table.add_row(f"[{style}]{item['action']}[/]", item["name"], ", ".join(item["changes"]))
+    for item in result.plan:
+        style = _PLAN_STYLE.get(item.action, "white")
+        table.add_row(f"[{style}]{item.action}[/]", item.name, ", ".join(item.changes))
     console.print(table)
-    summary = ", ".join(f"{n} to {k}" for k, n in result["summary"].items() if n)
-    verb = "would apply" if result["dryRun"] else "applied"
-    if result.get("replayed"):  # the first try's plan, fetched again by a retry
+    summary = ", ".join(f"{n} to {k}" for k, n in result.summary.model_dump().items() if n)
+    verb = "would apply" if result.dry_run else "applied"
+    if result.replayed:  # the first try's plan, fetched again by a retry
         verb = "applied (by an earlier try of this apply; its plan is shown)"
     console.print(f"{verb}: {summary or 'nothing to do'}")

@@ -36,8 +36,8 @@ def apply(
                 raise explain(exc) from exc
             d = applied.definition
             verb = "[green]registered[/]" if applied.created else "[dim]unchanged[/]"
-            where = "shared" if d.get("shared") else f"tenant {d.get('owner')}"
-            console.print(f"{verb} {d['uri']} version {d['version']} ({where})  ({path})")
+            where = "shared" if d.shared else f"tenant {d.owner}"
+            console.print(f"{verb} {d.uri} version {d.version} ({where})  ({path})")
 
 
 @app.command("list")
@@ -50,17 +50,17 @@ def list_(ctx: typer.Context, as_json: JsonFlag = False) -> None:
         except Exception as exc:
             raise explain(exc) from exc
     if cli.as_json:
-        print_json(items)
+        print_json([d.to_wire() for d in items])
         return
     table = Table("uri", "version", "owner", "type", "inputs", "description")
     for d in items:
         table.add_row(
-            d["uri"],
-            str(d["version"]),
-            "shared" if d.get("shared") else str(d.get("owner")),
-            d["execution"]["type"],
-            ", ".join(d["inputs"]),
-            d.get("description", ""),
+            d.uri,
+            str(d.version),
+            "shared" if d.shared else str(d.owner),
+            d.execution["type"],
+            ", ".join(d.inputs),
+            d.description,
         )
     console.print(table)
 
@@ -72,6 +72,6 @@ def show(ctx: typer.Context, name: str, as_json: JsonFlag = False) -> None:
     cli = state(ctx)
     with cli.client() as client:
         try:
-            print_json(client.definition_versions(name))
+            print_json([d.to_wire() for d in client.definition_versions(name)])
         except Exception as exc:
             raise explain(exc) from exc

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 from rich.table import Table
@@ -22,6 +22,7 @@ from tickwheel.cli.context import (
     state,
 )
 from tickwheel.client.sync import Client
+from tickwheel.client.workflows import WorkflowRun
 from tickwheel.domain.workflow_runs import RunStatus
 
 app = typer.Typer(
@@ -47,13 +48,13 @@ def apply(
     with state(ctx).client() as client:
         for path in files:
             try:
-                wire, created = client.workflows.apply(path, shared=shared)
+                workflow, created = client.workflows.apply(path, shared=shared)
             except Exception as exc:
                 console.print(f"[red]✗[/] {path}")
                 raise explain(exc) from exc
             verb = "[green]registered[/]" if created else "[dim]unchanged[/]"
-            where = "shared" if wire.get("shared") else f"tenant {wire.get('owner')}"
-            name, version = wire["name"], wire["version"]
+            where = "shared" if workflow.shared else f"tenant {workflow.owner}"
+            name, version = workflow.name, workflow.version
             console.print(f"{verb} workflow {name} version {version} ({where})  ({path})")
 
 
@@ -67,13 +68,13 @@ def list_(ctx: typer.Context, as_json: JsonFlag = False) -> None:
         except Exception as exc:
             raise explain(exc) from exc
     if cli.as_json:
-        print_json(items)
+        print_json([w.to_wire() for w in items])
         return
     table = Table("name", "version", "owner", "tasks", "description")
     for w in items:
-        names = ", ".join(t["name"] for t in w["tasks"])
-        owner = "shared" if w.get("shared") else str(w.get("owner"))
-        table.add_row(w["name"], str(w["version"]), owner, names, w.get("description", ""))
+        names = ", ".join(t.name for t in w.tasks)
+        owner = "shared" if w.shared else str(w.owner)
+        table.add_row(w.name, str(w.version), owner, names, w.description)
     console.print(table)
 
 
@@ -87,7 +88,7 @@ def show(
     """One workflow (the latest version unless --version), always as JSON."""
     with state(ctx).client() as client:
         try:
-            print_json(client.workflows.get(name, version))
+            print_json(client.workflows.get(name, version).to_wire())
         except Exception as exc:
             raise explain(exc) from exc
 
@@ -117,44 +118,44 @@ def run(
     inputs = parse_inputs(input_pairs, inputs_json)
     with cli.client() as client:
         try:
-            wire = client.workflows.run(workflow, inputs, idempotency_key=key, version=version)
+            run = client.workflows.run(workflow, inputs, idempotency_key=key, version=version)
             if wait:
-                with console.status(f"waiting for workflow run {wire['workflowRunId']}"):
-                    wire = _wait_run(client, wire, timeout)
+                with console.status(f"waiting for workflow run {run.workflow_run_id}"):
+                    run = _wait_run(client, run, timeout)
         except TimeoutError as exc:
             raise fail(str(exc), ExitCode.TIMEOUT) from exc
         except Exception as exc:
             raise explain(exc) from exc
-    show_run(wire, cli.as_json)
-    if wait and (code := exit_code_for(wire["status"])) is not ExitCode.OK:
-        err_console.print(f"workflow run {wire['workflowRunId']} ended {wire['status']}")
+    show_run(run, cli.as_json)
+    if wait and (code := exit_code_for(run.status)) is not ExitCode.OK:
+        err_console.print(f"workflow run {run.workflow_run_id} ended {run.status}")
         raise typer.Exit(code)
 
 
-def _wait_run(client: Client, wire: dict[str, Any], timeout: float) -> dict[str, Any]:
+def _wait_run(client: Client, run: WorkflowRun, timeout: float) -> WorkflowRun:
     """Polls the run until it is no longer RUNNING (a person's terminal, not a hot path)."""
     deadline = time.monotonic() + timeout
     interval = 0.2
-    while wire["status"] == RunStatus.RUNNING:
+    while run.status == RunStatus.RUNNING:
         if time.monotonic() >= deadline:
             raise TimeoutError(
-                f"workflow run {wire['workflowRunId']} is still RUNNING after {timeout} s; "
+                f"workflow run {run.workflow_run_id} is still RUNNING after {timeout} s; "
                 "it goes on (tickwheel workflows get <id>)"
             )
         time.sleep(interval)
         interval = min(interval * 1.5, 2.0)
-        wire = client.workflows.get_run(wire["workflowRunId"])
-    return wire
+        run = client.workflows.get_run(run.workflow_run_id)
+    return run
 
 
 def _act(ctx: typer.Context, action: str, run_id: str, as_json: bool) -> None:
     cli = state(ctx, as_json)
     with cli.client() as client:
         try:
-            wire = getattr(client.workflows, action)(run_id)
+            run: WorkflowRun = getattr(client.workflows, action)(run_id)
         except Exception as exc:
             raise explain(exc) from exc
-    show_run(wire, cli.as_json)
+    show_run(run, cli.as_json)
 
 
 @app.command()
@@ -175,16 +176,15 @@ def retry(ctx: typer.Context, run_id: RunId, as_json: JsonFlag = False) -> None:
     _act(ctx, "retry", run_id, as_json)
 
 
-def show_run(wire: dict[str, Any], as_json: bool) -> None:
+def show_run(run: WorkflowRun, as_json: bool) -> None:
     if as_json:
-        print_json(wire)
+        print_json(run.to_wire())
         return
     console.print(
-        f"workflow run [bold]{wire['workflowRunId']}[/] ({wire['workflow']} v{wire['version']}):"
-        f" {wire['status']}"
+        f"workflow run [bold]{run.workflow_run_id}[/] ({run.workflow} v{run.version}): {run.status}"
     )
     table = Table("task", "status", "execution", "output")
-    for t in wire["tasks"]:
-        output = "" if t["output"] is None else str(t["output"])[:60]
-        table.add_row(t["name"], t["status"], t["executionId"] or "", output)
+    for t in run.tasks:
+        output = "" if t.output is None else str(t.output)[:60]
+        table.add_row(t.name, t.status, str(t.execution_id or ""), output)
     console.print(table)

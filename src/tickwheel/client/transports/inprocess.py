@@ -9,7 +9,8 @@ import builtins
 import uuid
 from collections.abc import Sequence
 
-from tickwheel.app.definition_cache import definition_cache
+from tickwheel.app.context import TenantContext
+from tickwheel.app.definition_cache import DefinitionCache
 from tickwheel.app.definitions import DefinitionService
 from tickwheel.app.executions import MAX_PAGE, ExecutionService
 from tickwheel.app.outcomes import ItemOutcome, Outcome
@@ -22,12 +23,10 @@ from tickwheel.client.wire import (
     event_to_wire,
     execution_to_wire,
 )
-from tickwheel.domain.clock import Clock, SystemClock
 from tickwheel.domain.definitions import Definition
 from tickwheel.domain.models import Execution, ExecutionFilter
-from tickwheel.domain.run_policy import RunPolicy
-from tickwheel.domain.submission import SubmitLimits, SubmitRequest
-from tickwheel.store.protocol import Store, StoredDefinition
+from tickwheel.domain.submission import SubmitRequest
+from tickwheel.store.protocol import StoredDefinition
 
 __all__ = ["MAX_PAGE", "InProcessTransport"]
 
@@ -40,33 +39,28 @@ _ITEM_STATUS = {
 }
 
 
-class InProcessTransport:
-    def __init__(
-        self,
-        store: Store,
-        tenant: str,
-        clock: Clock | None = None,
-        limits: SubmitLimits | None = None,
-        run_policy: RunPolicy | None = None,
-    ) -> None:
-        self.store = store
-        self.tenant = tenant
-        self.clock = clock or SystemClock()
-        self.limits = limits or SubmitLimits()
-        # Registration refuses what no worker under this policy would run (docs/worker_policy.md).
-        self.run_policy = run_policy
-        self.definitions = definition_cache(store)
+class InProcessTransport(TenantContext):
+    """``InProcessTransport(store, tenant, clock, limits, run_policy)``: a ``TenantContext``."""
 
-    # The services are made per call from the attributes above, so that whoever changes one
+    # The services are made per call from the context's attributes, so that whoever changes one
     # (a test swaps the cache) changes what the next call uses; they hold no state of their own.
     @property
+    def definitions(self) -> DefinitionCache:
+        """The definition cache of the submit path (``cache``)."""
+        return self.cache
+
+    @definitions.setter
+    def definitions(self, cache: DefinitionCache) -> None:
+        self.cache = cache
+
+    @property
     def executions_service(self) -> ExecutionService:
-        return ExecutionService(self.store, self.tenant, self.clock, self.limits, self.definitions)
+        return ExecutionService(self.store, self.tenant, self.clock, self.limits, cache=self.cache)
 
     @property
     def definitions_service(self) -> DefinitionService:
         return DefinitionService(
-            self.store, self.tenant, self.clock, self.run_policy, self.definitions
+            self.store, self.tenant, self.clock, run_policy=self.run_policy, cache=self.cache
         )
 
     async def close(self) -> None:

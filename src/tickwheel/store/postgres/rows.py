@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from datetime import UTC, datetime
+from operator import attrgetter
 from typing import Any
 
 from psycopg.types.json import Jsonb, set_json_loads
@@ -24,6 +25,7 @@ from tickwheel.domain.models import (
 )
 from tickwheel.domain.states import AttemptStatus, ExecutionStatus
 from tickwheel.domain.submission import NewExecution
+from tickwheel.store.execution_columns import EXECUTION, NEW_EXECUTION, Kind, column, converters
 from tickwheel.store.protocol import InsertOutcome, StoredDefinition
 
 Row = dict[str, Any]
@@ -64,54 +66,42 @@ def opt_aware(value: datetime | None) -> datetime | None:
     return require_aware(value) if value is not None else None
 
 
+def _iso(value: datetime) -> str:
+    return require_aware(value).isoformat()
+
+
+# The conversions of each column kind (store/execution_columns.py); any other is taken as is.
+_INSERT = converters(NEW_EXECUTION, {Kind.ID: str, Kind.INSTANT: _iso, Kind.STATUS: str})
+_INSERT_NAMES = attrgetter(*(name for name, _ in _INSERT))
+_INSERT_CONVERTED = tuple((i, c) for i, (_, c) in enumerate(_INSERT) if c is not None)
+
+
 def insert_items(items: Sequence[NewExecution]) -> str:
-    """The ``items`` parameter of ``execution_insert``: one JSON array per item, positional
-    (execution_id, tenant, definition_uri, definition_version, inputs, execute_at,
-    bucket_start, shard_id, idempotency_key, request_fingerprint, status, priority,
-    max_attempts, created_at, trace_context), instants with their offset."""
-    return json.dumps(
-        [
-            [
-                str(i.execution_id), i.tenant, i.definition_uri, i.definition_version, i.inputs,
-                require_aware(i.execute_at).isoformat(), require_aware(i.bucket_start).isoformat(),
-                i.shard_id, i.idempotency_key, i.request_fingerprint, i.status.value, i.priority,
-                i.max_attempts, require_aware(i.created_at).isoformat(), i.trace_context,
-            ]
-            for i in items
-        ],
-        separators=(",", ":"),
-    )  # fmt: skip
+    """The ``items`` parameter of ``execution_insert``: one JSON array per item, positional in
+    ``NewExecution``'s field order (the statement's), instants with their offset."""
+    rows = []
+    for item in items:
+        row = list(_INSERT_NAMES(item))
+        for index, convert in _INSERT_CONVERTED:
+            row[index] = convert(row[index])
+        rows.append(row)
+    return json.dumps(rows, separators=(",", ":"))
 
 
 def _as_utc(value: datetime) -> datetime:
     return value if value.tzinfo is UTC else value.astimezone(UTC)
 
 
+_FROM_NEW = converters(NEW_EXECUTION, {Kind.INSTANT: _as_utc})
+
+
 def execution_from_new(item: NewExecution) -> Execution:
     """The row ``execution_insert`` wrote for ``item``: its values as given, instants in UTC as
     the database returns them, and the columns' starting values."""
-    utc = _as_utc
-    created = utc(item.created_at)
-    return Execution(
-        execution_id=item.execution_id,
-        tenant=item.tenant,
-        definition_uri=item.definition_uri,
-        definition_version=item.definition_version,
-        inputs=item.inputs,
-        execute_at=utc(item.execute_at),
-        status=item.status,
-        priority=item.priority,
-        attempt_count=0,
-        max_attempts=item.max_attempts,
-        shard_id=item.shard_id,
-        bucket_start=utc(item.bucket_start),
-        created_at=created,
-        updated_at=created,
-        idempotency_key=item.idempotency_key,
-        request_fingerprint=item.request_fingerprint,
-        ready_at=created if item.status is ExecutionStatus.READY else None,
-        trace_context=item.trace_context,
-    )
+    values = {n: getattr(item, n) if c is None else c(getattr(item, n)) for n, c in _FROM_NEW}
+    created = values["created_at"]
+    ready = created if item.status is ExecutionStatus.READY else None
+    return Execution(**values, attempt_count=0, updated_at=created, ready_at=ready)
 
 
 def insert_outcomes(
@@ -141,39 +131,24 @@ def definition_from_row(row: Row) -> StoredDefinition:
     )
 
 
-def execution_from_row(r: Row) -> Execution:
-    return Execution(
-        execution_id=r["execution_id"],
-        tenant=r["tenant"],
-        definition_uri=r["definition_uri"],
-        definition_version=r["definition_version"],
-        inputs=readable_object(r["input_snapshot"]),
-        execute_at=utc(r["execute_at"]),
-        status=ExecutionStatus(r["status"]),
-        priority=r["priority"],
-        attempt_count=r["attempt_count"],
-        max_attempts=r["max_attempts"],
-        shard_id=r["shard_id"],
-        bucket_start=utc(r["bucket_start"]),
-        created_at=utc(r["created_at"]),
-        updated_at=utc(r["updated_at"]),
-        idempotency_key=r["idempotency_key"],
-        request_fingerprint=r["request_fingerprint"],
-        next_attempt_at=opt_utc(r["next_attempt_at"]),
-        ready_at=opt_utc(r["ready_at"]),
-        lease_owner=r["lease_owner"],
-        lease_expires_at=opt_utc(r["lease_expires_at"]),
-        fencing_token=r["fencing_token"],
-        output=r["output"],
-        output_reference=r["output_reference"],
-        error=r["error"],
-        started_at=opt_utc(r["started_at"]),
-        finished_at=opt_utc(r["finished_at"]),
-        cancel_requested_at=opt_utc(r["cancel_requested_at"]),
-        progress=r["progress"],
-        checkpoint=r["checkpoint"],
-        trace_context=r["trace_context"],
+_FROM_ROW = tuple(
+    (name, column(name), convert)
+    for name, convert in converters(
+        EXECUTION,
+        {
+            Kind.INSTANT: utc,
+            Kind.OPTIONAL_INSTANT: opt_utc,
+            Kind.STATUS: ExecutionStatus,
+            Kind.OBJECT: readable_object,
+        },
     )
+)
+
+
+def execution_from_row(r: Row) -> Execution:
+    """psycopg reads uuids and JSON itself; each column by its field's kind
+    (``store/execution_columns.py``)."""
+    return Execution(**{n: r[col] if c is None else c(r[col]) for n, col, c in _FROM_ROW})
 
 
 def attempt_from_row(r: Row) -> Attempt:

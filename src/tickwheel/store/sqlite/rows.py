@@ -12,29 +12,31 @@ from tickwheel.domain.definitions import definition_from_document
 from tickwheel.domain.models import ApiKey, Attempt, Execution, Scope
 from tickwheel.domain.states import AttemptStatus, ExecutionStatus
 from tickwheel.domain.submission import NewExecution
+from tickwheel.store.execution_columns import EXECUTION, NEW_EXECUTION, Kind, column, converters
 from tickwheel.store.protocol import StoredDefinition
 from tickwheel.store.sqlite.codec import from_us, jload, jload_object, to_us
 
 
+def _json(value: Any) -> str | None:
+    return json.dumps(value) if value is not None else None
+
+
+# The conversions of each column kind (store/execution_columns.py); any other is taken as is.
+_INSERT = tuple(
+    (name, column(name), convert)
+    for name, convert in converters(
+        NEW_EXECUTION,
+        {Kind.ID: str, Kind.INSTANT: to_us, Kind.STATUS: str, Kind.OBJECT: _json, Kind.JSON: _json},
+    )
+)
+
+
 def insert_params(item: NewExecution) -> dict[str, Any]:
-    return {
-        "execution_id": str(item.execution_id),
-        "tenant": item.tenant,
-        "definition_uri": item.definition_uri,
-        "definition_version": item.definition_version,
-        "input_snapshot": json.dumps(item.inputs),
-        "execute_at": to_us(item.execute_at),
-        "bucket_start": to_us(item.bucket_start),
-        "shard_id": item.shard_id,
-        "idempotency_key": item.idempotency_key,
-        "request_fingerprint": item.request_fingerprint,
-        "status": str(item.status),
-        "priority": item.priority,
-        "max_attempts": item.max_attempts,
-        "ready_at": to_us(item.created_at) if item.status is ExecutionStatus.READY else None,
-        "created_at": to_us(item.created_at),
-        "trace_context": json.dumps(item.trace_context) if item.trace_context else None,
-    }
+    """Each field under its column's name (``:name`` in ``execution_insert``), and when the
+    execution starts READY, the instant it became ready."""
+    params = {col: getattr(item, n) if c is None else c(getattr(item, n)) for n, col, c in _INSERT}
+    params["ready_at"] = params["created_at"] if item.status is ExecutionStatus.READY else None
+    return params
 
 
 def definition_row(row: sqlite3.Row) -> StoredDefinition:
@@ -46,39 +48,25 @@ def definition_row(row: sqlite3.Row) -> StoredDefinition:
     )
 
 
-def execution_row(r: sqlite3.Row) -> Execution:
-    return Execution(
-        execution_id=uuid.UUID(r["execution_id"]),
-        tenant=r["tenant"],
-        definition_uri=r["definition_uri"],
-        definition_version=r["definition_version"],
-        inputs=jload_object(r["input_snapshot"]),
-        execute_at=from_us(r["execute_at"]),
-        status=ExecutionStatus(r["status"]),
-        priority=r["priority"],
-        attempt_count=r["attempt_count"],
-        max_attempts=r["max_attempts"],
-        shard_id=r["shard_id"],
-        bucket_start=from_us(r["bucket_start"]),
-        created_at=from_us(r["created_at"]),
-        updated_at=from_us(r["updated_at"]),
-        idempotency_key=r["idempotency_key"],
-        request_fingerprint=r["request_fingerprint"],
-        next_attempt_at=_opt_time(r["next_attempt_at"]),
-        ready_at=_opt_time(r["ready_at"]),
-        lease_owner=r["lease_owner"],
-        lease_expires_at=_opt_time(r["lease_expires_at"]),
-        fencing_token=r["fencing_token"],
-        output=jload(r["output"]),
-        output_reference=r["output_reference"],
-        error=jload(r["error"]),
-        started_at=_opt_time(r["started_at"]),
-        finished_at=_opt_time(r["finished_at"]),
-        cancel_requested_at=_opt_time(r["cancel_requested_at"]),
-        progress=jload(r["progress"]),
-        checkpoint=jload(r["checkpoint"]),
-        trace_context=jload(r["trace_context"]),
+_FROM_ROW = tuple(
+    (name, column(name), convert)
+    for name, convert in converters(
+        EXECUTION,
+        {
+            Kind.ID: uuid.UUID,
+            Kind.INSTANT: from_us,
+            Kind.OPTIONAL_INSTANT: lambda v: from_us(v) if v is not None else None,
+            Kind.STATUS: ExecutionStatus,
+            Kind.OBJECT: jload_object,
+            Kind.JSON: jload,
+        },
     )
+)
+
+
+def execution_row(r: sqlite3.Row) -> Execution:
+    """Each column by its field's kind (``store/execution_columns.py``)."""
+    return Execution(**{n: r[col] if c is None else c(r[col]) for n, col, c in _FROM_ROW})
 
 
 def attempt_row(r: sqlite3.Row) -> Attempt:

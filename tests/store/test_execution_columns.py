@@ -1,0 +1,64 @@
+"""The executions table's columns are mapped from the records' fields (``store/execution_columns
+.py``), not listed in ``rows.py``: these hold the two ``execution_insert`` statements to
+``NewExecution``'s fields (PostgreSQL's items are positional, in that order) and every field of
+the records to a kind, and check that a row reads back as the record it was written from."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from tests.factories import new_execution
+from tickwheel.store.execution_columns import EXECUTION, NEW_EXECUTION, Kind, column, kind_of
+from tickwheel.store.protocol import Store
+from tickwheel.store.sqlfile import load_queries
+
+# Columns the statement fills itself: the counters' start, and the instants derived from others.
+FILLED_BY_THE_INSERT = {"attempt_count", "ready_at", "updated_at"}
+
+
+def insert_columns(dialect: str) -> list[str]:
+    sql = load_queries(f"tickwheel.store.{dialect}.sql")["execution_insert"]
+    listed = re.search(r"INSERT INTO executions \(([^)]*)\)", sql)
+    assert listed is not None
+    return [c.strip() for c in listed.group(1).split(",")]
+
+
+@pytest.mark.parametrize("dialect", ["postgres", "sqlite"])
+def test_the_insert_lists_the_new_executions_fields_in_their_order(dialect: str) -> None:
+    columns = [c for c in insert_columns(dialect) if c not in FILLED_BY_THE_INSERT]
+    assert columns == [column(name) for name, _ in NEW_EXECUTION]
+
+
+def test_postgres_reads_each_item_at_the_fields_position() -> None:
+    sql = load_queries("tickwheel.store.postgres.sql")["execution_insert"]
+    select = sql[sql.index("SELECT") : sql.index("FROM jsonb_array_elements")]
+    positions = [int(p) for p in re.findall(r"item -{1,2}>{1,2} (\d+)", select)]
+    assert sorted(set(positions)) == list(range(len(NEW_EXECUTION)))
+
+
+def test_every_field_has_a_kind() -> None:
+    kinds = dict(EXECUTION)
+    assert kinds["priority"] is Kind.PLAIN and kinds["execute_at"] is Kind.INSTANT
+    assert kinds["next_attempt_at"] is Kind.OPTIONAL_INSTANT and kinds["inputs"] is Kind.OBJECT
+    assert kinds["output"] is kinds["trace_context"] is Kind.JSON
+    assert {name for name, _ in NEW_EXECUTION} <= set(kinds)
+    with pytest.raises(TypeError, match="no column kind"):
+        kind_of(set[int])
+
+
+@pytest.mark.parametrize("execute_in", [None, 60.0], ids=["ready", "scheduled"])
+async def test_a_row_reads_back_as_the_record_it_was_written_from(
+    store: Store, execute_in: float | None
+) -> None:
+    """Through both backends' mappings: what the insert returns, what a read returns, and the
+    item's every field on both."""
+    item = new_execution(key="k-1", priority=7, execute_in=execute_in)
+    [inserted] = await store.execution_insert_many([item])
+    read = await store.execution_get(item.tenant, item.execution_id)
+    assert inserted.created and inserted.execution == read
+    for name, _ in NEW_EXECUTION:
+        assert getattr(read, name) == getattr(item, name), name
+    assert read.attempt_count == 0 and read.updated_at == item.created_at
+    assert (read.ready_at is not None) == (execute_in is None)
