@@ -123,14 +123,15 @@ async def test_a_workflow_occurrence_starts_its_run_inside_its_span(
     [row] = await rig.history(job["cronJobId"])
     assert _attrs(occurrence)["tickwheel.workflow_run_id"] == row["workflowRunId"]
     run = await rig.client.workflows.get_run(row["workflowRunId"])
-    [task] = run["tasks"]
-    stored = await _stored(rig, task["executionId"])
+    [task] = run.tasks
+    assert task.execution_id is not None
+    stored = await _stored(rig, str(task.execution_id))
     assert stored is not None
     assert _ids(stored["traceparent"])[0] == occurrence.context.trace_id
     # The orchestrator, hearing of nothing yet, changes none of it.
     orchestrator = Orchestrator(rig.workflows, rig.store, lambda _: rig.client, clock=rig.clock)
     await orchestrator.run_once()
-    assert await _stored(rig, task["executionId"]) == stored
+    assert await _stored(rig, str(task.execution_id)) == stored
 
 
 async def test_without_a_tracer_no_occurrence_stores_a_context(rig: CronRig) -> None:
