@@ -380,6 +380,53 @@ SQLITE_SCHEMA: Schema = {
         "indexes": {"workflow_task_runs_pending": "updated_at WHERE status = 'PENDING'"},
         "foreign_keys": ["workflow_run_id -> workflow_runs(workflow_run_id) ON DELETE CASCADE"],
     },
+    "pauses": {
+        "columns": {
+            "tenant": "TEXT NOT NULL",
+            "definition_uri": "TEXT NOT NULL",
+            "kind": "TEXT NOT NULL",
+            "reason": "TEXT NOT NULL",
+            "paused_at": "INTEGER NOT NULL",
+            "probe_execution_id": "TEXT",
+        },
+        "primary_key": "tenant, definition_uri, kind",
+        "unique": [],
+        "indexes": {},
+        "foreign_keys": [],
+    },
+    "circuit_breakers": {
+        "columns": {
+            "tenant": "TEXT NOT NULL",
+            "definition_uri": "TEXT NOT NULL",
+            "state": "TEXT NOT NULL",
+            "consecutive_failures": "INTEGER NOT NULL",
+            "recent": "TEXT NOT NULL",
+            "cool_down_until": "INTEGER",
+            "probe_execution_id": "TEXT",
+            "updated_at": "INTEGER NOT NULL",
+        },
+        "primary_key": "tenant, definition_uri",
+        "unique": [],
+        "indexes": {"circuit_breakers_tripped": "cool_down_until WHERE state <> 'closed'"},
+        "foreign_keys": [],
+    },
+    "circuit_breaker_transitions": {
+        "columns": {
+            "transition_id": "INTEGER NOT NULL",
+            "tenant": "TEXT NOT NULL",
+            "definition_uri": "TEXT NOT NULL",
+            "from_state": "TEXT NOT NULL",
+            "to_state": "TEXT NOT NULL",
+            "reason": "TEXT NOT NULL",
+            "at": "INTEGER NOT NULL",
+        },
+        "primary_key": "transition_id",
+        "unique": [],
+        "indexes": {
+            "circuit_breaker_transitions_definition": "tenant, definition_uri, transition_id"
+        },
+        "foreign_keys": [],
+    },
     "webhook_deliveries": {
         "columns": {
             "delivery_id": "TEXT NOT NULL",
@@ -762,6 +809,53 @@ POSTGRES_SCHEMA: Schema = {
         "unique": [],
         "indexes": {"workflow_task_runs_pending": "updated_at WHERE status = 'PENDING'"},
         "foreign_keys": ["workflow_run_id -> workflow_runs(workflow_run_id) ON DELETE CASCADE"],
+    },
+    "pauses": {
+        "columns": {
+            "tenant": "text NOT NULL",
+            "definition_uri": "text NOT NULL",
+            "kind": "text NOT NULL",
+            "reason": "text NOT NULL",
+            "paused_at": "timestamptz NOT NULL",
+            "probe_execution_id": "uuid",
+        },
+        "primary_key": "tenant, definition_uri, kind",
+        "unique": [],
+        "indexes": {},
+        "foreign_keys": [],
+    },
+    "circuit_breakers": {
+        "columns": {
+            "tenant": "text NOT NULL",
+            "definition_uri": "text NOT NULL",
+            "state": "text NOT NULL",
+            "consecutive_failures": "integer NOT NULL",
+            "recent": "text NOT NULL",
+            "cool_down_until": "timestamptz",
+            "probe_execution_id": "uuid",
+            "updated_at": "timestamptz NOT NULL",
+        },
+        "primary_key": "tenant, definition_uri",
+        "unique": [],
+        "indexes": {"circuit_breakers_tripped": "cool_down_until WHERE state <> 'closed'"},
+        "foreign_keys": [],
+    },
+    "circuit_breaker_transitions": {
+        "columns": {
+            "transition_id": "bigint NOT NULL",
+            "tenant": "text NOT NULL",
+            "definition_uri": "text NOT NULL",
+            "from_state": "text NOT NULL",
+            "to_state": "text NOT NULL",
+            "reason": "text NOT NULL",
+            "at": "timestamptz NOT NULL",
+        },
+        "primary_key": "transition_id",
+        "unique": [],
+        "indexes": {
+            "circuit_breaker_transitions_definition": "tenant, definition_uri, transition_id"
+        },
+        "foreign_keys": [],
     },
     "webhook_deliveries": {
         "columns": {

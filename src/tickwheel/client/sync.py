@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 from tickwheel.client.caller_tx import Pending, PendingBatch
 from tickwheel.client.client import AsyncClient
 from tickwheel.client.cron_sync import CronSync
+from tickwheel.client.flow import FlowSync
 from tickwheel.client.models import (
     AttemptInfo,
     BatchItemResult,
@@ -61,6 +62,8 @@ class Client:
         """Workflows and workflow runs (``client/workflows.py``)."""
         self.webhooks = WebhooksSync(self._run, self._async.webhooks)
         """Failure notifications (``client/webhooks.py``)."""
+        self.flow = FlowSync(self._run, self._async.flow)
+        """Pauses and circuit breakers (``client/flow.py``)."""
 
     def _run(self, coro: Coroutine[Any, Any, T]) -> T:
         future: Future[T] = asyncio.run_coroutine_threadsafe(coro, self._loop)

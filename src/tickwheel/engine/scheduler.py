@@ -71,6 +71,10 @@ class _Load:
     page: bool = False
 
 
+PROBE_EVERY = timedelta(seconds=1)
+"""How often a scheduler looks for circuit breakers whose cool-down is over."""
+
+
 class Scheduler(Service, ShardLeasing):
     name = "scheduler"
     store: SchedulerStore  # ShardLeasing needs only its ShardLeaseStore part
@@ -99,6 +103,7 @@ class Scheduler(Service, ShardLeasing):
         self.renew_every = settings.shard_lease / 3
         self.window = settings.window
         # Extend at a third of the window: the wheel always holds at least two thirds ahead.
+        self._next_probe: datetime | None = None
         self.refresh_every = self.window / 3
         self.leases: dict[int, ShardLease] = {}
         self.fenced_shards = 0  # promotion rounds' shards refused by the epoch fence
@@ -144,6 +149,9 @@ class Scheduler(Service, ShardLeasing):
         if self._retry_at is not None and self._retry_at <= now:
             total += await self._sweep()
             self._retry_at = await self._next_retry(now)
+        if self._next_probe is None or now >= self._next_probe:
+            await self._probe_breakers()
+            self._next_probe = now + PROBE_EVERY
         if maintain:
             await self.maintain_leases()
             # Short of its share (just started, or others have yet to give shards up), it asks
@@ -158,6 +166,13 @@ class Scheduler(Service, ShardLeasing):
                 await self._load(now, rebuild=False)
                 total += await self._fire(now)
         return total
+
+    async def _probe_breakers(self) -> None:
+        """Open circuit breakers past their cool-down let one probe through (domain/breaker.py):
+        one small query on the open breakers (a partial index) every ``PROBE_EVERY``. Every
+        scheduler may run it: each breaker moves once."""
+        for definition_uri in await self.store.circuit_breaker_probe(self.store_now()):
+            self.metrics.breaker_transition(definition_uri, "half_open")
 
     # -- the catch-all --------------------------------------------------------------------------
 

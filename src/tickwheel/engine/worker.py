@@ -33,6 +33,7 @@ from tickwheel.domain.clock import Clock
 from tickwheel.domain.definitions import Definition
 from tickwheel.domain.models import Execution
 from tickwheel.engine import cancellation
+from tickwheel.engine.breakers import BreakerCounts
 from tickwheel.engine.definition_cache import DefinitionCache
 from tickwheel.engine.heartbeat import Heartbeats
 from tickwheel.engine.outcomes import attempt_result
@@ -111,6 +112,9 @@ class Worker(Service):
             log=self.log,
         )
         self.heartbeats = Heartbeats(store, self.lease, now=self.store_now, log=self.log)
+        self.breakers = BreakerCounts(
+            store, now=self.clock.now, metrics=lambda: self.metrics, log=self.log
+        )
 
     # -- claiming -------------------------------------------------------------------------------
 
@@ -271,10 +275,13 @@ class Worker(Service):
     async def flush(self) -> None:
         """Reports every finished attempt still in the buffer."""
         await self.results.flush()
+        await self.breakers.flush()
 
     def _recorded(self, item: Finished) -> None:
         self.finished += 1
         record_finished(item, self.metrics, self.log, self.worker_id)
+        if item.breaker is not None:
+            self.breakers.add(item)
 
     # -- one attempt ----------------------------------------------------------------------------
 
@@ -365,7 +372,8 @@ class Worker(Service):
             uniform=self.uniform,
         )
         seconds = (self.clock.now() - started).total_seconds()
-        self.results.add(Finished(execution, result, seconds))
+        breaker = definition.circuit_breaker if definition is not None else None
+        self.results.add(Finished(execution, result, seconds, breaker))
 
     def _stale(self, execution: Execution, why: str) -> None:
         self.stale_writes += 1
