@@ -242,6 +242,8 @@ SQLITE_SCHEMA: Schema = {
             "progress": "TEXT",
             "checkpoint": "TEXT",
             "trace_context": "TEXT",
+            "start_by": "INTEGER",
+            "deadline": "INTEGER",
         },
         "primary_key": "execution_id",
         "unique": ["tenant, idempotency_key"],
@@ -255,6 +257,10 @@ SQLITE_SCHEMA: Schema = {
             "executions_tenant_definition": "tenant, definition_uri, execution_id",
             "executions_finished": "finished_at"
             " WHERE status IN ('SUCCEEDED', 'FAILED', 'CANCELLED')",
+            "executions_start_by": "start_by WHERE status IN ('SCHEDULED', 'READY')"
+            " AND started_at IS NULL AND start_by IS NOT NULL",
+            "executions_deadline": "deadline WHERE status IN ('SCHEDULED', 'READY')"
+            " AND started_at IS NULL AND deadline IS NOT NULL",
         },
         "foreign_keys": [],
     },
@@ -672,6 +678,8 @@ POSTGRES_SCHEMA: Schema = {
             "progress": "jsonb",
             "checkpoint": "jsonb",
             "trace_context": "jsonb",
+            "start_by": "timestamptz",
+            "deadline": "timestamptz",
         },
         "primary_key": "execution_id",
         "unique": ["tenant, idempotency_key"],
@@ -685,6 +693,10 @@ POSTGRES_SCHEMA: Schema = {
             "executions_tenant_definition": "tenant, definition_uri, execution_id",
             "executions_finished": "finished_at"
             " WHERE status IN ('SUCCEEDED', 'FAILED', 'CANCELLED')",
+            "executions_start_by": "start_by WHERE status IN ('SCHEDULED', 'READY')"
+            " AND started_at IS NULL AND start_by IS NOT NULL",
+            "executions_deadline": "deadline WHERE status IN ('SCHEDULED', 'READY')"
+            " AND started_at IS NULL AND deadline IS NOT NULL",
         },
         "foreign_keys": [],
     },
@@ -920,9 +932,34 @@ def _predicate(text: str) -> str:
     PostgreSQL's ``status = ANY (ARRAY['A', 'B'])`` becomes ``status IN ('A', 'B')``."""
     text = re.sub(r"::\w+", "", " ".join(text.split()))
     text = re.sub(r"= ANY \(ARRAY\[(.*?)\]\)", r"IN (\1)", text)
-    while text.startswith("(") and text.endswith(")"):
+    # PostgreSQL writes ``(a) AND (b)``: each clause of a conjunction loses its parentheses too.
+    return " AND ".join(_unwrapped(part) for part in _conjuncts(_unwrapped(text)))
+
+
+def _wraps(text: str) -> bool:
+    """Whether the first parenthesis of ``text`` closes at its very end."""
+    depth = 0
+    for i, char in enumerate(text):
+        depth += {"(": 1, ")": -1}.get(char, 0)
+        if depth == 0:
+            return i == len(text) - 1
+    return False
+
+
+def _unwrapped(text: str) -> str:
+    while text.startswith("(") and _wraps(text):
         text = text[1:-1].strip()
     return text
+
+
+def _conjuncts(text: str) -> list[str]:
+    parts, depth, start = [], 0, 0
+    for i, char in enumerate(text):
+        depth += {"(": 1, ")": -1}.get(char, 0)
+        if depth == 0 and text.startswith(" AND ", i):
+            parts.append(text[start:i])
+            start = i + len(" AND ")
+    return [*parts, text[start:]]
 
 
 def describe_sqlite(path: str) -> Schema:

@@ -89,6 +89,7 @@ async def test_enable_on_a_populated_table_keeps_every_row_and_every_query(fresh
         " WHERE tablename = 'executions'"
     )
     assert indexes == [
+        "executions_deadline",
         "executions_due",
         "executions_finished",
         "executions_idempotency_key",
@@ -96,6 +97,7 @@ async def test_enable_on_a_populated_table_keeps_every_row_and_every_query(fresh
         "executions_ready",
         "executions_retry_due",
         "executions_running_lease",
+        "executions_start_by",
         "executions_tenant_definition",
         "executions_tenant_list",
         "executions_tenant_status",

@@ -121,12 +121,16 @@ class AsyncClient:
         version: int | None = None,
         priority: int = 0,
         connection: Any = None,
+        start_by: datetime | None = None,
+        deadline: datetime | None = None,
     ) -> ExecutionInfo:
         """With ``connection`` (a client of ``tickwheel.connect_async``): inside the caller's
-        open transaction on that connection (``client/caller_tx.py``)."""
+        open transaction on that connection (``client/caller_tx.py``). ``start_by``: not
+        started by then, it ends EXPIRED; ``deadline``: no attempt starts after it."""
         request = submit_request(
-            definition, inputs, execute_at, idempotency_key, version=version, priority=priority
-        )
+            definition, inputs, execute_at, idempotency_key, version=version, priority=priority,
+            start_by=start_by, deadline=deadline,
+        )  # fmt: skip
         if connection is not None:
             pending = await Pending.prepare(self.transport, request)
             return await pending.run_async(connection)

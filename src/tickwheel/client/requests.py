@@ -39,6 +39,8 @@ def submit_request(
     *,
     version: int | None,
     priority: int,
+    start_by: datetime | None = None,
+    deadline: datetime | None = None,
 ) -> SubmitRequest:
     return SubmitRequest(
         definition_uri=definition_uri(definition),
@@ -47,6 +49,8 @@ def submit_request(
         execute_at=execute_at,
         priority=priority,
         idempotency_key=idempotency_key,
+        start_by=start_by,
+        deadline=deadline,
     )
 
 

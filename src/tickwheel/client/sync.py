@@ -106,6 +106,8 @@ class Client:
         version: int | None = None,
         priority: int = 0,
         connection: Any = None,
+        start_by: datetime | None = None,
+        deadline: datetime | None = None,
     ) -> ExecutionInfo:
         """With ``connection`` (a client of ``tickwheel.connect``): inside the caller's open
         transaction; the insert runs on this thread, the connection's own."""
@@ -113,12 +115,13 @@ class Client:
             return self._run(
                 self._async.submit(
                     definition, inputs, execute_at, idempotency_key, version=version,
-                    priority=priority,
+                    priority=priority, start_by=start_by, deadline=deadline,
                 )
             )  # fmt: skip
         request = submit_request(
-            definition, inputs, execute_at, idempotency_key, version=version, priority=priority
-        )
+            definition, inputs, execute_at, idempotency_key, version=version, priority=priority,
+            start_by=start_by, deadline=deadline,
+        )  # fmt: skip
         return self._run(Pending.prepare(self._async.transport, request)).run(connection)
 
     def submit_after(

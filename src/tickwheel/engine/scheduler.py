@@ -71,8 +71,7 @@ class _Load:
     page: bool = False
 
 
-PROBE_EVERY = timedelta(seconds=1)
-"""How often a scheduler looks for circuit breakers whose cool-down is over."""
+PROBE_EVERY = timedelta(seconds=1)  # breakers to probe, executions to expire
 
 
 class Scheduler(Service, ShardLeasing):
@@ -168,11 +167,12 @@ class Scheduler(Service, ShardLeasing):
         return total
 
     async def _probe_breakers(self) -> None:
-        """Open circuit breakers past their cool-down let one probe through (domain/breaker.py):
-        one small query on the open breakers (a partial index) every ``PROBE_EVERY``. Every
-        scheduler may run it: each breaker moves once."""
+        """Breakers past their cool-down let a probe through; executions past their startBy
+        end EXPIRED. One partial-index query each; any scheduler may (each row moves once)."""
         for definition_uri in await self.store.circuit_breaker_probe(self.store_now()):
             self.metrics.breaker_transition(definition_uri, "half_open")
+        for execution in await self.store.execution_expire_due(self.store_now()):
+            self.metrics.expired(execution.definition_uri)
 
     # -- the catch-all --------------------------------------------------------------------------
 

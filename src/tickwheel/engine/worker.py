@@ -34,6 +34,7 @@ from tickwheel.domain.definitions import Definition
 from tickwheel.domain.models import Execution
 from tickwheel.engine import cancellation
 from tickwheel.engine.breakers import BreakerCounts
+from tickwheel.engine.deadlines import TooLate, deadline_result, expire_claimed, too_late
 from tickwheel.engine.definition_cache import DefinitionCache
 from tickwheel.engine.heartbeat import Heartbeats
 from tickwheel.engine.outcomes import attempt_result
@@ -304,6 +305,9 @@ class Worker(Service):
             # Asked to stop while an earlier attempt was finishing: it does not run again.
             self._report_cancelled(execution, started)
             return
+        if (execution.start_by or execution.deadline) and (late := too_late(execution)):
+            await self._too_late(execution, late)
+            return
         definition = await self.definitions.get(execution)
         if definition is None:
             gone = RunOutcome(ok=False, kind="permanent", message="the definition is gone")
@@ -350,6 +354,13 @@ class Worker(Service):
             return
         if not done:
             self._stale(execution, "the snooze came with a stale fencing token")
+
+    async def _too_late(self, execution: Execution, late: TooLate) -> None:
+        """Claimed after its startBy or deadline (engine/deadlines.py): not run."""
+        if late is TooLate.DEADLINE:
+            return self.results.add(Finished(execution, deadline_result(execution), 0.0))
+        if not await expire_claimed(self.store, execution, self.store_now()):
+            self._stale(execution, "the expiry came with a stale fencing token")
 
     def _report_cancelled(self, execution: Execution, started: datetime) -> None:
         result = cancellation.cancelled_result(execution, execution.cancel_requested_at)

@@ -172,6 +172,12 @@ class Metrics:
             ["definition", "to_state"],
             registry=r,
         )
+        self.expirations = Counter(
+            "tickwheel_executions_expired",
+            "Executions that ended EXPIRED: not started by their startBy (or deadline).",
+            ["definition"],
+            registry=r,
+        )
         self.breakers = Gauge(
             "tickwheel_circuit_breakers",
             "Circuit breakers now in each state, over all tenants and definitions (refreshed "
@@ -262,6 +268,9 @@ class Metrics:
     def webhook_try(self, status: str) -> None:
         """For the webhook sender: one try recorded (``DELIVERED``, ``PENDING``, ``FAILED``)."""
         self.webhook_tries.labels(status.lower()).inc()
+
+    def expired(self, definition_uri: str) -> None:
+        self.expirations.labels(definition_label(definition_uri)).inc()
 
     def breaker_transition(self, definition_uri: str, to_state: str) -> None:
         self.breaker_transitions.labels(definition_label(definition_uri), to_state).inc()

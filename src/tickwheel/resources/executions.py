@@ -31,6 +31,8 @@ class SubmitBody(BaseModel):
     inputs: dict[str, Any] = Field(default_factory=dict)
     executeAt: Rfc3339 | None = None
     priority: StrictInt = 0
+    startBy: Rfc3339 | None = None
+    deadline: Rfc3339 | None = None
 
     def to_request(self, idempotency_key: str | None) -> SubmitRequest:
         return SubmitRequest(
@@ -40,6 +42,8 @@ class SubmitBody(BaseModel):
             execute_at=self.executeAt,
             priority=self.priority,
             idempotency_key=idempotency_key,
+            start_by=self.startBy,
+            deadline=self.deadline,
         )
 
     @classmethod
@@ -51,6 +55,8 @@ class SubmitBody(BaseModel):
             inputs=request.inputs,
             executeAt=request.execute_at,
             priority=request.priority,
+            startBy=request.start_by,
+            deadline=request.deadline,
         ).model_dump(mode="json", exclude_defaults=True)
 
 
@@ -110,6 +116,8 @@ class Execution(Resource):
     checkpoint: Any = omitted_when_none(
         "the handler's last checkpoint (JSON), handed to its next attempt"
     )
+    start_by: Instant | None = omitted_when_none("not started by then: it ends EXPIRED")
+    deadline: Instant | None = omitted_when_none("no attempt starts after it")
 
     @property
     def finished(self) -> bool:
@@ -141,6 +149,8 @@ class Execution(Resource):
             cancel_requested_at=e.cancel_requested_at,
             progress=Progress.of(e.progress),
             checkpoint=e.checkpoint,
+            start_by=e.start_by,
+            deadline=e.deadline,
         )
 
 
@@ -177,6 +187,10 @@ def execution_wire(e: ExecutionRecord) -> dict[str, Any]:
         wire["progress"] = progress.to_wire()
     if e.checkpoint is not None:
         wire["checkpoint"] = e.checkpoint
+    if e.start_by is not None:
+        wire["startBy"] = iso(e.start_by)
+    if e.deadline is not None:
+        wire["deadline"] = iso(e.deadline)
     return wire
 
 

@@ -7,9 +7,10 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Protocol
+from typing import Any, Protocol
 
 from tickwheel.domain.breaker import BreakerConfig, BreakerState, Transition
+from tickwheel.domain.models import Execution
 from tickwheel.domain.pauses import (
     TENANT_WIDE,
     BreakerRecord,
@@ -76,4 +77,25 @@ class FlowStore(Protocol):
 
     async def circuit_breaker_counts(self) -> Sequence[tuple[BreakerState, int]]:
         """Breakers by state across tenants (the /metrics gauge)."""
+        ...
+
+    async def execution_expire_due(
+        self, now: datetime | None = None, limit: int = 500
+    ) -> list[Execution]:
+        """SCHEDULED and READY executions that never started and whose startBy or deadline has
+        passed (``now``, else the database's clock) end EXPIRED, each with an ``expired``
+        history event; at most ``limit``, rows a claim or a cancel holds are left for later.
+        Returns the expired executions."""
+        ...
+
+    async def execution_expire_claimed(
+        self,
+        execution_id: uuid.UUID,
+        fencing_token: int,
+        error: dict[str, Any],
+        now: datetime | None = None,
+    ) -> bool:
+        """RUNNING -> EXPIRED for an execution its worker claimed after its startBy (it does not
+        run it); the attempt is ABANDONED with ``error``. False, and nothing written, when the
+        token is stale."""
         ...

@@ -12,6 +12,7 @@ from typing import Any
 
 from psycopg import AsyncConnection
 from psycopg.rows import DictRow
+from psycopg.types.json import Jsonb
 
 from tickwheel.domain.breaker import (
     Breaker,
@@ -21,6 +22,7 @@ from tickwheel.domain.breaker import (
     after_attempt,
     start_probe,
 )
+from tickwheel.domain.models import Execution
 from tickwheel.store.flow_protocol import (
     BreakerRecord,
     BreakerTransitionRecord,
@@ -28,7 +30,7 @@ from tickwheel.store.flow_protocol import (
     PauseRecord,
 )
 from tickwheel.store.postgres.queries import PostgresQueries
-from tickwheel.store.postgres.rows import opt_aware, require_aware
+from tickwheel.store.postgres.rows import execution_from_row, opt_aware, require_aware
 from tickwheel.store.protocol import Topic
 from tickwheel.store.sqlfile import load_queries
 
@@ -149,6 +151,31 @@ class PostgresFlow(PostgresQueries):
     async def circuit_breaker_counts(self) -> Sequence[tuple[BreakerState, int]]:
         rows = await self._all("circuit_breaker_counts", {})
         return [(BreakerState(r["state"]), int(r["n"])) for r in rows]
+
+    async def execution_expire_due(
+        self, now: datetime | None = None, limit: int = 500
+    ) -> list[Execution]:
+        async with self._tx() as conn:
+            params = {"now": opt_aware(now), "limit": limit}
+            cursor = await conn.execute(Q["execution_expire_due"], params)
+            rows = await cursor.fetchall()
+        return [execution_from_row(r) for r in rows]
+
+    async def execution_expire_claimed(
+        self,
+        execution_id: uuid.UUID,
+        fencing_token: int,
+        error: dict[str, Any],
+        now: datetime | None = None,
+    ) -> bool:
+        params = {
+            "execution_id": execution_id,
+            "fencing_token": fencing_token,
+            "error": Jsonb(error),
+            "now": opt_aware(now),
+        }
+        row = await self._one("execution_expire_claimed", params)
+        return row is not None and int(row["n"]) == 1
 
 
 def _fields(breaker: Breaker) -> dict[str, Any]:

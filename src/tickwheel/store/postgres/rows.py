@@ -68,7 +68,7 @@ def insert_items(items: Sequence[NewExecution]) -> str:
     """The ``items`` parameter of ``execution_insert``: one JSON array per item, positional
     (execution_id, tenant, definition_uri, definition_version, inputs, execute_at,
     bucket_start, shard_id, idempotency_key, request_fingerprint, status, priority,
-    max_attempts, created_at, trace_context), instants with their offset."""
+    max_attempts, created_at, trace_context, start_by, deadline), instants with their offset."""
     return json.dumps(
         [
             [
@@ -76,11 +76,16 @@ def insert_items(items: Sequence[NewExecution]) -> str:
                 require_aware(i.execute_at).isoformat(), require_aware(i.bucket_start).isoformat(),
                 i.shard_id, i.idempotency_key, i.request_fingerprint, i.status.value, i.priority,
                 i.max_attempts, require_aware(i.created_at).isoformat(), i.trace_context,
+                _iso(i.start_by), _iso(i.deadline),
             ]
             for i in items
         ],
         separators=(",", ":"),
     )  # fmt: skip
+
+
+def _iso(value: datetime | None) -> str | None:
+    return None if value is None else require_aware(value).isoformat()
 
 
 def _as_utc(value: datetime) -> datetime:
@@ -111,6 +116,8 @@ def execution_from_new(item: NewExecution) -> Execution:
         request_fingerprint=item.request_fingerprint,
         ready_at=created if item.status is ExecutionStatus.READY else None,
         trace_context=item.trace_context,
+        start_by=None if item.start_by is None else utc(item.start_by),
+        deadline=None if item.deadline is None else utc(item.deadline),
     )
 
 
@@ -173,6 +180,8 @@ def execution_from_row(r: Row) -> Execution:
         progress=r["progress"],
         checkpoint=r["checkpoint"],
         trace_context=r["trace_context"],
+        start_by=opt_utc(r["start_by"]),
+        deadline=opt_utc(r["deadline"]),
     )
 
 

@@ -4,6 +4,7 @@ transaction (``BEGIN IMMEDIATE`` serialises them), with the transition's history
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import uuid
 from collections.abc import Callable, Sequence
@@ -20,6 +21,7 @@ from tickwheel.domain.breaker import (
     after_attempt,
     start_probe,
 )
+from tickwheel.domain.models import Execution
 from tickwheel.store.flow_protocol import (
     BreakerRecord,
     BreakerTransitionRecord,
@@ -30,8 +32,13 @@ from tickwheel.store.protocol import Topic
 from tickwheel.store.sqlfile import load_queries
 from tickwheel.store.sqlite.codec import from_us, opt_us, to_us
 from tickwheel.store.sqlite.connection import SqliteConnection
+from tickwheel.store.sqlite.rows import execution_row
 
 Q = load_queries("tickwheel.store.sqlite.sql")
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"))
 
 
 def _opt_uuid(text: str | None) -> uuid.UUID | None:
@@ -155,6 +162,51 @@ class SqliteFlow(SqliteConnection):
     async def circuit_breaker_counts(self) -> Sequence[tuple[BreakerState, int]]:
         rows = await self._all("circuit_breaker_counts", {})
         return [(BreakerState(r["state"]), int(r["n"])) for r in rows]
+
+    async def execution_expire_due(
+        self, now: datetime | None = None, limit: int = 500
+    ) -> list[Execution]:
+        at = to_us(now or datetime.now(UTC))
+        expired: list[Execution] = []
+        async with self._tx() as conn:
+            cursor = await conn.execute(Q["execution_expire_due"], {"now": at, "limit": limit})
+            for due in await cursor.fetchall():
+                key = {"execution_id": due["execution_id"], "now": at}
+                row = await (await conn.execute(Q["execution_expire_one"], key)).fetchone()
+                if row is None:
+                    continue
+                e = execution_row(row)
+                detail = {
+                    "fromStatus": due["status"],
+                    "startBy": None if e.start_by is None else e.start_by.isoformat(),
+                    "deadline": None if e.deadline is None else e.deadline.isoformat(),
+                }
+                await conn.execute(Q["execution_event_expired"], {**key, "detail": _json(detail)})
+                expired.append(e)
+        return expired
+
+    async def execution_expire_claimed(
+        self,
+        execution_id: uuid.UUID,
+        fencing_token: int,
+        error: dict[str, Any],
+        now: datetime | None = None,
+    ) -> bool:
+        at = to_us(now or datetime.now(UTC))
+        params = {
+            "execution_id": str(execution_id),
+            "fencing_token": fencing_token,
+            "error": _json(error),
+            "now": at,
+        }
+        async with self._tx() as conn:
+            row = await (await conn.execute(Q["execution_expire_claimed"], params)).fetchone()
+            if row is None:
+                return False
+            await conn.execute(Q["attempt_abandon"], {**params, "attempt_number": row[0]})
+            detail = _json({"fromStatus": "RUNNING"})
+            await conn.execute(Q["execution_event_expired"], {**params, "detail": detail})
+        return True
 
 
 def _fields(breaker: Breaker) -> dict[str, Any]:

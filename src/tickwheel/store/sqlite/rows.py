@@ -34,6 +34,8 @@ def insert_params(item: NewExecution) -> dict[str, Any]:
         "ready_at": to_us(item.created_at) if item.status is ExecutionStatus.READY else None,
         "created_at": to_us(item.created_at),
         "trace_context": json.dumps(item.trace_context) if item.trace_context else None,
+        "start_by": None if item.start_by is None else to_us(item.start_by),
+        "deadline": None if item.deadline is None else to_us(item.deadline),
     }
 
 
@@ -78,6 +80,8 @@ def execution_row(r: sqlite3.Row) -> Execution:
         progress=jload(r["progress"]),
         checkpoint=jload(r["checkpoint"]),
         trace_context=jload(r["trace_context"]),
+        start_by=_opt_time(r["start_by"]),
+        deadline=_opt_time(r["deadline"]),
     )
 
 

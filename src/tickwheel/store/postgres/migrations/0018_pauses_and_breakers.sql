@@ -45,3 +45,18 @@ CREATE TABLE circuit_breaker_transitions (
 );
 CREATE INDEX circuit_breaker_transitions_definition
     ON circuit_breaker_transitions (tenant, definition_uri, transition_id);
+
+-- Deadlines (docs/flow-control.md): startBy, the instant by which an execution must have
+-- started, and deadline, after which no attempt of it starts; both NULL unless the submission
+-- set them, so existing rows need no rewrite. EXPIRED is a new terminal status: not started by
+-- its startBy (or by its deadline).
+ALTER TABLE executions DROP CONSTRAINT executions_status_check;
+ALTER TABLE executions ADD CONSTRAINT executions_status_check CHECK (status IN
+    ('SCHEDULED', 'READY', 'RUNNING', 'RETRY_WAIT', 'SUCCEEDED', 'FAILED', 'CANCELLED', 'EXPIRED'));
+ALTER TABLE executions ADD COLUMN start_by timestamptz;
+ALTER TABLE executions ADD COLUMN deadline timestamptz;
+-- The expiry sweep reads only executions that have a limit and have not started yet.
+CREATE INDEX executions_start_by ON executions (start_by)
+    WHERE status IN ('SCHEDULED', 'READY') AND started_at IS NULL AND start_by IS NOT NULL;
+CREATE INDEX executions_deadline ON executions (deadline)
+    WHERE status IN ('SCHEDULED', 'READY') AND started_at IS NULL AND deadline IS NOT NULL;

@@ -99,3 +99,69 @@ LIMIT %(limit)s;
 
 -- name: circuit_breaker_counts
 SELECT state, count(*) AS n FROM circuit_breakers GROUP BY state;
+
+-- Deadlines (docs/flow-control.md): executions that never started by their startBy, or by their
+-- deadline, end EXPIRED. Read through the two partial indexes of unstarted executions with a
+-- limit (executions_start_by, executions_deadline); locked rows are skipped (a claim or a cancel
+-- has them; the claim's worker checks the limit itself).
+
+-- name: execution_expire_due
+WITH due AS (
+    SELECT execution_id, status FROM executions
+    WHERE status IN ('SCHEDULED', 'READY') AND started_at IS NULL
+      AND ((start_by IS NOT NULL AND start_by < coalesce(%(now)s::timestamptz, now()))
+           OR (deadline IS NOT NULL AND deadline < coalesce(%(now)s::timestamptz, now())))
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+),
+expired AS (
+    UPDATE executions e
+    SET status = 'EXPIRED', finished_at = coalesce(%(now)s::timestamptz, now()),
+        updated_at = coalesce(%(now)s::timestamptz, now()), next_attempt_at = NULL,
+        error = jsonb_build_object(
+            'kind', 'expired',
+            'message', CASE
+                WHEN e.start_by IS NOT NULL AND e.start_by < coalesce(%(now)s::timestamptz, now())
+                THEN 'not started by its startBy'
+                ELSE 'not started by its deadline' END,
+            'startBy', e.start_by, 'deadline', e.deadline)
+    FROM due
+    WHERE e.execution_id = due.execution_id
+    RETURNING e.*
+),
+recorded AS (
+    INSERT INTO execution_events (execution_id, kind, at, detail)
+    SELECT x.execution_id, 'expired', coalesce(%(now)s::timestamptz, now()),
+        jsonb_build_object('fromStatus', due.status, 'startBy', x.start_by,
+                           'deadline', x.deadline)
+    FROM expired x JOIN due ON due.execution_id = x.execution_id
+)
+SELECT * FROM expired;
+
+-- name: execution_expire_claimed
+-- Claimed after its startBy (the claim raced the sweep): not run. The worker's write, fenced
+-- like a result: only the holder of the current token of a RUNNING execution.
+WITH expired AS (
+    UPDATE executions
+    SET status = 'EXPIRED', finished_at = coalesce(%(now)s::timestamptz, now()),
+        updated_at = coalesce(%(now)s::timestamptz, now()), lease_owner = NULL,
+        lease_expires_at = NULL, error = %(error)s
+    WHERE execution_id = %(execution_id)s AND status = 'RUNNING'
+      AND fencing_token = %(fencing_token)s
+    RETURNING execution_id, attempt_count
+),
+attempt AS (
+    UPDATE attempts a
+    SET status = 'ABANDONED', finished_at = coalesce(%(now)s::timestamptz, now()),
+        error = %(error)s
+    FROM expired x
+    WHERE a.execution_id = x.execution_id AND a.attempt_number = x.attempt_count
+      AND a.fencing_token = %(fencing_token)s AND a.status = 'RUNNING'
+),
+recorded AS (
+    INSERT INTO execution_events (execution_id, kind, at, detail)
+    SELECT execution_id, 'expired', coalesce(%(now)s::timestamptz, now()),
+        jsonb_build_object('fromStatus', 'RUNNING')
+    FROM expired
+)
+SELECT count(*) AS n FROM expired;

@@ -1,5 +1,16 @@
 -- Pauses and circuit breakers (issue 14, docs/flow-control.md).
 --
+-- First, EXPIRED, a new terminal status of executions (not started by its startBy or deadline).
+-- SQLite cannot change a CHECK in place, and rebuilding executions would cascade-delete its
+-- attempts and history: the table's definition text is edited instead (the writable_schema way
+-- SQLite documents for a change every stored row already satisfies), before the DDL below, which
+-- bumps the schema cookie so that every other connection reloads it. RESET reloads it here.
+PRAGMA writable_schema = ON;
+UPDATE sqlite_schema
+SET sql = replace(sql, '''FAILED'', ''CANCELLED'')', '''FAILED'', ''CANCELLED'', ''EXPIRED'')')
+WHERE type = 'table' AND name = 'executions';
+PRAGMA writable_schema = RESET;
+--
 -- pauses: what holds a tenant's READY executions back at claim time, read by the one clause the
 -- claim statement has for it. definition_uri '' pauses the whole tenant. kind 'manual' is a
 -- person's pause (API, SDK, CLI, dashboard); kind 'breaker' is an open circuit breaker's, and
@@ -45,3 +56,13 @@ CREATE TABLE circuit_breaker_transitions (
 );
 CREATE INDEX circuit_breaker_transitions_definition
     ON circuit_breaker_transitions (tenant, definition_uri, transition_id);
+
+-- Deadlines: startBy, the instant by which an execution must have started, and deadline, after
+-- which no attempt of it starts; NULL unless the submission set them.
+ALTER TABLE executions ADD COLUMN start_by INTEGER;
+ALTER TABLE executions ADD COLUMN deadline INTEGER;
+-- The expiry sweep reads only executions that have a limit and have not started yet.
+CREATE INDEX executions_start_by ON executions (start_by)
+    WHERE status IN ('SCHEDULED', 'READY') AND started_at IS NULL AND start_by IS NOT NULL;
+CREATE INDEX executions_deadline ON executions (deadline)
+    WHERE status IN ('SCHEDULED', 'READY') AND started_at IS NULL AND deadline IS NOT NULL;

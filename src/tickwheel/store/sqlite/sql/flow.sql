@@ -98,3 +98,41 @@ LIMIT :limit;
 
 -- name: circuit_breaker_counts
 SELECT state, count(*) AS n FROM circuit_breakers GROUP BY state;
+
+-- Deadlines (docs/flow-control.md): executions that never started by their startBy, or by their
+-- deadline, end EXPIRED. Read through the two partial indexes of unstarted executions with a
+-- limit (executions_start_by, executions_deadline), inside BEGIN IMMEDIATE.
+
+-- name: execution_expire_due
+SELECT execution_id, status FROM executions
+WHERE status IN ('SCHEDULED', 'READY') AND started_at IS NULL
+  AND ((start_by IS NOT NULL AND start_by < :now) OR (deadline IS NOT NULL AND deadline < :now))
+LIMIT :limit;
+
+-- name: execution_expire_one
+UPDATE executions
+SET status = 'EXPIRED', finished_at = :now, updated_at = :now, next_attempt_at = NULL,
+    error = json_object(
+        'kind', 'expired',
+        'message', CASE WHEN start_by IS NOT NULL AND start_by < :now
+                        THEN 'not started by its startBy' ELSE 'not started by its deadline' END,
+        'startBy', start_by, 'deadline', deadline)
+WHERE execution_id = :execution_id AND status IN ('SCHEDULED', 'READY') AND started_at IS NULL
+RETURNING *;
+
+-- name: execution_expire_claimed
+-- Claimed after its startBy: not run. Fenced like a result.
+UPDATE executions
+SET status = 'EXPIRED', finished_at = :now, updated_at = :now, lease_owner = NULL,
+    lease_expires_at = NULL, error = :error
+WHERE execution_id = :execution_id AND status = 'RUNNING' AND fencing_token = :fencing_token
+RETURNING attempt_count;
+
+-- name: attempt_abandon
+UPDATE attempts SET status = 'ABANDONED', finished_at = :now, error = :error
+WHERE execution_id = :execution_id AND attempt_number = :attempt_number
+  AND fencing_token = :fencing_token AND status = 'RUNNING';
+
+-- name: execution_event_expired
+INSERT INTO execution_events (execution_id, kind, at, detail)
+VALUES (:execution_id, 'expired', :now, :detail);
