@@ -256,7 +256,7 @@ SQLITE_SCHEMA: Schema = {
             "executions_tenant_status": "tenant, status, execution_id",
             "executions_tenant_definition": "tenant, definition_uri, execution_id",
             "executions_finished": "finished_at"
-            " WHERE status IN ('SUCCEEDED', 'FAILED', 'CANCELLED')",
+            " WHERE status IN ('SUCCEEDED', 'FAILED', 'CANCELLED', 'EXPIRED')",
             "executions_start_by": "start_by WHERE status IN ('SCHEDULED', 'READY')"
             " AND started_at IS NULL AND start_by IS NOT NULL",
             "executions_deadline": "deadline WHERE status IN ('SCHEDULED', 'READY')"
@@ -692,7 +692,7 @@ POSTGRES_SCHEMA: Schema = {
             "executions_tenant_status": "tenant, status, execution_id",
             "executions_tenant_definition": "tenant, definition_uri, execution_id",
             "executions_finished": "finished_at"
-            " WHERE status IN ('SUCCEEDED', 'FAILED', 'CANCELLED')",
+            " WHERE status IN ('SUCCEEDED', 'FAILED', 'CANCELLED', 'EXPIRED')",
             "executions_start_by": "start_by WHERE status IN ('SCHEDULED', 'READY')"
             " AND started_at IS NULL AND start_by IS NOT NULL",
             "executions_deadline": "deadline WHERE status IN ('SCHEDULED', 'READY')"

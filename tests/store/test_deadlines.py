@@ -87,3 +87,14 @@ async def test_the_worker_expires_what_it_claimed_too_late_under_its_token(store
     [event] = await store.execution_event_list("acme", item.execution_id)
     assert event.kind is ExecutionEventKind.EXPIRED
     assert not await store.execution_expire_claimed(uuid.uuid4(), token, error, late)
+
+
+async def test_expired_executions_are_counted_as_finished_and_pruned(store: Store) -> None:
+    item = limited(start_by=T0 + timedelta(seconds=10))
+    await store.execution_insert_many([item])
+    await store.execution_expire_due(T0 + timedelta(seconds=11))
+    counts = await store.execution_count_by_status(T0)
+    assert counts[ExecutionStatus.EXPIRED] == 1 and counts[ExecutionStatus.READY] == 0
+    assert await store.execution_prune(T0 + timedelta(seconds=11), 100) == 0  # not before
+    assert await store.execution_prune(T0 + timedelta(days=1), 100) == 1
+    assert await store.execution_get("acme", item.execution_id) is None

@@ -60,3 +60,7 @@ CREATE INDEX executions_start_by ON executions (start_by)
     WHERE status IN ('SCHEDULED', 'READY') AND started_at IS NULL AND start_by IS NOT NULL;
 CREATE INDEX executions_deadline ON executions (deadline)
     WHERE status IN ('SCHEDULED', 'READY') AND started_at IS NULL AND deadline IS NOT NULL;
+-- EXPIRED is terminal: counted as finished and pruned like the others, through the same index.
+DROP INDEX executions_finished;
+CREATE INDEX executions_finished ON executions (finished_at)
+    WHERE status IN ('SUCCEEDED', 'FAILED', 'CANCELLED', 'EXPIRED');
