@@ -10,6 +10,7 @@ import json
 import subprocess
 import time
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -111,3 +112,26 @@ def test_pause_resume_and_the_breaker_through_the_cli(
         )
         assert line in metrics, metrics
     assert 'tickwheel_circuit_breakers{state="closed"} 1.0' in metrics
+
+
+def test_a_start_by_that_passes_while_paused_ends_expired(
+    server: ServerProcess, tmp_path: Path
+) -> None:
+    spec = tmp_path / "pay.json"
+    spec.write_text(json.dumps(PAY))
+    cli(server, "definitions", "apply", str(spec))
+    cli(server, "tenant", "pause", "--reason", "maintenance")
+    start_by = datetime.now(UTC) + timedelta(seconds=8)  # a CLI start takes seconds here
+    result = run_cli(
+        "submit", "pay", "--inputs", json.dumps(UP), "--start-by",
+        start_by.isoformat().replace("+00:00", "Z"), "--wait", "--timeout", "30",
+        cwd=server.directory, server=server,
+    )  # fmt: skip
+    assert result.returncode == 4, describe(result)  # EXPIRED: the code of "did not run"
+    [line] = [ln for ln in result.stdout.splitlines() if "EXPIRED" in ln] or [result.stdout]
+    assert "EXPIRED" in line, describe(result)
+    shown = cli_json(server, "list", "--status", "EXPIRED")
+    [expired] = shown["items"]
+    assert expired["error"]["message"] == "not started by its startBy"
+    assert expired["startBy"] and expired["attemptCount"] == 0
+    assert cli_json(server, "tenant", "resume")["paused"] is False
