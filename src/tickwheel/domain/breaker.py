@@ -146,7 +146,9 @@ def read_breaker(raw: Any, errors: ErrorList) -> BreakerConfig | None:
     window = read_positive_int(raw.get("window"), f"{path}.window", errors, 20)
     if window is not None and window > MAX_WINDOW:
         errors.add(f"{path}.window", f"must be at most {MAX_WINDOW}, got {window}")
-    cool_down = read_seconds(_seconds(raw.get("coolDown")), f"{path}.coolDown", errors, 60.0)
+    cool_down = read_seconds(
+        duration_seconds(raw.get("coolDown")), f"{path}.coolDown", errors, 60.0
+    )
     if cool_down is not None and cool_down > MAX_COOL_DOWN:
         errors.add(f"{path}.coolDown", f"must be at most {MAX_COOL_DOWN:g} s (7 days)")
     if raw.get("consecutiveFailures") is None and raw.get("failureRate") is None:
@@ -156,7 +158,7 @@ def read_breaker(raw: Any, errors: ErrorList) -> BreakerConfig | None:
     return BreakerConfig(streak, None if rate is None else float(rate), window, cool_down)
 
 
-def _seconds(value: Any) -> Any:
+def duration_seconds(value: Any) -> Any:
     """``60s``, ``5m`` or ``1h`` as seconds (what a person writes in YAML); anything else is left
     for ``read_seconds`` to judge and name."""
     if isinstance(value, str) and value[-1:] in _UNITS:

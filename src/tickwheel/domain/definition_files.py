@@ -195,7 +195,7 @@ def _xml_document(data: str | bytes, errors: ErrorList) -> dict[str, Any]:
             if len(child):
                 errors.add(key, "<circuitBreaker> takes attributes, not elements")
             doc[key] = {k: number_from_text(v) for k, v in child.attrib.items()}
-        elif key in ("version", "timeout"):
+        elif key in ("version", "timeout", "startBy", "deadline"):
             doc[key] = number_from_text(_xml_text(child, key, errors))
         else:
             doc[key] = _xml_text(child, key, errors)

@@ -16,7 +16,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from tickwheel.domain.breaker import BreakerConfig, breaker_to_document, read_breaker
+from tickwheel.domain.breaker import (
+    BreakerConfig,
+    breaker_to_document,
+    duration_seconds,
+    read_breaker,
+)
 from tickwheel.domain.definition_executions import (
     ISOLATIONS,
     CommandExecution,
@@ -81,6 +86,8 @@ _TOP_KEYS = (
     "timeout",
     "retry",
     "circuitBreaker",
+    "startBy",
+    "deadline",
 )
 _RETRY_KEYS = ("maxAttempts", "baseDelay", "maxDelay", "retryOn", "maxLostAttempts")
 MAX_LOST_ATTEMPTS: Final = 5
@@ -120,6 +127,10 @@ class Definition:
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     circuit_breaker: BreakerConfig | None = None
     """Pauses the definition (per tenant) while its attempts keep failing (domain/breaker.py)."""
+    start_within: float | None = None
+    """``startBy`` of a submission that names none: this many seconds after its executeAt."""
+    deadline_within: float | None = None
+    """``deadline`` of a submission that names none: this many seconds after its executeAt."""
 
     def __post_init__(self) -> None:
         # Own copies, read-only by type (Mapping); plain dicts so that definitions pickle and copy.
@@ -166,6 +177,8 @@ def _build(doc: Any, errors: ErrorList) -> Definition:
     timeout = read_seconds(doc.get("timeout"), "timeout", errors, 300.0)
     retry = _read_retry(doc.get("retry"), errors)
     breaker = read_breaker(doc.get("circuitBreaker"), errors)
+    start_within = _read_within(doc.get("startBy"), "startBy", errors)
+    deadline_within = _read_within(doc.get("deadline"), "deadline", errors)
     if (
         errors.items
         or name is None
@@ -187,7 +200,25 @@ def _build(doc: Any, errors: ErrorList) -> Definition:
         timeout=timeout,
         retry=retry,
         circuit_breaker=breaker,
+        start_within=start_within,
+        deadline_within=deadline_within,
     )
+
+
+MAX_WITHIN = 400 * 86400.0
+"""As far as an executeAt may lie ahead (SubmitLimits.max_future)."""
+
+
+def _read_within(raw: Any, path: str, errors: ErrorList) -> float | None:
+    """A definition's ``startBy`` or ``deadline``: a duration after executeAt (60, "5m", "2h"),
+    the default of a submission that names no instant of its own."""
+    if raw is None:
+        return None
+    seconds = read_seconds(duration_seconds(raw), path, errors, 0.0)
+    if seconds is not None and seconds > MAX_WITHIN:
+        errors.add(path, f"must be at most {MAX_WITHIN / 86400:g} days after executeAt")
+        return None
+    return seconds
 
 
 def _read_name(value: Any, errors: ErrorList) -> str | None:
@@ -270,6 +301,10 @@ def definition_to_document(d: Definition) -> dict[str, Any]:
     }
     if d.circuit_breaker is not None:
         doc["circuitBreaker"] = breaker_to_document(d.circuit_breaker)
+    if d.start_within is not None:
+        doc["startBy"] = float(d.start_within)
+    if d.deadline_within is not None:
+        doc["deadline"] = float(d.deadline_within)
     return doc
 
 

@@ -180,6 +180,11 @@ def prepare_execution(
         idempotency_key=request.idempotency_key,
         request_fingerprint=fingerprint(request),
         created_at=now,
-        start_by=request.start_by,
-        deadline=request.deadline,
+        start_by=request.start_by or _after(execute_at, definition.start_within),
+        deadline=request.deadline or _after(execute_at, definition.deadline_within),
     )
+
+
+def _after(at: datetime, seconds: float | None) -> datetime | None:
+    """A definition's default limit for this execution (none: None)."""
+    return None if seconds is None else at + timedelta(seconds=seconds)

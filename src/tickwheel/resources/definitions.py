@@ -26,6 +26,12 @@ class Definition(Resource):
     circuit_breaker: dict[str, Any] | None = omitted_when_none(
         "{consecutiveFailures?, failureRate?, window, coolDown}: left out when none is set"
     )
+    start_by: float | None = omitted_when_none(
+        "seconds after executeAt: the startBy of a submission that names none"
+    )
+    deadline: float | None = omitted_when_none(
+        "seconds after executeAt: the deadline of a submission that names none"
+    )
     content_hash: str
     created_at: Instant
     owner: str | None
