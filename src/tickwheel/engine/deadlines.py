@@ -27,10 +27,14 @@ class TooLate(StrEnum):
 
 
 def too_late(execution: Execution) -> TooLate | None:
+    """``started_at`` is the first claim ever: when it came after a limit, the execution never
+    started in time, whichever claim this is (a worker that died before expiring it leaves the
+    next claim to do it). Otherwise only this claim's instant against the deadline counts."""
     claimed, first = execution.updated_at, execution.started_at
     start_by, deadline = execution.start_by, execution.deadline
-    first_start = first is not None and first == claimed
-    if first_start and any(limit is not None and claimed > limit for limit in (start_by, deadline)):
+    if first is not None and any(
+        limit is not None and first > limit for limit in (start_by, deadline)
+    ):
         return TooLate.EXPIRED
     if deadline is not None and claimed > deadline:
         return TooLate.DEADLINE
