@@ -146,6 +146,9 @@ _PG_TABLES = (
     "cron_occurrences",
     "cron_audit",
     "cron_jobs",
+    "pauses",
+    "circuit_breakers",
+    "circuit_breaker_transitions",
 )
 
 

@@ -113,3 +113,10 @@ def unstorable_output(kind: str) -> dict[str, Any]:
 
 def fails_unstorably(kind: str) -> None:
     raise ValueError(f"cannot read {UNSTORABLE[kind]}")
+
+
+def maybe_fails(fail: bool) -> dict[str, bool]:
+    """Fails when told to: the circuit breaker tests' dependency, down or up by input."""
+    if fail:
+        raise ConnectionError("the payment API is down")
+    return {"ok": True}

@@ -281,7 +281,7 @@ async def two_pg_stores(pg_url: str) -> AsyncIterator[tuple[PostgresStore, Postg
         await first.migrate()
         async with await psycopg.AsyncConnection.connect(pg_url, autocommit=True) as conn:
             await conn.execute(
-                "TRUNCATE execution_events, attempts, executions, definitions CASCADE"
+                "TRUNCATE execution_events, attempts, executions, definitions, pauses CASCADE"
             )
         yield first, second
     finally:

@@ -242,6 +242,8 @@ SQLITE_SCHEMA: Schema = {
             "progress": "TEXT",
             "checkpoint": "TEXT",
             "trace_context": "TEXT",
+            "start_by": "INTEGER",
+            "deadline": "INTEGER",
         },
         "primary_key": "execution_id",
         "unique": ["tenant, idempotency_key"],
@@ -254,7 +256,11 @@ SQLITE_SCHEMA: Schema = {
             "executions_tenant_status": "tenant, status, execution_id",
             "executions_tenant_definition": "tenant, definition_uri, execution_id",
             "executions_finished": "finished_at"
-            " WHERE status IN ('SUCCEEDED', 'FAILED', 'CANCELLED')",
+            " WHERE status IN ('SUCCEEDED', 'FAILED', 'CANCELLED', 'EXPIRED')",
+            "executions_start_by": "start_by WHERE status IN ('SCHEDULED', 'READY')"
+            " AND started_at IS NULL AND start_by IS NOT NULL",
+            "executions_deadline": "deadline WHERE status IN ('SCHEDULED', 'READY')"
+            " AND started_at IS NULL AND deadline IS NOT NULL",
         },
         "foreign_keys": [],
     },
@@ -379,6 +385,53 @@ SQLITE_SCHEMA: Schema = {
         "unique": [],
         "indexes": {"workflow_task_runs_pending": "updated_at WHERE status = 'PENDING'"},
         "foreign_keys": ["workflow_run_id -> workflow_runs(workflow_run_id) ON DELETE CASCADE"],
+    },
+    "pauses": {
+        "columns": {
+            "tenant": "TEXT NOT NULL",
+            "definition_uri": "TEXT NOT NULL",
+            "kind": "TEXT NOT NULL",
+            "reason": "TEXT NOT NULL",
+            "paused_at": "INTEGER NOT NULL",
+            "probe_execution_id": "TEXT",
+        },
+        "primary_key": "tenant, definition_uri, kind",
+        "unique": [],
+        "indexes": {},
+        "foreign_keys": [],
+    },
+    "circuit_breakers": {
+        "columns": {
+            "tenant": "TEXT NOT NULL",
+            "definition_uri": "TEXT NOT NULL",
+            "state": "TEXT NOT NULL",
+            "consecutive_failures": "INTEGER NOT NULL",
+            "recent": "TEXT NOT NULL",
+            "cool_down_until": "INTEGER",
+            "probe_execution_id": "TEXT",
+            "updated_at": "INTEGER NOT NULL",
+        },
+        "primary_key": "tenant, definition_uri",
+        "unique": [],
+        "indexes": {"circuit_breakers_tripped": "cool_down_until WHERE state <> 'closed'"},
+        "foreign_keys": [],
+    },
+    "circuit_breaker_transitions": {
+        "columns": {
+            "transition_id": "INTEGER NOT NULL",
+            "tenant": "TEXT NOT NULL",
+            "definition_uri": "TEXT NOT NULL",
+            "from_state": "TEXT NOT NULL",
+            "to_state": "TEXT NOT NULL",
+            "reason": "TEXT NOT NULL",
+            "at": "INTEGER NOT NULL",
+        },
+        "primary_key": "transition_id",
+        "unique": [],
+        "indexes": {
+            "circuit_breaker_transitions_definition": "tenant, definition_uri, transition_id"
+        },
+        "foreign_keys": [],
     },
     "webhook_deliveries": {
         "columns": {
@@ -625,6 +678,8 @@ POSTGRES_SCHEMA: Schema = {
             "progress": "jsonb",
             "checkpoint": "jsonb",
             "trace_context": "jsonb",
+            "start_by": "timestamptz",
+            "deadline": "timestamptz",
         },
         "primary_key": "execution_id",
         "unique": ["tenant, idempotency_key"],
@@ -637,7 +692,11 @@ POSTGRES_SCHEMA: Schema = {
             "executions_tenant_status": "tenant, status, execution_id",
             "executions_tenant_definition": "tenant, definition_uri, execution_id",
             "executions_finished": "finished_at"
-            " WHERE status IN ('SUCCEEDED', 'FAILED', 'CANCELLED')",
+            " WHERE status IN ('SUCCEEDED', 'FAILED', 'CANCELLED', 'EXPIRED')",
+            "executions_start_by": "start_by WHERE status IN ('SCHEDULED', 'READY')"
+            " AND started_at IS NULL AND start_by IS NOT NULL",
+            "executions_deadline": "deadline WHERE status IN ('SCHEDULED', 'READY')"
+            " AND started_at IS NULL AND deadline IS NOT NULL",
         },
         "foreign_keys": [],
     },
@@ -763,6 +822,53 @@ POSTGRES_SCHEMA: Schema = {
         "indexes": {"workflow_task_runs_pending": "updated_at WHERE status = 'PENDING'"},
         "foreign_keys": ["workflow_run_id -> workflow_runs(workflow_run_id) ON DELETE CASCADE"],
     },
+    "pauses": {
+        "columns": {
+            "tenant": "text NOT NULL",
+            "definition_uri": "text NOT NULL",
+            "kind": "text NOT NULL",
+            "reason": "text NOT NULL",
+            "paused_at": "timestamptz NOT NULL",
+            "probe_execution_id": "uuid",
+        },
+        "primary_key": "tenant, definition_uri, kind",
+        "unique": [],
+        "indexes": {},
+        "foreign_keys": [],
+    },
+    "circuit_breakers": {
+        "columns": {
+            "tenant": "text NOT NULL",
+            "definition_uri": "text NOT NULL",
+            "state": "text NOT NULL",
+            "consecutive_failures": "integer NOT NULL",
+            "recent": "text NOT NULL",
+            "cool_down_until": "timestamptz",
+            "probe_execution_id": "uuid",
+            "updated_at": "timestamptz NOT NULL",
+        },
+        "primary_key": "tenant, definition_uri",
+        "unique": [],
+        "indexes": {"circuit_breakers_tripped": "cool_down_until WHERE state <> 'closed'"},
+        "foreign_keys": [],
+    },
+    "circuit_breaker_transitions": {
+        "columns": {
+            "transition_id": "bigint NOT NULL",
+            "tenant": "text NOT NULL",
+            "definition_uri": "text NOT NULL",
+            "from_state": "text NOT NULL",
+            "to_state": "text NOT NULL",
+            "reason": "text NOT NULL",
+            "at": "timestamptz NOT NULL",
+        },
+        "primary_key": "transition_id",
+        "unique": [],
+        "indexes": {
+            "circuit_breaker_transitions_definition": "tenant, definition_uri, transition_id"
+        },
+        "foreign_keys": [],
+    },
     "webhook_deliveries": {
         "columns": {
             "delivery_id": "uuid NOT NULL",
@@ -826,9 +932,34 @@ def _predicate(text: str) -> str:
     PostgreSQL's ``status = ANY (ARRAY['A', 'B'])`` becomes ``status IN ('A', 'B')``."""
     text = re.sub(r"::\w+", "", " ".join(text.split()))
     text = re.sub(r"= ANY \(ARRAY\[(.*?)\]\)", r"IN (\1)", text)
-    while text.startswith("(") and text.endswith(")"):
+    # PostgreSQL writes ``(a) AND (b)``: each clause of a conjunction loses its parentheses too.
+    return " AND ".join(_unwrapped(part) for part in _conjuncts(_unwrapped(text)))
+
+
+def _wraps(text: str) -> bool:
+    """Whether the first parenthesis of ``text`` closes at its very end."""
+    depth = 0
+    for i, char in enumerate(text):
+        depth += {"(": 1, ")": -1}.get(char, 0)
+        if depth == 0:
+            return i == len(text) - 1
+    return False
+
+
+def _unwrapped(text: str) -> str:
+    while text.startswith("(") and _wraps(text):
         text = text[1:-1].strip()
     return text
+
+
+def _conjuncts(text: str) -> list[str]:
+    parts, depth, start = [], 0, 0
+    for i, char in enumerate(text):
+        depth += {"(": 1, ")": -1}.get(char, 0)
+        if depth == 0 and text.startswith(" AND ", i):
+            parts.append(text[start:i])
+            start = i + len(" AND ")
+    return [*parts, text[start:]]
 
 
 def describe_sqlite(path: str) -> Schema:

@@ -104,3 +104,11 @@ def exit_now(context: JobContext) -> None:
     under ``isolation: process`` the attempt's own child)."""
     record("start", context)
     os._exit(3)
+
+
+def flaky(fail: bool, context: JobContext) -> dict[str, bool]:
+    """Fails when told to: the dependency of the circuit breaker tests, down or up."""
+    record("start", context, fail=fail)
+    if fail:
+        raise ConnectionError("the payment API is down")
+    return {"ok": True}

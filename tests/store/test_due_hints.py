@@ -93,7 +93,9 @@ async def two_stores(pg_url: str) -> AsyncIterator[tuple[PostgresStore, Postgres
     try:
         await sender.migrate()
         with psycopg.connect(pg_url, autocommit=True) as conn:
-            conn.execute("TRUNCATE executions, attempts, execution_events, definitions CASCADE")
+            conn.execute(
+                "TRUNCATE executions, attempts, execution_events, definitions, pauses CASCADE"
+            )
             conn.execute("UPDATE shard_leases SET owner = NULL, epoch = 0, expires_at = NULL")
         yield sender, receiver
     finally:

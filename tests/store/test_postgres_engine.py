@@ -23,7 +23,7 @@ from tickwheel.store.protocol import Topic
 
 pytestmark = pytest.mark.postgres
 
-_TABLES = "execution_events, attempts, executions, definitions, api_keys"
+_TABLES = "execution_events, attempts, executions, definitions, api_keys, pauses"
 ALL_SHARDS = list(range(1024))
 SHARD = 7
 NOW = T0 + timedelta(seconds=60)

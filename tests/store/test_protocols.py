@@ -10,9 +10,16 @@ from pathlib import Path
 
 import pytest
 
-from tickwheel.store import engine_protocol, execution_protocol, protocol, running_protocol
+from tickwheel.store import (
+    engine_protocol,
+    execution_protocol,
+    flow_protocol,
+    protocol,
+    running_protocol,
+)
 from tickwheel.store.postgres.api_keys import PostgresApiKeys
 from tickwheel.store.postgres.definitions import PostgresDefinitions
+from tickwheel.store.postgres.flow import PostgresFlow
 from tickwheel.store.postgres.promotion import PostgresPromotion
 from tickwheel.store.postgres.running import PostgresRunning
 from tickwheel.store.postgres.shard_leases import PostgresShardLeases
@@ -20,6 +27,7 @@ from tickwheel.store.postgres.store import PostgresStore
 from tickwheel.store.postgres.workers import PostgresWorkerRegistry
 from tickwheel.store.sqlite.api_keys import SqliteApiKeys
 from tickwheel.store.sqlite.definitions import SqliteDefinitions
+from tickwheel.store.sqlite.flow import SqliteFlow
 from tickwheel.store.sqlite.promotion import SqlitePromotion
 from tickwheel.store.sqlite.running import SqliteRunning
 from tickwheel.store.sqlite.shard_leases import SqliteShardLeases
@@ -39,6 +47,7 @@ PARTS = [
     engine_protocol.ShardLeaseStore,
     engine_protocol.WorkerRegistryStore,
     running_protocol.RunningStore,
+    flow_protocol.FlowStore,
 ]
 MIXINS = {
     execution_protocol.DefinitionStore: (PostgresDefinitions, SqliteDefinitions),
@@ -47,6 +56,7 @@ MIXINS = {
     engine_protocol.ShardLeaseStore: (PostgresShardLeases, SqliteShardLeases),
     engine_protocol.WorkerRegistryStore: (PostgresWorkerRegistry, SqliteWorkerRegistry),
     running_protocol.RunningStore: (PostgresRunning, SqliteRunning),
+    flow_protocol.FlowStore: (PostgresFlow, SqliteFlow),
 }
 
 

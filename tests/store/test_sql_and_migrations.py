@@ -24,6 +24,8 @@ POSTGRES_MIGRATIONS = "tickwheel.store.postgres.migrations"
 # webhook_delivery_claimed: SQLite's RETURNING cannot join the subscription (PostgreSQL's claim
 # does it in the same statement).
 SQLITE_ONLY = {"fencing_token_next", "attempt_insert", "webhook_delivery_claimed"}
+# The expiry's row-by-row steps: PostgreSQL does each in one statement (data-modifying CTEs).
+SQLITE_ONLY |= {"execution_expire_one", "attempt_abandon", "execution_event_expired"}
 # A leased promotion on PostgreSQL first bounds how long its transaction may sit idle, so that a
 # frozen scheduler cannot hold its fence's FOR SHARE locks on the shard rows forever. SQLite's
 # fence locks no rows (one writer at a time) and SQLite has no such setting.

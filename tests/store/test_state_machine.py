@@ -10,7 +10,7 @@ by some method. A new status, edge or status-writing query therefore fails here 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import timedelta
 
 import pytest
@@ -123,6 +123,15 @@ async def _replay(store: Store, ex: Execution, target: S, token: int) -> object:
     return await store.execution_replay(TENANT, ex.execution_id, 3, LATER)
 
 
+async def _expire_due(store: Store, ex: Execution, target: S, token: int) -> object:
+    return await store.execution_expire_due(LATER)
+
+
+async def _expire_claimed(store: Store, ex: Execution, target: S, token: int) -> object:
+    error = {"kind": "expired", "message": "claimed after its startBy"}
+    return await store.execution_expire_claimed(ex.execution_id, token, error, LATER)
+
+
 @dataclass(frozen=True)
 class Transition:
     """A store method that changes an execution's status: the edges it is meant to perform, the
@@ -147,7 +156,9 @@ def _edges(sources: set[S], target: S) -> frozenset[tuple[S, S]]:
 
 
 OUTCOMES = frozenset((S.RUNNING, target) for target in EXECUTION_TRANSITIONS[S.RUNNING])
-"""A finished attempt: the worker names the execution's next status, the table decides."""
+"""A finished attempt: the worker names the execution's next status, the table decides. (The
+worker ends a claim too late for its startBy through execution_expire_claimed, which also
+records the history event, rather than through a result.)"""
 
 TRANSITIONS = [
     Transition("execution_promote_due", _edges({S.SCHEDULED, S.RETRY_WAIT}, S.READY), _promote_due),
@@ -183,12 +194,22 @@ TRANSITIONS = [
         "execution_cancel_unstarted", _edges({S.SCHEDULED, S.READY}, S.CANCELLED), _cancel_unstarted
     ),
     Transition("execution_replay", _edges({S.FAILED}, S.READY), _replay),
+    Transition("execution_expire_due", _edges({S.SCHEDULED, S.READY}, S.EXPIRED), _expire_due),
+    Transition(
+        "execution_expire_claimed",
+        _edges({S.RUNNING}, S.EXPIRED),
+        _expire_claimed,
+        lambda _: A.ABANDONED,
+        fenced=True,
+    ),
 ]
 
 
 async def put_in(store: Store, status: S) -> Execution:
     """One execution in ``status``, brought there through the store as in production."""
     item = new_execution(TENANT, execute_in=60 if status is S.SCHEDULED else None)
+    # A startBy that has passed by LATER, when the transitions are tried: the expiry applies.
+    item = replace(item, start_by=T0 + timedelta(minutes=30))
     await store.execution_insert_many([item])
     if status is S.CANCELLED:
         assert await store.execution_cancel(TENANT, item.execution_id, T0) is not None

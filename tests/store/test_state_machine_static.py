@@ -70,6 +70,10 @@ QUERY_METHODS: dict[str, set[str]] = {
     "execution_cancel": {"execution_cancel"},
     "execution_cancel_unstarted": {"execution_cancel_unstarted"},
     "execution_replay": {"execution_replay"},
+    "execution_expire_due": {"execution_expire_due"},
+    "execution_expire_one": {"execution_expire_due"},
+    "execution_expire_claimed": {"execution_expire_claimed"},
+    "attempt_abandon": {"execution_expire_claimed"},
 }
 """Every named query that writes an execution's or an attempt's status, and the store methods
 that run it: a new one fails here until its method is listed in test_state_machine.TRANSITIONS."""

@@ -43,6 +43,9 @@ EXPECTED_EXECUTION: frozenset[tuple[ExecutionStatus, ExecutionStatus]] = frozens
         (E.RETRY_WAIT, E.READY),
         (E.RETRY_WAIT, E.CANCELLED),
         (E.FAILED, E.READY),  # replay of a dead letter
+        (E.SCHEDULED, E.EXPIRED),  # not started by its startBy (or deadline): the sweep
+        (E.READY, E.EXPIRED),
+        (E.RUNNING, E.EXPIRED),  # claimed after its startBy: its worker does not run it
     }
 )
 
@@ -75,6 +78,7 @@ def test_the_status_sets_are_the_designed_ones() -> None:
         "SUCCEEDED",
         "FAILED",
         "CANCELLED",
+        "EXPIRED",
     }
     assert {s.value for s in AttemptStatus} == {
         "RUNNING",
@@ -136,10 +140,10 @@ def test_cancellable_statuses() -> None:
 
 
 def test_terminal_and_replayable() -> None:
-    assert frozenset({E.SUCCEEDED, E.FAILED, E.CANCELLED}) == TERMINAL
+    assert frozenset({E.SUCCEEDED, E.FAILED, E.CANCELLED, E.EXPIRED}) == TERMINAL
     assert frozenset({E.FAILED}) == REPLAYABLE
-    # SUCCEEDED and CANCELLED are final; FAILED is final except for a replay.
-    for status in (E.SUCCEEDED, E.CANCELLED):
+    # SUCCEEDED, CANCELLED and EXPIRED are final; FAILED is final except for a replay.
+    for status in (E.SUCCEEDED, E.CANCELLED, E.EXPIRED):
         assert not any(can_transition(status, t) for t in ExecutionStatus)
     assert [t for t in ExecutionStatus if can_transition(E.FAILED, t)] == [E.READY]
     assert TERMINAL.isdisjoint(CANCELLABLE)

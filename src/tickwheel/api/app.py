@@ -15,6 +15,7 @@ from tickwheel.api.routes import (
     cron_manual,
     definitions,
     executions,
+    flow,
     health,
     metrics,
     webhooks,
@@ -66,7 +67,17 @@ def create_app(
     # The process's registry: the engine services of this process record into it too.
     app.state.metrics = process_metrics()
     app.state.webhooks = webhook_store_for(store)
-    routes = (health, metrics, definitions, executions, cron_manual, cron, workflows, webhooks)
+    routes = (
+        health,
+        metrics,
+        flow,
+        definitions,
+        executions,
+        cron_manual,
+        cron,
+        workflows,
+        webhooks,
+    )
     for module in routes:
         app.include_router(module.router)
     state = app.state.tickwheel

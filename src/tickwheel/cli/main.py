@@ -12,6 +12,7 @@ from tickwheel.cli.commands import (
     cron,
     definitions,
     executions,
+    flow,
     roles,
     webhooks,
     workflows,
@@ -48,7 +49,9 @@ def main_options(
 
 
 executions.register(app)
+flow.register(definitions.app)
 app.add_typer(definitions.app, name="definitions")
+app.add_typer(flow.tenant_app, name="tenant")
 app.add_typer(admin.keys_app, name="keys")
 app.add_typer(admin.db_app, name="db")
 admin.db_app.add_typer(partitions_app, name="partitions")

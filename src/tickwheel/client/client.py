@@ -14,6 +14,7 @@ from typing import Any, TypeVar, Unpack
 
 from tickwheel.client.caller_tx import Pending, PendingBatch
 from tickwheel.client.cron import CronClient, CronTransport
+from tickwheel.client.flow import FlowClient
 from tickwheel.client.models import (
     AttemptInfo,
     BatchItemResult,
@@ -74,6 +75,8 @@ class AsyncClient:
         http = self.transport if isinstance(self.transport, HttpTransport) else None
         self.webhooks = WebhooksClient(http)
         """Failure notifications (``client/webhooks.py``), over HTTP."""
+        self.flow = FlowClient(self.transport)
+        """Pauses and circuit breakers (``client/flow.py``)."""
 
     async def __aenter__(self) -> AsyncClient:
         return self

@@ -17,6 +17,7 @@ from tickwheel.client.blocking import Facade, blocking
 from tickwheel.client.caller_tx import Pending, PendingBatch
 from tickwheel.client.client import AsyncClient
 from tickwheel.client.cron_sync import CronSync
+from tickwheel.client.flow import FlowSync
 from tickwheel.client.models import BatchItemResult, ExecutionInfo
 from tickwheel.client.requests import submit_request, with_uris
 from tickwheel.client.webhooks import WebhooksSync
@@ -57,6 +58,8 @@ class Client(Facade):
         """Workflows and workflow runs (``client/workflows.py``)."""
         self.webhooks = WebhooksSync(self._run, self._async.webhooks)
         """Failure notifications (``client/webhooks.py``)."""
+        self.flow = FlowSync(self._run, self._async.flow)
+        """Pauses and circuit breakers (``client/flow.py``)."""
 
     def _run(self, coro: Coroutine[Any, Any, T]) -> T:
         # The call runs in a copy of the caller's context (``call_soon_threadsafe`` copies it,

@@ -9,7 +9,16 @@ from __future__ import annotations
 from fastapi import FastAPI
 from fastapi.staticfiles import StaticFiles
 
-from tickwheel.dashboard import catalog, cluster, cron_edit, executions, home, webhooks, workflows
+from tickwheel.dashboard import (
+    catalog,
+    cluster,
+    cron_edit,
+    executions,
+    flow,
+    home,
+    webhooks,
+    workflows,
+)
 from tickwheel.dashboard.live import Hub
 from tickwheel.dashboard.run_feed import RunHub
 from tickwheel.dashboard.session import Signer
@@ -39,6 +48,6 @@ def install(
     app.state.dashboard_run_hub = RunHub(workflow_views)
     install_handlers(app)
     # cron_edit before catalog: its POST /cron-jobs/{ref}/edit must win over {ref}/{action}.
-    for module in (home, executions, cron_edit, catalog, cluster, workflows, webhooks):
+    for module in (home, executions, cron_edit, catalog, flow, cluster, workflows, webhooks):
         app.include_router(module.router)
     app.mount("/dashboard/static", StaticFiles(directory=HERE / "static"), name="dashboard-static")

@@ -16,6 +16,7 @@ from fastapi.responses import JSONResponse, Response
 
 from tickwheel.api.deps import app_state
 from tickwheel.cron.jobs import CronJobs
+from tickwheel.dashboard import flow
 from tickwheel.dashboard.session import Session
 from tickwheel.dashboard.views import back, checked_form, error_page, render, session_of, transport
 from tickwheel.domain.errors import Forbidden, NotFound, TickwheelError
@@ -29,7 +30,8 @@ CRON_PAGE = 100
 @router.get("/definitions")
 async def definitions(request: Request, session: Sess) -> Response:
     latest = await transport(request, session).definition_list()
-    return render(request, "definitions.html", session, definitions=latest)
+    states = await flow.list_states(request, session)
+    return render(request, "definitions.html", session, definitions=latest, **states)
 
 
 @router.get("/definitions/{name}")
@@ -48,6 +50,7 @@ async def definition_versions(name: str, request: Request, session: Sess) -> Res
         versions=sorted(versions, key=lambda v: -int(v["version"])),
         fields=fields,
         differing=differing,
+        **await flow.definition_panel(request, session, name),
     )
 
 

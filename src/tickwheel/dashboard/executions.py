@@ -33,7 +33,7 @@ SHOWN_APART = frozenset(
         "executionId", "status", "definitionUri", "definitionVersion", "attemptCount",
         "maxAttempts", "executeAt", "createdAt", "updatedAt", "startedAt", "finishedAt",
         "nextAttemptAt", "idempotencyKey", "cancelRequestedAt", "progress", "checkpoint",
-        "inputs", "output", "outputReference", "error",
+        "inputs", "output", "outputReference", "error", "startBy", "deadline",
     }
 )  # fmt: skip
 """The fields of an execution (its API names) that ``execution.html`` lays out in places of

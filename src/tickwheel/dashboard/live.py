@@ -30,7 +30,7 @@ SERIES_EVERY = 10.0
 STREAM_LIFETIME = 20.0
 """A stream ends after this long and the browser's EventSource reconnects on its own: a server
 shutting down then never waits long for open dashboards."""
-FINISHED = ("SUCCEEDED", "FAILED", "CANCELLED")
+FINISHED = ("SUCCEEDED", "FAILED", "CANCELLED", "EXPIRED")
 AliveCount = Callable[[datetime], Awaitable[int]]
 """The worker registry's alive count (workers heard from since the instant given)."""
 

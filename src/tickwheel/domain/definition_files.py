@@ -190,7 +190,12 @@ def _xml_document(data: str | bytes, errors: ErrorList) -> dict[str, Any]:
             doc[key] = _xml_execution(child, errors)
         elif key == "retry":
             doc[key] = _xml_retry(child, errors)
-        elif key in ("version", "timeout"):
+        elif key == "circuitBreaker":
+            # <circuitBreaker consecutiveFailures="5" coolDown="60s"/>: attributes only.
+            if len(child):
+                errors.add(key, "<circuitBreaker> takes attributes, not elements")
+            doc[key] = {k: number_from_text(v) for k, v in child.attrib.items()}
+        elif key in ("version", "timeout", "startBy", "deadline"):
             doc[key] = number_from_text(_xml_text(child, key, errors))
         else:
             doc[key] = _xml_text(child, key, errors)

@@ -16,6 +16,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from tickwheel.domain.breaker import (
+    BreakerConfig,
+    breaker_to_document,
+    duration_seconds,
+    read_breaker,
+)
 from tickwheel.domain.definition_executions import (
     ISOLATIONS,
     CommandExecution,
@@ -70,7 +76,19 @@ RETRYABLE_KINDS: Final = frozenset({"error", "timeout", "lost", "server_error"})
 PERMANENT_KINDS: Final = frozenset(
     {"permanent", "invalid_output", "client_error", "missing_runtime"}
 )
-_TOP_KEYS = ("name", "version", "description", "inputs", "outputs", "execution", "timeout", "retry")
+_TOP_KEYS = (
+    "name",
+    "version",
+    "description",
+    "inputs",
+    "outputs",
+    "execution",
+    "timeout",
+    "retry",
+    "circuitBreaker",
+    "startBy",
+    "deadline",
+)
 _RETRY_KEYS = ("maxAttempts", "baseDelay", "maxDelay", "retryOn", "maxLostAttempts")
 MAX_LOST_ATTEMPTS: Final = 5
 """The default of ``retry.maxLostAttempts``: attempts lost to a worker's death (its lease ran out)
@@ -107,6 +125,12 @@ class Definition:
     execution: Execution
     timeout: float = 300.0
     retry: RetryPolicy = field(default_factory=RetryPolicy)
+    circuit_breaker: BreakerConfig | None = None
+    """Pauses the definition (per tenant) while its attempts keep failing (domain/breaker.py)."""
+    start_within: float | None = None
+    """``startBy`` of a submission that names none: this many seconds after its executeAt."""
+    deadline_within: float | None = None
+    """``deadline`` of a submission that names none: this many seconds after its executeAt."""
 
     def __post_init__(self) -> None:
         # Own copies, read-only by type (Mapping); plain dicts so that definitions pickle and copy.
@@ -152,6 +176,9 @@ def _build(doc: Any, errors: ErrorList) -> Definition:
     execution = read_execution(doc.get("execution"), errors)
     timeout = read_seconds(doc.get("timeout"), "timeout", errors, 300.0)
     retry = _read_retry(doc.get("retry"), errors)
+    breaker = read_breaker(doc.get("circuitBreaker"), errors)
+    start_within = _read_within(doc.get("startBy"), "startBy", errors)
+    deadline_within = _read_within(doc.get("deadline"), "deadline", errors)
     if (
         errors.items
         or name is None
@@ -172,7 +199,26 @@ def _build(doc: Any, errors: ErrorList) -> Definition:
         execution=execution,
         timeout=timeout,
         retry=retry,
+        circuit_breaker=breaker,
+        start_within=start_within,
+        deadline_within=deadline_within,
     )
+
+
+MAX_WITHIN = 400 * 86400.0
+"""As far as an executeAt may lie ahead (SubmitLimits.max_future)."""
+
+
+def _read_within(raw: Any, path: str, errors: ErrorList) -> float | None:
+    """A definition's ``startBy`` or ``deadline``: a duration after executeAt (60, "5m", "2h"),
+    the default of a submission that names no instant of its own."""
+    if raw is None:
+        return None
+    seconds = read_seconds(duration_seconds(raw), path, errors, 0.0)
+    if seconds is not None and seconds > MAX_WITHIN:
+        errors.add(path, f"must be at most {MAX_WITHIN / 86400:g} days after executeAt")
+        return None
+    return seconds
 
 
 def _read_name(value: Any, errors: ErrorList) -> str | None:
@@ -243,7 +289,7 @@ def definition_to_document(d: Definition) -> dict[str, Any]:
     # its content hash (re-applying the same file stays a no-op).
     if d.retry.max_lost_attempts != MAX_LOST_ATTEMPTS:
         retry["maxLostAttempts"] = d.retry.max_lost_attempts
-    return {
+    doc: dict[str, Any] = {
         "name": d.name,
         "version": d.version,
         "description": d.description,
@@ -253,6 +299,13 @@ def definition_to_document(d: Definition) -> dict[str, Any]:
         "timeout": float(d.timeout),
         "retry": retry,
     }
+    if d.circuit_breaker is not None:
+        doc["circuitBreaker"] = breaker_to_document(d.circuit_breaker)
+    if d.start_within is not None:
+        doc["startBy"] = float(d.start_within)
+    if d.deadline_within is not None:
+        doc["deadline"] = float(d.deadline_within)
+    return doc
 
 
 def _canonical_json(value: Any) -> str:

@@ -48,6 +48,10 @@ class Execution:
     trace_context: dict[str, str] | None = None
     """The submitter's W3C trace context, continued by each attempt (docs/tracing.md); internal:
     not part of the API's answer."""
+    start_by: datetime | None = None
+    """Not started by then: EXPIRED (docs/flow-control.md)."""
+    deadline: datetime | None = None
+    """No attempt starts after it."""
 
 
 @dataclass(frozen=True)
@@ -69,6 +73,8 @@ class ExecutionEventKind(StrEnum):
     CANCEL_REQUESTED = "cancel_requested"
     """A cancel was asked while it ran: its worker stops it at its next heartbeat."""
     REPLAYED = "replayed"
+    EXPIRED = "expired"
+    """Not started by its startBy (or deadline): it ended EXPIRED without running."""
 
 
 @dataclass(frozen=True)

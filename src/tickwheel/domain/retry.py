@@ -76,3 +76,16 @@ def decide_lost(
         return FailureDecision(AttemptStatus.ABANDONED, ExecutionStatus.FAILED, None, reason)
     delay = backoff_delay(max(1, lost_count), policy.base_delay, policy.max_delay, uniform)
     return FailureDecision(AttemptStatus.ABANDONED, ExecutionStatus.RETRY_WAIT, now + delay)
+
+
+def within_deadline(decision: FailureDecision, deadline: datetime | None) -> FailureDecision:
+    """No attempt starts after the execution's ``deadline``: a retry that would is not made, and
+    the execution is dead-lettered (FAILED, replayable) saying why. Unchanged without one."""
+    at = decision.next_attempt_at
+    if deadline is None or at is None or at <= deadline:
+        return decision
+    reason = (
+        f"no retry: its next attempt ({at.isoformat()}) would start after the deadline"
+        f" ({deadline.isoformat()})"
+    )
+    return FailureDecision(decision.attempt_status, ExecutionStatus.FAILED, None, reason)

@@ -16,6 +16,8 @@ class ExecutionStatus(StrEnum):
     SUCCEEDED = "SUCCEEDED"
     FAILED = "FAILED"
     CANCELLED = "CANCELLED"
+    EXPIRED = "EXPIRED"
+    """Not started by its ``startBy`` (or its ``deadline``): it never ran (docs/flow-control.md)."""
 
 
 class AttemptStatus(StrEnum):
@@ -31,18 +33,21 @@ E = ExecutionStatus
 A = AttemptStatus
 
 EXECUTION_TRANSITIONS: dict[ExecutionStatus, frozenset[ExecutionStatus]] = {
-    # The scheduler promotes; a cancel may win against it.
-    E.SCHEDULED: frozenset({E.READY, E.CANCELLED}),
+    # The scheduler promotes; a cancel may win against it; the expiry sweep ends it EXPIRED when
+    # its startBy (or deadline) passed before it ever started.
+    E.SCHEDULED: frozenset({E.READY, E.CANCELLED, E.EXPIRED}),
     # A worker claims; a cancel may win against the claim (conditional update decides).
-    E.READY: frozenset({E.RUNNING, E.CANCELLED}),
+    E.READY: frozenset({E.RUNNING, E.CANCELLED, E.EXPIRED}),
     # Outcome of an attempt. RUNNING -> READY is a release on graceful shutdown (no attempt burnt).
     # RUNNING -> CANCELLED happens when the handler honours a cooperative cancel signal.
-    E.RUNNING: frozenset({E.SUCCEEDED, E.RETRY_WAIT, E.FAILED, E.READY, E.CANCELLED}),
+    # RUNNING -> EXPIRED: claimed after its startBy (the claim raced the sweep); it is not run.
+    E.RUNNING: frozenset({E.SUCCEEDED, E.RETRY_WAIT, E.FAILED, E.READY, E.CANCELLED, E.EXPIRED}),
     E.RETRY_WAIT: frozenset({E.READY, E.CANCELLED}),
     E.SUCCEEDED: frozenset(),
     # Replay brings a dead letter back with a fresh attempt budget.
     E.FAILED: frozenset({E.READY}),
     E.CANCELLED: frozenset(),
+    E.EXPIRED: frozenset(),
 }
 
 ATTEMPT_TRANSITIONS: dict[AttemptStatus, frozenset[AttemptStatus]] = {
@@ -63,7 +68,7 @@ CANCELLABLE: frozenset[ExecutionStatus] = frozenset(
 worker stops the attempt at its next heartbeat and finishes it CANCELLED (under its fencing
 token, like any other outcome)."""
 
-TERMINAL: frozenset[ExecutionStatus] = frozenset({E.SUCCEEDED, E.FAILED, E.CANCELLED})
+TERMINAL: frozenset[ExecutionStatus] = frozenset({E.SUCCEEDED, E.FAILED, E.CANCELLED, E.EXPIRED})
 REPLAYABLE: frozenset[ExecutionStatus] = frozenset({E.FAILED})
 
 

@@ -33,6 +33,10 @@ class SubmitRequest:
     execute_at: datetime | None = None
     priority: int = 0
     idempotency_key: str | None = None
+    start_by: datetime | None = None
+    """Not started by then: it ends EXPIRED (docs/flow-control.md)."""
+    deadline: datetime | None = None
+    """No attempt starts after it; a retry that would is not made (FAILED)."""
     trace_context: dict[str, str] | None = field(default=None, compare=False, repr=False)
     """A W3C trace context to store instead of the current span's (docs/tracing.md: a cron
     occurrence starts a trace of its own). In-process only: never sent over HTTP, never read
@@ -49,6 +53,8 @@ class SubmitOptions(TypedDict, total=False):
 
     version: int | None
     priority: int
+    start_by: datetime | None
+    deadline: datetime | None
 
 
 @dataclass(frozen=True)
@@ -82,6 +88,8 @@ class NewExecution:
     trace_context: dict[str, str] | None = None
     """The submitter's W3C trace context (``traceparent``, ``tracestate``) when it submitted
     inside a span: set by the app layer, never part of the request or its fingerprint."""
+    start_by: datetime | None = None
+    deadline: datetime | None = None
 
 
 def check_request_shape(request: SubmitRequest, now: datetime, limits: SubmitLimits) -> None:
@@ -105,6 +113,7 @@ def check_request_shape(request: SubmitRequest, now: datetime, limits: SubmitLim
             errors.add("executeAt", f"is more than {describe(limits.max_past)} in the past")
         elif at > now + limits.max_future:
             errors.add("executeAt", f"is more than {describe(limits.max_future)} in the future")
+    _check_limits(request, now, errors)
     # Checked here, before the definition: a batch refuses such an item alone, and the inputs
     # the definition does not declare must not reach a message or a row either.
     if not isinstance(request.inputs, dict):
@@ -113,6 +122,23 @@ def check_request_shape(request: SubmitRequest, now: datetime, limits: SubmitLim
         for where, message in problems(request.inputs, "inputs"):
             errors.add(where, message)
     errors.raise_if_any("the execution request is invalid")
+
+
+def _check_limits(request: SubmitRequest, now: datetime, errors: ErrorList) -> None:
+    """``startBy`` and ``deadline``: aware instants that leave the execution a chance to start."""
+    at = request.execute_at if request.execute_at and request.execute_at.tzinfo else now
+    limits = {"startBy": request.start_by, "deadline": request.deadline}
+    for name, value in limits.items():
+        if value is None:
+            continue
+        if value.tzinfo is None:
+            errors.add(name, "must carry a UTC offset (RFC 3339), e.g. 2026-01-01T09:00:00Z")
+        elif value <= at:
+            when = "executeAt" if request.execute_at else "now"
+            errors.add(name, f"must be after {when} ({at.isoformat()}): it could never start")
+    start_by, deadline = request.start_by, request.deadline
+    if start_by and deadline and start_by.tzinfo and deadline.tzinfo and start_by > deadline:
+        errors.add("startBy", "must not be after deadline: no attempt starts after the deadline")
 
 
 def describe(span: timedelta) -> str:
@@ -134,6 +160,11 @@ def fingerprint(request: SubmitRequest) -> str:
         "executeAt": request.execute_at.astimezone(UTC).isoformat() if request.execute_at else None,
         "priority": request.priority,
     }
+    # Only when set, so that every request without them keeps its fingerprint.
+    if request.start_by is not None:
+        body["startBy"] = request.start_by.astimezone(UTC).isoformat()
+    if request.deadline is not None:
+        body["deadline"] = request.deadline.astimezone(UTC).isoformat()
     canonical = json.dumps(body, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(canonical.encode()).hexdigest()
 
@@ -168,4 +199,11 @@ def prepare_execution(
         idempotency_key=request.idempotency_key,
         request_fingerprint=fingerprint(request),
         created_at=now,
+        start_by=request.start_by or _after(execute_at, definition.start_within),
+        deadline=request.deadline or _after(execute_at, definition.deadline_within),
     )
+
+
+def _after(at: datetime, seconds: float | None) -> datetime | None:
+    """A definition's default limit for this execution (none: None)."""
+    return None if seconds is None else at + timedelta(seconds=seconds)

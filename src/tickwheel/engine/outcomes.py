@@ -10,7 +10,7 @@ from datetime import datetime
 from tickwheel.domain.backoff import Uniform
 from tickwheel.domain.definitions import Definition, RetryPolicy
 from tickwheel.domain.models import Execution
-from tickwheel.domain.retry import decide_failure
+from tickwheel.domain.retry import decide_failure, within_deadline
 from tickwheel.domain.states import AttemptStatus, ExecutionStatus
 from tickwheel.engine.runners import RunOutcome
 from tickwheel.store.protocol import AttemptResult
@@ -57,6 +57,10 @@ def attempt_result(
         now,
         uniform,
     )
+    if execution.deadline is not None:
+        decision = within_deadline(decision, execution.deadline)
+        if decision.reason:
+            error = {**error, "deadline": decision.reason}
     return AttemptResult(
         execution.execution_id,
         token,

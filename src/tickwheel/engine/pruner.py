@@ -1,6 +1,6 @@
-"""The pruner: deletes terminal executions (SUCCEEDED, FAILED, CANCELLED) that finished longer
-ago than the retention period, with their attempts, events and outputs; and by the same period
-the Cron Service's history rows and audit trail (a job's newest history row is always kept).
+"""The pruner: deletes terminal executions (SUCCEEDED, FAILED, CANCELLED, EXPIRED) that finished
+longer ago than the retention period, with their attempts, events and outputs; and by the same
+period the Cron Service's history rows and audit trail (a job's newest history row is always kept).
 
 It deletes in bounded batches, each its own short transaction, looping until a batch comes back
 short: a backlog of millions never becomes one long transaction that holds locks, bloats the

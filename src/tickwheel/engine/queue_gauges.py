@@ -15,6 +15,7 @@ from datetime import timedelta
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
+from tickwheel.domain.breaker import BreakerState
 from tickwheel.domain.clock import Clock
 from tickwheel.domain.states import TERMINAL
 from tickwheel.engine.service import Service
@@ -29,7 +30,7 @@ _TERMINAL = frozenset(str(s) for s in TERMINAL)
 
 
 async def refresh_queue_gauges(store: Store, clock: Clock, metrics: Metrics) -> None:
-    """Reads the counts (three indexed queries) and publishes them. Raises on a database error;
+    """Reads the counts (four small queries) and publishes them. Raises on a database error;
     the caller decides whether that matters."""
     now = clock.now()
     counts = await store.execution_count_by_status(now - FINISHED_WINDOW)
@@ -41,6 +42,9 @@ async def refresh_queue_gauges(store: Store, clock: Clock, metrics: Metrics) -> 
     metrics.workers_alive.set(alive)
     age = (now - oldest_ready).total_seconds() if oldest_ready is not None else 0.0
     metrics.oldest_ready_age.set(max(0.0, age))
+    breakers = dict(await store.circuit_breaker_counts())
+    for state in BreakerState:
+        metrics.breakers.labels(str(state)).set(breakers.get(state, 0))
 
 
 class ScrapeMarker(Collector):

@@ -15,7 +15,7 @@ from tickwheel.domain.clock import Clock
 from tickwheel.domain.definition_refs import stored_name
 from tickwheel.domain.definitions import Definition, RetryPolicy
 from tickwheel.domain.models import Execution
-from tickwheel.domain.retry import decide_lost
+from tickwheel.domain.retry import decide_lost, within_deadline
 from tickwheel.domain.states import ExecutionStatus
 from tickwheel.engine.service import Service
 from tickwheel.observability.logs import execution_fields
@@ -61,7 +61,9 @@ class Reaper(Service):
             )
             policy = definition.retry if definition else RetryPolicy(max_attempts=1)
             lost = lost_before.get(execution.execution_id, 0) + 1  # this one too
-            decision = decide_lost(lost, policy, self.clock.now(), self.uniform)
+            decision = within_deadline(
+                decide_lost(lost, policy, self.clock.now(), self.uniform), execution.deadline
+            )
             message = f"the lease of worker {execution.lease_owner} expired"
             if decision.reason:
                 message += f"; {decision.reason}"

@@ -21,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
+from tickwheel.domain.breaker import BreakerConfig
 from tickwheel.domain.models import Execution
 from tickwheel.domain.states import AttemptStatus
 from tickwheel.observability.logs import execution_fields
@@ -39,6 +40,8 @@ class Finished:
     execution: Execution
     result: AttemptResult
     seconds: float
+    breaker: BreakerConfig | None = None
+    """The definition's circuit breaker, which counts this attempt once it is reported."""
 
 
 def record_finished(item: Finished, metrics: Metrics, log: logging.Logger, worker_id: str) -> None:

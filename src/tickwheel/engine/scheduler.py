@@ -71,6 +71,9 @@ class _Load:
     page: bool = False
 
 
+PROBE_EVERY = timedelta(seconds=1)  # breakers to probe, executions to expire
+
+
 class Scheduler(Service, ShardLeasing):
     name = "scheduler"
     store: SchedulerStore  # ShardLeasing needs only its ShardLeaseStore part
@@ -99,6 +102,7 @@ class Scheduler(Service, ShardLeasing):
         self.renew_every = settings.shard_lease / 3
         self.window = settings.window
         # Extend at a third of the window: the wheel always holds at least two thirds ahead.
+        self._next_probe: datetime | None = None
         self.refresh_every = self.window / 3
         self.leases: dict[int, ShardLease] = {}
         self.fenced_shards = 0  # promotion rounds' shards refused by the epoch fence
@@ -144,6 +148,9 @@ class Scheduler(Service, ShardLeasing):
         if self._retry_at is not None and self._retry_at <= now:
             total += await self._sweep()
             self._retry_at = await self._next_retry(now)
+        if self._next_probe is None or now >= self._next_probe:
+            await self._probe_breakers()
+            self._next_probe = now + PROBE_EVERY
         if maintain:
             await self.maintain_leases()
             # Short of its share (just started, or others have yet to give shards up), it asks
@@ -158,6 +165,14 @@ class Scheduler(Service, ShardLeasing):
                 await self._load(now, rebuild=False)
                 total += await self._fire(now)
         return total
+
+    async def _probe_breakers(self) -> None:
+        """Breakers past their cool-down let a probe through; executions past their startBy
+        end EXPIRED. One partial-index query each; any scheduler may (each row moves once)."""
+        for definition_uri in await self.store.circuit_breaker_probe(self.store_now()):
+            self.metrics.breaker_transition(definition_uri, "half_open")
+        for execution in await self.store.execution_expire_due(self.store_now()):
+            self.metrics.expired(execution.definition_uri)
 
     # -- the catch-all --------------------------------------------------------------------------
 

@@ -33,6 +33,8 @@ from tickwheel.domain.clock import Clock
 from tickwheel.domain.definitions import Definition
 from tickwheel.domain.models import Execution
 from tickwheel.engine import cancellation
+from tickwheel.engine.breakers import BreakerCounts
+from tickwheel.engine.deadlines import TooLate, deadline_result, expire_claimed, too_late
 from tickwheel.engine.definition_cache import DefinitionCache
 from tickwheel.engine.heartbeat import Heartbeats
 from tickwheel.engine.outcomes import attempt_result
@@ -111,6 +113,9 @@ class Worker(Service):
             log=self.log,
         )
         self.heartbeats = Heartbeats(store, self.lease, now=self.store_now, log=self.log)
+        self.breakers = BreakerCounts(
+            store, now=self.clock.now, metrics=lambda: self.metrics, log=self.log
+        )
 
     # -- claiming -------------------------------------------------------------------------------
 
@@ -271,10 +276,13 @@ class Worker(Service):
     async def flush(self) -> None:
         """Reports every finished attempt still in the buffer."""
         await self.results.flush()
+        await self.breakers.flush()
 
     def _recorded(self, item: Finished) -> None:
         self.finished += 1
         record_finished(item, self.metrics, self.log, self.worker_id)
+        if item.breaker is not None:
+            self.breakers.add(item)
 
     # -- one attempt ----------------------------------------------------------------------------
 
@@ -296,6 +304,9 @@ class Worker(Service):
         if execution.cancel_requested_at is not None:
             # Asked to stop while an earlier attempt was finishing: it does not run again.
             self._report_cancelled(execution, started)
+            return
+        if (execution.start_by or execution.deadline) and (late := too_late(execution)):
+            await self._too_late(execution, late)
             return
         definition = await self.definitions.get(execution)
         if definition is None:
@@ -350,6 +361,13 @@ class Worker(Service):
         if not done:
             self._stale(execution, "the snooze came with a stale fencing token")
 
+    async def _too_late(self, execution: Execution, late: TooLate) -> None:
+        """Claimed after its startBy or deadline (engine/deadlines.py): not run."""
+        if late is TooLate.DEADLINE:
+            return self.results.add(Finished(execution, deadline_result(execution), 0.0))
+        if not await expire_claimed(self.store, execution, self.store_now()):
+            self._stale(execution, "the expiry came with a stale fencing token")
+
     def _report_cancelled(self, execution: Execution, started: datetime) -> None:
         result = cancellation.cancelled_result(execution, execution.cancel_requested_at)
         seconds = (self.clock.now() - started).total_seconds()
@@ -371,7 +389,8 @@ class Worker(Service):
             uniform=self.uniform,
         )
         seconds = (self.clock.now() - started).total_seconds()
-        self.results.add(Finished(execution, result, seconds))
+        breaker = definition.circuit_breaker if definition is not None else None
+        self.results.add(Finished(execution, result, seconds, breaker))
 
     def _stale(self, execution: Execution, why: str) -> None:
         self.stale_writes += 1

@@ -165,6 +165,26 @@ class Metrics:
             ["status"],
             registry=r,
         )
+        self.breaker_transitions = Counter(
+            "tickwheel_circuit_breaker_transitions",
+            "Circuit breaker transitions by definition and the state entered (open, half_open, "
+            "closed), counted by the process that made them (workers, schedulers).",
+            ["definition", "to_state"],
+            registry=r,
+        )
+        self.expirations = Counter(
+            "tickwheel_executions_expired",
+            "Executions that ended EXPIRED: not started by their startBy (or deadline).",
+            ["definition"],
+            registry=r,
+        )
+        self.breakers = Gauge(
+            "tickwheel_circuit_breakers",
+            "Circuit breakers now in each state, over all tenants and definitions (refreshed "
+            "at scrape).",
+            ["state"],
+            registry=r,
+        )
         self.pruned = Counter(
             "tickwheel_executions_pruned",
             "Terminal executions deleted by the retention pruner.",
@@ -248,6 +268,12 @@ class Metrics:
     def webhook_try(self, status: str) -> None:
         """For the webhook sender: one try recorded (``DELIVERED``, ``PENDING``, ``FAILED``)."""
         self.webhook_tries.labels(status.lower()).inc()
+
+    def expired(self, definition_uri: str) -> None:
+        self.expirations.labels(definition_label(definition_uri)).inc()
+
+    def breaker_transition(self, definition_uri: str, to_state: str) -> None:
+        self.breaker_transitions.labels(definition_label(definition_uri), to_state).inc()
 
     def set_counts(
         self, counts: Mapping[str, int], terminal: frozenset[str], window_seconds: float

@@ -6,7 +6,7 @@ from typing import Any
 
 from pydantic import Field
 
-from tickwheel.resources.base import Instant, ItemList, Resource
+from tickwheel.resources.base import Instant, ItemList, Resource, omitted_when_none
 
 
 class Definition(Resource):
@@ -23,6 +23,15 @@ class Definition(Resource):
     execution: dict[str, Any] = Field(description="how it runs: {type, ...} by type")
     timeout: float = Field(description="seconds")
     retry: dict[str, Any] = Field(description="{maxAttempts, baseDelay, maxDelay, retryOn, ...}")
+    circuit_breaker: dict[str, Any] | None = omitted_when_none(
+        "{consecutiveFailures?, failureRate?, window, coolDown}: left out when none is set"
+    )
+    start_by: float | None = omitted_when_none(
+        "seconds after executeAt: the startBy of a submission that names none"
+    )
+    deadline: float | None = omitted_when_none(
+        "seconds after executeAt: the deadline of a submission that names none"
+    )
     content_hash: str
     created_at: Instant
     owner: str | None

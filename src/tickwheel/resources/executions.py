@@ -32,6 +32,8 @@ class SubmitBody(BaseModel):
     inputs: dict[str, Any] = Field(default_factory=dict)
     executeAt: Rfc3339 | None = None
     priority: StrictInt = 0
+    startBy: Rfc3339 | None = None
+    deadline: Rfc3339 | None = None
 
     def to_request(self, idempotency_key: str | None) -> SubmitRequest:
         """Each field to the ``SubmitRequest`` field of its snake_case name."""
@@ -106,6 +108,8 @@ class Execution(Resource):
     checkpoint: Any = omitted_when_none(
         "the handler's last checkpoint (JSON), handed to its next attempt"
     )
+    start_by: Instant | None = omitted_when_none("not started by then: it ends EXPIRED")
+    deadline: Instant | None = omitted_when_none("no attempt starts after it")
 
     @property
     def finished(self) -> bool:
@@ -158,6 +162,10 @@ def execution_wire(e: ExecutionRecord) -> dict[str, Any]:
         wire["progress"] = progress.to_wire()
     if e.checkpoint is not None:
         wire["checkpoint"] = e.checkpoint
+    if e.start_by is not None:
+        wire["startBy"] = iso(e.start_by)
+    if e.deadline is not None:
+        wire["deadline"] = iso(e.deadline)
     return wire
 
 

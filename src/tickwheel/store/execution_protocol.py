@@ -119,7 +119,7 @@ class ExecutionStore(Protocol):
         ...
 
     async def execution_prune(self, finished_before: datetime, limit: int) -> int:
-        """Deletes up to ``limit`` terminal executions (SUCCEEDED, FAILED, CANCELLED) that
+        """Deletes up to ``limit`` terminal executions (SUCCEEDED, FAILED, CANCELLED, EXPIRED) that
         finished before ``finished_before``, with their attempts, events and outputs; returns
         how many. One short statement per call: callers loop until a batch comes back short."""
         ...

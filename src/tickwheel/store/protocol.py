@@ -16,6 +16,7 @@ from tickwheel.store.engine_protocol import (
     WorkerRegistryStore,
 )
 from tickwheel.store.execution_protocol import ApiKeyStore, DefinitionStore, ExecutionStore
+from tickwheel.store.flow_protocol import FlowStore
 from tickwheel.store.records import (
     SHARED,
     AttemptResult,
@@ -88,18 +89,19 @@ class Store(
     ShardLeaseStore,
     WorkerRegistryStore,
     RunningStore,
+    FlowStore,
     Protocol,
 ):
     """Everything one backend implements; composition roots hold it and hand each service the
     part it uses (the narrower protocols above and below)."""
 
 
-class SchedulerStore(PromotionStore, ShardLeaseStore, SignalStore, Protocol):
+class SchedulerStore(PromotionStore, ShardLeaseStore, SignalStore, FlowStore, Protocol):
     """What ``engine.scheduler`` uses."""
 
 
 class WorkerStore(
-    ClaimStore, DefinitionStore, WorkerRegistryStore, RunningStore, SignalStore, Protocol
+    ClaimStore, DefinitionStore, WorkerRegistryStore, RunningStore, SignalStore, FlowStore, Protocol
 ):
     """What ``engine.worker`` uses."""
 

@@ -1,4 +1,4 @@
-"""definitions apply | list | show."""
+"""definitions apply | list | show (pause | resume | flow: cli/commands/flow.py)."""
 
 from __future__ import annotations
 

@@ -32,6 +32,7 @@ _STYLE = {
     "SUCCEEDED": "green",
     "FAILED": "red",
     "CANCELLED": "dim",
+    "EXPIRED": "magenta",
     "RUNNING": "cyan",
     "RETRY_WAIT": "yellow",
 }
@@ -131,6 +132,13 @@ def submit(
         int | None, typer.Option(help="pin a definition version (default: latest)")
     ] = None,
     priority: Annotated[int, typer.Option(help="higher runs first")] = 0,
+    start_by: Annotated[
+        str | None,
+        typer.Option("--start-by", help="RFC 3339: not started by then, it ends EXPIRED"),
+    ] = None,
+    deadline: Annotated[
+        str | None, typer.Option("--deadline", help="RFC 3339: no attempt starts after it")
+    ] = None,
     wait: Annotated[
         bool,
         typer.Option("--wait", help="wait until it finishes; the exit code says how it ended"),
@@ -150,21 +158,17 @@ def submit(
     inputs = parse_inputs(input_pairs, inputs_json)
     execute_at = parse_instant(at) if at is not None else None
     after = timedelta(seconds=parse_duration(delay)) if delay is not None else None
+    limits = {
+        "start_by": parse_instant(start_by) if start_by is not None else None,
+        "deadline": parse_instant(deadline) if deadline is not None else None,
+    }
     with cli.client() as client:
         try:
             if after is not None:
-                e = client.submit_after(
-                    after,
-                    definition,
-                    inputs,
-                    key,
-                    version=version,
-                    priority=priority,
-                )
-            else:
-                e = client.submit(
-                    definition, inputs, execute_at, key, version=version, priority=priority
-                )
+                execute_at = client.after(after)
+            e = client.submit(
+                definition, inputs, execute_at, key, version=version, priority=priority, **limits
+            )
             if wait:
                 with console.status(f"waiting for {e.execution_id} ({e.status})"):
                     e = client.wait(e.execution_id, timeout)

@@ -46,8 +46,8 @@ def prune_command(
     ),
     database_url: DatabaseUrl = None,
 ) -> None:
-    """Delete finished executions (SUCCEEDED, FAILED, CANCELLED) older than an age, with their
-    attempts, history and outputs (their idempotency keys become free again), and cron history
+    """Delete finished executions (SUCCEEDED, FAILED, CANCELLED, EXPIRED) older than an age, with
+    their attempts, history and outputs (their idempotency keys become free again), and cron history
     and audit rows as old (a cron job's newest history row is kept)."""
     try:
         age = parse_age(older_than)

@@ -71,7 +71,15 @@ def _iso(value: datetime) -> str:
 
 
 # The conversions of each column kind (store/execution_columns.py); any other is taken as is.
-_INSERT = converters(NEW_EXECUTION, {Kind.ID: str, Kind.INSTANT: _iso, Kind.STATUS: str})
+_INSERT = converters(
+    NEW_EXECUTION,
+    {
+        Kind.ID: str,
+        Kind.INSTANT: _iso,
+        Kind.OPTIONAL_INSTANT: lambda v: _iso(v) if v is not None else None,
+        Kind.STATUS: str,
+    },
+)
 _INSERT_NAMES = attrgetter(*(name for name, _ in _INSERT))
 _INSERT_CONVERTED = tuple((i, c) for i, (_, c) in enumerate(_INSERT) if c is not None)
 
@@ -92,7 +100,10 @@ def _as_utc(value: datetime) -> datetime:
     return value if value.tzinfo is UTC else value.astimezone(UTC)
 
 
-_FROM_NEW = converters(NEW_EXECUTION, {Kind.INSTANT: _as_utc})
+_FROM_NEW = converters(
+    NEW_EXECUTION,
+    {Kind.INSTANT: _as_utc, Kind.OPTIONAL_INSTANT: lambda v: _as_utc(v) if v is not None else None},
+)
 
 
 def execution_from_new(item: NewExecution) -> Execution:

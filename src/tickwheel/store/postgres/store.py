@@ -29,6 +29,7 @@ from tickwheel.store.postgres.api_keys import PostgresApiKeys
 from tickwheel.store.postgres.caller_tx import PostgresCallerTx
 from tickwheel.store.postgres.claims import PostgresClaims
 from tickwheel.store.postgres.definitions import PostgresDefinitions
+from tickwheel.store.postgres.flow import PostgresFlow
 from tickwheel.store.postgres.history import PostgresHistory
 from tickwheel.store.postgres.notify import Signals, topics_for
 from tickwheel.store.postgres.pool import Conn, Pool
@@ -68,6 +69,7 @@ class PostgresStore(
     PostgresApiKeys,
     PostgresCallerTx,
     PostgresRunning,
+    PostgresFlow,
 ):
     dialect = "postgresql"
 

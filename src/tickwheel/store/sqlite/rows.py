@@ -26,7 +26,14 @@ _INSERT = tuple(
     (name, column(name), convert)
     for name, convert in converters(
         NEW_EXECUTION,
-        {Kind.ID: str, Kind.INSTANT: to_us, Kind.STATUS: str, Kind.OBJECT: _json, Kind.JSON: _json},
+        {
+            Kind.ID: str,
+            Kind.INSTANT: to_us,
+            Kind.OPTIONAL_INSTANT: lambda v: to_us(v) if v is not None else None,
+            Kind.STATUS: str,
+            Kind.OBJECT: _json,
+            Kind.JSON: _json,
+        },
     )
 )
 

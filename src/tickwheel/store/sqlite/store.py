@@ -35,6 +35,7 @@ from tickwheel.store.sqlite.codec import jload, opt_us, to_us
 from tickwheel.store.sqlite.cron import SqliteCronStore
 from tickwheel.store.sqlite.definitions import SqliteDefinitions
 from tickwheel.store.sqlite.files import create_private
+from tickwheel.store.sqlite.flow import SqliteFlow
 from tickwheel.store.sqlite.history import SqliteHistory
 from tickwheel.store.sqlite.promotion import SqlitePromotion
 from tickwheel.store.sqlite.rows import (
@@ -63,6 +64,7 @@ class SqliteStore(
     SqliteApiKeys,
     SqliteCallerTx,
     SqliteRunning,
+    SqliteFlow,
 ):
     dialect = "sqlite"
 

@@ -25,6 +25,15 @@ WITH candidates AS MATERIALIZED (
     WHERE status = 'READY'
       AND (%(definition_uris)s::text[] IS NULL
            OR definition_uri = ANY (%(definition_uris)s::text[]))
+      -- Pauses (0018, docs/flow-control.md): a paused tenant or definition, or an open circuit
+      -- breaker, holds its READY rows back; a half-open breaker lets its one probe through.
+      -- OFFSET 0 keeps this a per-row probe of the pauses key (usually an empty table) run only
+      -- for the rows the index walk reaches; as an anti-join the planner hashed every READY row.
+      AND NOT EXISTS (SELECT 1 FROM pauses p
+                      WHERE p.tenant = executions.tenant
+                        AND p.definition_uri IN ('', executions.definition_uri)
+                        AND p.probe_execution_id IS DISTINCT FROM executions.execution_id
+                      OFFSET 0)
     ORDER BY priority DESC, ready_at
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED

@@ -143,7 +143,7 @@ SELECT
     + (SELECT count(*) FROM {partition} WHERE status = 'RUNNING')
     + (SELECT count(*) FROM {partition} WHERE status = 'RETRY_WAIT') AS live,
     (SELECT count(*) FROM {partition}
-     WHERE status IN ('SUCCEEDED', 'FAILED', 'CANCELLED')
+     WHERE status IN ('SUCCEEDED', 'FAILED', 'CANCELLED', 'EXPIRED')
        AND finished_at >= %(cutoff)s::timestamptz) AS recent;
 
 -- name: partition_delete_children

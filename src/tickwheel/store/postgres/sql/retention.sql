@@ -8,7 +8,7 @@ UNION ALL SELECT 'RUNNING', count(*) FROM executions WHERE status = 'RUNNING'
 UNION ALL SELECT 'RETRY_WAIT', count(*) FROM executions WHERE status = 'RETRY_WAIT'
 UNION ALL
 SELECT status, count(*) FROM executions
-WHERE status IN ('SUCCEEDED', 'FAILED', 'CANCELLED')
+WHERE status IN ('SUCCEEDED', 'FAILED', 'CANCELLED', 'EXPIRED')
   AND finished_at >= coalesce(%(finished_since)s::timestamptz, '-infinity'::timestamptz)
 GROUP BY status;
 
@@ -21,7 +21,7 @@ GROUP BY status;
 -- (ON DELETE CASCADE).
 WITH batch AS MATERIALIZED (
     SELECT execution_id FROM executions
-    WHERE status IN ('SUCCEEDED', 'FAILED', 'CANCELLED')
+    WHERE status IN ('SUCCEEDED', 'FAILED', 'CANCELLED', 'EXPIRED')
       AND finished_at < %(finished_before)s::timestamptz
     ORDER BY finished_at
     LIMIT %(limit)s

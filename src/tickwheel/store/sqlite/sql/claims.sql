@@ -19,6 +19,12 @@ FROM (
         WHERE status = 'READY'
           AND (:definition_uris IS NULL
                OR definition_uri IN (SELECT value FROM json_each(:definition_uris)))
+          -- Pauses (0018, docs/flow-control.md): a paused tenant or definition, or an open
+          -- circuit breaker, holds its READY rows back; a half-open breaker lets its probe by.
+          AND NOT EXISTS (SELECT 1 FROM pauses p
+                          WHERE p.tenant = executions.tenant
+                            AND p.definition_uri IN ('', executions.definition_uri)
+                            AND p.probe_execution_id IS NOT executions.execution_id)
         ORDER BY priority DESC, ready_at
         LIMIT :limit
     )

@@ -7,7 +7,7 @@ UNION ALL SELECT 'RUNNING', count(*) FROM executions WHERE status = 'RUNNING'
 UNION ALL SELECT 'RETRY_WAIT', count(*) FROM executions WHERE status = 'RETRY_WAIT'
 UNION ALL
 SELECT status, count(*) FROM executions
-WHERE status IN ('SUCCEEDED', 'FAILED', 'CANCELLED')
+WHERE status IN ('SUCCEEDED', 'FAILED', 'CANCELLED', 'EXPIRED')
   AND finished_at >= coalesce(:finished_since, -9223372036854775808)
 GROUP BY status;
 
@@ -18,7 +18,7 @@ GROUP BY status;
 DELETE FROM executions
 WHERE execution_id IN (
     SELECT execution_id FROM executions
-    WHERE status IN ('SUCCEEDED', 'FAILED', 'CANCELLED')
+    WHERE status IN ('SUCCEEDED', 'FAILED', 'CANCELLED', 'EXPIRED')
       AND finished_at < :finished_before
     ORDER BY finished_at
     LIMIT :limit

@@ -1,0 +1,131 @@
+"""definitions pause | resume | flow, and tenant pause | resume | show (docs/flow-control.md)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from tickwheel.cli.context import JsonFlag, console, explain, print_json, state
+from tickwheel.resources.flow import DefinitionFlowState, Pause, TenantFlowState
+
+tenant_app = typer.Typer(help="Pause or resume your whole tenant.", no_args_is_help=True)
+
+Reason = Annotated[str, typer.Option("--reason", help="shown with the pause")]
+OtherTenant = Annotated[
+    str | None, typer.Option("--tenant", help="another tenant (operator key only)")
+]
+
+
+def _pause_line(p: Pause) -> str:
+    what = p.definition or "the whole tenant"
+    probe = f", probe {p.probe_execution_id}" if p.probe_execution_id else ""
+    why = f": {p.reason}" if p.reason else ""
+    return f"  {p.kind} pause of {what} since {p.paused_at:%Y-%m-%d %H:%M:%S}Z{why}{probe}"
+
+
+def _show_definition(f: DefinitionFlowState, as_json: bool) -> None:
+    if as_json:
+        print_json(f.to_wire())
+        return
+    word = "[yellow]paused[/]" if f.paused else "[green]running[/]"
+    console.print(f"{f.definition}: {word}")
+    for p in f.pauses:
+        console.print(_pause_line(p))
+    b = f.circuit_breaker
+    if b is not None:
+        until = f", cool-down until {b.cool_down_until:%H:%M:%S}Z" if b.cool_down_until else ""
+        console.print(
+            f"circuit breaker: {b.state} ({b.consecutive_failures} failures in a row{until})"
+        )
+    if f.transitions:
+        table = Table("at", "from", "to", "reason")
+        for t in f.transitions:
+            table.add_row(f"{t.at:%Y-%m-%d %H:%M:%S}Z", t.from_state, t.to_state, t.reason)
+        console.print(table)
+
+
+def _show_tenant(f: TenantFlowState, as_json: bool) -> None:
+    if as_json:
+        print_json(f.to_wire())
+        return
+    word = "[yellow]paused[/]" if f.paused else "[green]running[/]"
+    console.print(f"tenant {f.tenant}: {word}")
+    for p in f.pauses:
+        console.print(_pause_line(p))
+    for b in f.circuit_breakers:
+        console.print(f"  circuit breaker of {b.definition}: {b.state}")
+
+
+def pause(ctx: typer.Context, name: str, reason: Reason = "", as_json: JsonFlag = False) -> None:
+    """Pause a definition: nothing new of it starts until resumed; running attempts finish;
+    due executions wait READY."""
+    cli = state(ctx, as_json)
+    with cli.client() as client:
+        try:
+            _show_definition(client.flow.pause(name, reason), cli.as_json)
+        except Exception as exc:
+            raise explain(exc) from exc
+
+
+def resume(ctx: typer.Context, name: str, as_json: JsonFlag = False) -> None:
+    """Resume a paused definition; what it held back starts at once."""
+    cli = state(ctx, as_json)
+    with cli.client() as client:
+        try:
+            _show_definition(client.flow.resume(name), cli.as_json)
+        except Exception as exc:
+            raise explain(exc) from exc
+
+
+def flow(ctx: typer.Context, name: str, as_json: JsonFlag = False) -> None:
+    """A definition's pauses, circuit breaker and its transitions."""
+    cli = state(ctx, as_json)
+    with cli.client() as client:
+        try:
+            _show_definition(client.flow.state(name), cli.as_json)
+        except Exception as exc:
+            raise explain(exc) from exc
+
+
+def register(definitions_app: typer.Typer) -> None:
+    for command in (pause, resume, flow):
+        definitions_app.command()(command)
+
+
+@tenant_app.command("pause")
+def tenant_pause(
+    ctx: typer.Context, reason: Reason = "", tenant: OtherTenant = None, as_json: JsonFlag = False
+) -> None:
+    """Pause the whole tenant: nothing new of it starts until resumed (admin key)."""
+    cli = state(ctx, as_json)
+    with cli.client() as client:
+        try:
+            _show_tenant(client.flow.pause_tenant(reason, tenant), cli.as_json)
+        except Exception as exc:
+            raise explain(exc) from exc
+
+
+@tenant_app.command("resume")
+def tenant_resume(
+    ctx: typer.Context, tenant: OtherTenant = None, as_json: JsonFlag = False
+) -> None:
+    """Resume the whole tenant."""
+    cli = state(ctx, as_json)
+    with cli.client() as client:
+        try:
+            _show_tenant(client.flow.resume_tenant(tenant), cli.as_json)
+        except Exception as exc:
+            raise explain(exc) from exc
+
+
+@tenant_app.command("show")
+def tenant_show(ctx: typer.Context, tenant: OtherTenant = None, as_json: JsonFlag = False) -> None:
+    """The tenant's pauses and its definitions' circuit breakers."""
+    cli = state(ctx, as_json)
+    with cli.client() as client:
+        try:
+            _show_tenant(client.flow.tenant_state(tenant), cli.as_json)
+        except Exception as exc:
+            raise explain(exc) from exc

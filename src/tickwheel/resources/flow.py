@@ -1,0 +1,128 @@
+"""Pauses and circuit breakers as the API shows them (docs/flow-control.md)."""
+
+from __future__ import annotations
+
+import uuid
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from tickwheel.domain.breaker import Breaker
+from tickwheel.domain.definition_refs import stored_name
+from tickwheel.domain.pauses import (
+    TENANT_WIDE,
+    BreakerRecord,
+    BreakerTransitionRecord,
+    DefinitionFlow,
+    PauseRecord,
+    TenantFlow,
+)
+from tickwheel.resources.base import Instant, Resource, omitted_when_none
+
+
+class Pause(Resource):
+    """One thing that holds executions back: a person's pause (``manual``) or an open circuit
+    breaker's (``breaker``), of one definition or (``definition`` null) the whole tenant."""
+
+    definition: str | None = Field(description="the definition's name; null: the whole tenant")
+    kind: str = Field(description="manual or breaker")
+    reason: str
+    paused_at: Instant
+    probe_execution_id: uuid.UUID | None = omitted_when_none(
+        "a half-open breaker's probe: the one execution let through"
+    )
+
+    @classmethod
+    def of(cls, p: PauseRecord) -> Pause:
+        return cls(
+            definition=None if p.definition_uri == TENANT_WIDE else stored_name(p.definition_uri),
+            kind=str(p.kind),
+            reason=p.reason,
+            paused_at=p.paused_at,
+            probe_execution_id=p.probe_execution_id,
+        )
+
+
+class CircuitBreaker(Resource):
+    """A definition's breaker for this tenant."""
+
+    definition: str
+    state: str = Field(description="closed, open or half_open")
+    consecutive_failures: int
+    cool_down_until: Instant | None = omitted_when_none("open: when a probe may go")
+    probe_execution_id: uuid.UUID | None = omitted_when_none("half_open: the probe")
+    updated_at: Instant | None = omitted_when_none()
+
+    @classmethod
+    def of(cls, name: str, b: Breaker, updated_at: Instant | None = None) -> CircuitBreaker:
+        return cls(
+            definition=name,
+            state=str(b.state),
+            consecutive_failures=b.consecutive_failures,
+            cool_down_until=b.cool_down_until,
+            probe_execution_id=b.probe_execution_id,
+            updated_at=updated_at,
+        )
+
+    @classmethod
+    def of_record(cls, r: BreakerRecord) -> CircuitBreaker:
+        return cls.of(stored_name(r.definition_uri), r.breaker, r.updated_at)
+
+
+class BreakerTransition(Resource):
+    from_state: str
+    to_state: str
+    reason: str
+    at: Instant
+
+    @classmethod
+    def of(cls, t: BreakerTransitionRecord) -> BreakerTransition:
+        return cls(from_state=str(t.from_state), to_state=str(t.to_state), reason=t.reason, at=t.at)
+
+
+class DefinitionFlowState(Resource):
+    """Whether a definition runs for this tenant: its pauses (its own and the tenant's), its
+    circuit breaker and the breaker's latest transitions, newest first."""
+
+    definition: str
+    paused: bool
+    pauses: list[Pause]
+    circuit_breaker: CircuitBreaker | None = omitted_when_none(
+        "left out until the definition's breaker counted an attempt"
+    )
+    transitions: list[BreakerTransition]
+
+    @classmethod
+    def of(cls, f: DefinitionFlow) -> DefinitionFlowState:
+        return cls(
+            definition=f.name,
+            paused=f.paused,
+            pauses=[Pause.of(p) for p in f.pauses],
+            circuit_breaker=None if f.breaker is None else CircuitBreaker.of(f.name, f.breaker),
+            transitions=[BreakerTransition.of(t) for t in f.transitions],
+        )
+
+
+class TenantFlowState(Resource):
+    """A tenant's pauses (``paused``: the whole tenant is) and its definitions' breakers."""
+
+    tenant: str
+    paused: bool
+    pauses: list[Pause]
+    circuit_breakers: list[CircuitBreaker]
+
+    @classmethod
+    def of(cls, f: TenantFlow) -> TenantFlowState:
+        return cls(
+            tenant=f.tenant,
+            paused=f.paused,
+            pauses=[Pause.of(p) for p in f.pauses],
+            circuit_breakers=[CircuitBreaker.of_record(b) for b in f.breakers],
+        )
+
+
+class PauseBody(BaseModel):
+    """What a pause request may carry (an empty body is a pause without a reason)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    reason: str = Field("", max_length=500, strict=True, description="shown with the pause")

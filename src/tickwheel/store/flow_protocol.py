@@ -1,0 +1,101 @@
+"""Pauses and circuit breakers in the store (issue 14): part of ``Store``, apart so that the
+protocol stays readable. The claim statement reads ``pauses`` (one clause); everything here
+writes it."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any, Protocol
+
+from tickwheel.domain.breaker import BreakerConfig, BreakerState, Transition
+from tickwheel.domain.models import Execution
+from tickwheel.domain.pauses import (
+    TENANT_WIDE,
+    BreakerRecord,
+    BreakerTransitionRecord,
+    PauseKind,
+    PauseRecord,
+)
+
+__all__ = [
+    "TENANT_WIDE",
+    "BreakerRecord",
+    "BreakerTransitionRecord",
+    "FlowStore",
+    "PauseKind",
+    "PauseRecord",
+]
+
+
+class FlowStore(Protocol):
+    async def pause_set(
+        self, tenant: str, definition_uri: str, reason: str, now: datetime
+    ) -> PauseRecord:
+        """A manual pause of ``definition_uri`` (``TENANT_WIDE``: the tenant) from now on; a
+        second call keeps the first pause (its instant and reason) and returns it."""
+        ...
+
+    async def pause_clear(self, tenant: str, definition_uri: str) -> bool:
+        """Lifts the manual pause, and wakes the workers so that what it held back is claimed at
+        once. False when there was none. A breaker's pause stays."""
+        ...
+
+    async def pause_list(self, tenant: str) -> list[PauseRecord]:
+        """Every pause of the tenant, manual and breakers', tenant-wide first, then by uri."""
+        ...
+
+    async def circuit_breaker_record(
+        self,
+        tenant: str,
+        definition_uri: str,
+        config: BreakerConfig,
+        execution_id: uuid.UUID,
+        failed: bool,
+        now: datetime,
+    ) -> Transition | None:
+        """One finished attempt counted by the definition's breaker (``domain.breaker``), in one
+        transaction with the transition it makes, if any: its history row and the breaker's
+        pause (written on OPEN, lifted on CLOSED, with a wake-up of the workers)."""
+        ...
+
+    async def circuit_breaker_probe(self, now: datetime | None = None) -> list[str]:
+        """Every OPEN breaker whose cool-down is over and that has a READY execution becomes
+        HALF_OPEN with that execution (the first in claim order) as its probe: the only one
+        the claim lets through. Several schedulers may run it at once: each breaker moves once.
+        Returns the definition URIs of those that moved; wakes the workers when some did."""
+        ...
+
+    async def circuit_breaker_list(self, tenant: str) -> list[BreakerRecord]: ...
+
+    async def circuit_breaker_transitions(
+        self, tenant: str, definition_uri: str, limit: int
+    ) -> list[BreakerTransitionRecord]:
+        """The newest first."""
+        ...
+
+    async def circuit_breaker_counts(self) -> Sequence[tuple[BreakerState, int]]:
+        """Breakers by state across tenants (the /metrics gauge)."""
+        ...
+
+    async def execution_expire_due(
+        self, now: datetime | None = None, limit: int = 500
+    ) -> list[Execution]:
+        """SCHEDULED and READY executions that never started and whose startBy or deadline has
+        passed (``now``, else the database's clock) end EXPIRED, each with an ``expired``
+        history event; at most ``limit``, rows a claim or a cancel holds are left for later.
+        Returns the expired executions."""
+        ...
+
+    async def execution_expire_claimed(
+        self,
+        execution_id: uuid.UUID,
+        fencing_token: int,
+        error: dict[str, Any],
+        now: datetime | None = None,
+    ) -> bool:
+        """RUNNING -> EXPIRED for an execution its worker claimed after its startBy (it does not
+        run it); the attempt is ABANDONED with ``error``. False, and nothing written, when the
+        token is stale."""
+        ...
