@@ -59,6 +59,8 @@ def test_a_request_with_every_field_set_survives_the_sdk_and_the_body() -> None:
         "key-1",
         version=3,
         priority=7,
+        start_by=datetime(2026, 3, 1, 13, tzinfo=UTC),
+        deadline=datetime(2026, 3, 1, 14, tzinfo=UTC),
     )
     for f in dataclasses.fields(SubmitRequest):
         if f.name in IN_PROCESS:
