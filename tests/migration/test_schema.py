@@ -72,6 +72,19 @@ SQLITE_SCHEMA: Schema = {
         "indexes": {},
         "foreign_keys": [],
     },
+    "concurrency_holds": {
+        "columns": {
+            "tenant": "TEXT NOT NULL",
+            "definition_uri": "TEXT NOT NULL",
+            "concurrency_key": "TEXT NOT NULL",
+            "slot": "INTEGER NOT NULL",
+            "execution_id": "TEXT NOT NULL",
+        },
+        "primary_key": "tenant, definition_uri, concurrency_key, slot",
+        "unique": [],
+        "indexes": {"concurrency_holds_execution": "execution_id"},
+        "foreign_keys": [],
+    },
     "cron_applies": {
         "columns": {
             "tenant": "TEXT NOT NULL",
@@ -242,10 +255,16 @@ SQLITE_SCHEMA: Schema = {
             "progress": "TEXT",
             "checkpoint": "TEXT",
             "trace_context": "TEXT",
+            "concurrency_key": "TEXT",
+            "concurrency_limit": "INTEGER",
+            "concurrency_order": "TEXT",
         },
         "primary_key": "execution_id",
         "unique": ["tenant, idempotency_key"],
         "indexes": {
+            "executions_concurrency_queue": "tenant, definition_uri, concurrency_key, execute_at,"
+            " execution_id WHERE concurrency_limit IS NOT NULL"
+            " AND status IN ('SCHEDULED', 'READY', 'RUNNING', 'RETRY_WAIT')",
             "executions_due": "shard_id, bucket_start, execute_at WHERE status = 'SCHEDULED'",
             "executions_ready": "priority DESC, ready_at WHERE status = 'READY'",
             "executions_running_lease": "lease_expires_at WHERE status = 'RUNNING'",
@@ -455,6 +474,19 @@ POSTGRES_SCHEMA: Schema = {
         "indexes": {},
         "foreign_keys": ["execution_id -> executions(execution_id) ON DELETE CASCADE"],
     },
+    "concurrency_holds": {
+        "columns": {
+            "tenant": "text NOT NULL",
+            "definition_uri": "text NOT NULL",
+            "concurrency_key": "text NOT NULL",
+            "slot": "integer NOT NULL",
+            "execution_id": "uuid NOT NULL",
+        },
+        "primary_key": "tenant, definition_uri, concurrency_key, slot",
+        "unique": [],
+        "indexes": {"concurrency_holds_execution": "execution_id"},
+        "foreign_keys": [],
+    },
     "cron_applies": {
         "columns": {
             "tenant": "text NOT NULL",
@@ -625,10 +657,16 @@ POSTGRES_SCHEMA: Schema = {
             "progress": "jsonb",
             "checkpoint": "jsonb",
             "trace_context": "jsonb",
+            "concurrency_key": "text",
+            "concurrency_limit": "integer",
+            "concurrency_order": "text",
         },
         "primary_key": "execution_id",
         "unique": ["tenant, idempotency_key"],
         "indexes": {
+            "executions_concurrency_queue": "tenant, definition_uri, concurrency_key, execute_at,"
+            " execution_id WHERE concurrency_limit IS NOT NULL"
+            " AND status IN ('SCHEDULED', 'READY', 'RUNNING', 'RETRY_WAIT')",
             "executions_due": "shard_id, bucket_start, execute_at WHERE status = 'SCHEDULED'",
             "executions_ready": "priority DESC, ready_at WHERE status = 'READY'",
             "executions_running_lease": "lease_expires_at WHERE status = 'RUNNING'",
@@ -826,9 +864,24 @@ def _predicate(text: str) -> str:
     PostgreSQL's ``status = ANY (ARRAY['A', 'B'])`` becomes ``status IN ('A', 'B')``."""
     text = re.sub(r"::\w+", "", " ".join(text.split()))
     text = re.sub(r"= ANY \(ARRAY\[(.*?)\]\)", r"IN (\1)", text)
-    while text.startswith("(") and text.endswith(")"):
+    # PostgreSQL writes each operand of an AND in parentheses: ``(a) AND (b)`` is ``a AND b``.
+    return " AND ".join(_unwrap(part) for part in _unwrap(text).split(" AND "))
+
+
+def _unwrap(text: str) -> str:
+    """``text`` without parentheses around the whole of it (only when they pair each other)."""
+    while text.startswith("(") and text.endswith(")") and _closes_at_end(text):
         text = text[1:-1].strip()
     return text
+
+
+def _closes_at_end(text: str) -> bool:
+    depth = 0
+    for i, char in enumerate(text):
+        depth += {"(": 1, ")": -1}.get(char, 0)
+        if depth == 0:
+            return i == len(text) - 1
+    return False
 
 
 def describe_sqlite(path: str) -> Schema:

@@ -58,12 +58,17 @@ async def _rows(pg_url: str, sql: str, *params: object) -> list[tuple[object, ..
         return await cursor.fetchall()
 
 
-def _scans(node: dict[str, Any]) -> Iterator[tuple[str, str | None, str | None]]:
-    """(node type, relation, index) of every scan in an EXPLAIN (FORMAT JSON) plan."""
+def _scans(
+    node: dict[str, Any], *, gates: bool = True
+) -> Iterator[tuple[str, str | None, str | None]]:
+    """(node type, relation, index) of every scan in an EXPLAIN (FORMAT JSON) plan; without
+    ``gates``, leaving out subplans (in the claim: its concurrency gate, which only an execution
+    with a concurrency limit enters; an unlimited claim never runs them)."""
     if "Scan" in node["Node Type"]:
         yield node["Node Type"], node.get("Relation Name"), node.get("Index Name")
     for child in node.get("Plans", []):
-        yield from _scans(child)
+        if gates or child.get("Parent Relationship") != "SubPlan":
+            yield from _scans(child, gates=gates)
 
 
 def _nodes(node: dict[str, Any]) -> Iterator[dict[str, Any]]:
@@ -228,10 +233,19 @@ async def test_claim_candidates_use_the_ready_partial_index(
     ]
     # Straight off the READY partial index, already in claim order (no sort): nothing reads
     # the 20,000 SCHEDULED rows.
-    assert list(_scans(candidates)) == [("Index Scan", "executions", "executions_ready")], plan
+    assert list(_scans(candidates, gates=False)) == [
+        ("Index Scan", "executions", "executions_ready")
+    ], plan
     assert "Sort" not in json.dumps(candidates), plan
+    # The concurrency gate (entered only by an execution with a limit) reads its group through
+    # the group's indexes, never a walk of the table.
+    gate = set(_scans(candidates)) - set(_scans(candidates, gates=False))
+    assert {index for _, _, index in gate} <= {
+        "executions_concurrency_queue",
+        "concurrency_holds_pkey",
+    }, plan
     # The rest of the statement touches only the claimed rows, by primary key.
-    executions_scans = {s for s in _scans(plan[0]["Plan"]) if s[1] == "executions"}
+    executions_scans = {s for s in _scans(plan[0]["Plan"], gates=False) if s[1] == "executions"}
     assert executions_scans == {
         ("Index Scan", "executions", "executions_ready"),
         ("Index Scan", "executions", "executions_pkey"),
@@ -258,7 +272,10 @@ async def test_a_claim_reads_only_its_candidates_when_statistics_never_saw_a_rea
             {"worker_id": "w0", "limit": 10, "lease": LEASE, "now": None, "definition_uris": None},
         )
         [(plan,)] = await cursor.fetchall()
-    executions_scans = {s for s in _scans(plan[0]["Plan"]) if s[1] == "executions"}
+    # No execution here has a concurrency limit: the gate's subplans never ran.
+    ran = [n for n in _nodes(plan[0]["Plan"]) if n.get("Parent Relationship") == "SubPlan"]
+    assert all(n["Actual Loops"] == 0 for n in ran), plan
+    executions_scans = {s for s in _scans(plan[0]["Plan"], gates=False) if s[1] == "executions"}
     assert executions_scans == {
         ("Index Scan", "executions", "executions_ready"),
         ("Index Scan", "executions", "executions_pkey"),

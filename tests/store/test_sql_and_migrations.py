@@ -23,7 +23,13 @@ POSTGRES_MIGRATIONS = "tickwheel.store.postgres.migrations"
 # statements in one write transaction (src/tickwheel/store/sqlite/sql/claims.sql).
 # webhook_delivery_claimed: SQLite's RETURNING cannot join the subscription (PostgreSQL's claim
 # does it in the same statement).
-SQLITE_ONLY = {"fencing_token_next", "attempt_insert", "webhook_delivery_claimed"}
+SQLITE_ONLY = {
+    "fencing_token_next",
+    "attempt_insert",
+    "webhook_delivery_claimed",
+    # PostgreSQL takes the slots of a claim inside its one claim statement.
+    "concurrency_hold_insert",
+}
 # A leased promotion on PostgreSQL first bounds how long its transaction may sit idle, so that a
 # frozen scheduler cannot hold its fence's FOR SHARE locks on the shard rows forever. SQLite's
 # fence locks no rows (one writer at a time) and SQLite has no such setting.

@@ -190,6 +190,11 @@ def _xml_document(data: str | bytes, errors: ErrorList) -> dict[str, Any]:
             doc[key] = _xml_execution(child, errors)
         elif key == "retry":
             doc[key] = _xml_retry(child, errors)
+        elif key == "concurrency":  # <concurrency key="${{ inputs.c }}" limit="1" order="fifo"/>
+            _xml_text(child, key, errors)
+            doc[key] = {
+                k: number_from_text(v) if k == "limit" else v for k, v in child.attrib.items()
+            }
         elif key in ("version", "timeout"):
             doc[key] = number_from_text(_xml_text(child, key, errors))
         else:

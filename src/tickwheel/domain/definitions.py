@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from tickwheel.domain.concurrency import ConcurrencySpec, read_concurrency
 from tickwheel.domain.definition_executions import (
     ISOLATIONS,
     CommandExecution,
@@ -70,7 +71,17 @@ RETRYABLE_KINDS: Final = frozenset({"error", "timeout", "lost", "server_error"})
 PERMANENT_KINDS: Final = frozenset(
     {"permanent", "invalid_output", "client_error", "missing_runtime"}
 )
-_TOP_KEYS = ("name", "version", "description", "inputs", "outputs", "execution", "timeout", "retry")
+_TOP_KEYS = (
+    "name",
+    "version",
+    "description",
+    "inputs",
+    "outputs",
+    "execution",
+    "timeout",
+    "retry",
+    "concurrency",
+)
 _RETRY_KEYS = ("maxAttempts", "baseDelay", "maxDelay", "retryOn", "maxLostAttempts")
 MAX_LOST_ATTEMPTS: Final = 5
 """The default of ``retry.maxLostAttempts``: attempts lost to a worker's death (its lease ran out)
@@ -107,6 +118,8 @@ class Definition:
     execution: Execution
     timeout: float = 300.0
     retry: RetryPolicy = field(default_factory=RetryPolicy)
+    concurrency: ConcurrencySpec | None = None
+    """How many of its executions may run at once, per key (domain/concurrency.py)."""
 
     def __post_init__(self) -> None:
         # Own copies, read-only by type (Mapping); plain dicts so that definitions pickle and copy.
@@ -152,6 +165,7 @@ def _build(doc: Any, errors: ErrorList) -> Definition:
     execution = read_execution(doc.get("execution"), errors)
     timeout = read_seconds(doc.get("timeout"), "timeout", errors, 300.0)
     retry = _read_retry(doc.get("retry"), errors)
+    concurrency = read_concurrency(doc.get("concurrency"), "concurrency", errors, inputs)
     if (
         errors.items
         or name is None
@@ -172,6 +186,7 @@ def _build(doc: Any, errors: ErrorList) -> Definition:
         execution=execution,
         timeout=timeout,
         retry=retry,
+        concurrency=concurrency,
     )
 
 
@@ -243,7 +258,7 @@ def definition_to_document(d: Definition) -> dict[str, Any]:
     # its content hash (re-applying the same file stays a no-op).
     if d.retry.max_lost_attempts != MAX_LOST_ATTEMPTS:
         retry["maxLostAttempts"] = d.retry.max_lost_attempts
-    return {
+    doc: dict[str, Any] = {
         "name": d.name,
         "version": d.version,
         "description": d.description,
@@ -253,6 +268,9 @@ def definition_to_document(d: Definition) -> dict[str, Any]:
         "timeout": float(d.timeout),
         "retry": retry,
     }
+    if d.concurrency is not None:
+        doc["concurrency"] = d.concurrency.to_document()
+    return doc
 
 
 def _canonical_json(value: Any) -> str:

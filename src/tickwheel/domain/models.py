@@ -8,6 +8,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any, Generic, TypeVar
 
+from tickwheel.domain.concurrency import Concurrency
 from tickwheel.domain.states import AttemptStatus, ExecutionStatus
 
 
@@ -48,6 +49,8 @@ class Execution:
     trace_context: dict[str, str] | None = None
     """The submitter's W3C trace context, continued by each attempt (docs/tracing.md); internal:
     not part of the API's answer."""
+    concurrency: Concurrency | None = None
+    """Its concurrency group's key, limit and order, fixed at submit (None: unlimited)."""
 
 
 @dataclass(frozen=True)

@@ -13,9 +13,10 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from tickwheel.domain.concurrency import Concurrency, ConcurrencySpec, evaluate
 from tickwheel.domain.definition_refs import URI_RULE, name_of, versioned
 from tickwheel.domain.definitions import Definition, validate_values
-from tickwheel.domain.errors import ErrorList
+from tickwheel.domain.errors import ErrorList, FieldError, InvalidInput
 from tickwheel.domain.ids import uuid7
 from tickwheel.domain.jsonvalues import VERSION_MAX, problems
 from tickwheel.domain.sharding import bucket_start, shard_id
@@ -33,6 +34,8 @@ class SubmitRequest:
     execute_at: datetime | None = None
     priority: int = 0
     idempotency_key: str | None = None
+    concurrency: ConcurrencySpec | None = None
+    """Overrides the definition's ``concurrency`` for this execution (checked by its reader)."""
 
 
 @dataclass(frozen=True)
@@ -65,6 +68,8 @@ class NewExecution:
     trace_context: dict[str, str] | None = None
     """The submitter's W3C trace context (``traceparent``, ``tracestate``) when it submitted
     inside a span: set by the app layer, never part of the request or its fingerprint."""
+    concurrency: Concurrency | None = None
+    """The key evaluated at submit time, its limit and order (None: no limit)."""
 
 
 def check_request_shape(request: SubmitRequest, now: datetime, limits: SubmitLimits) -> None:
@@ -117,6 +122,9 @@ def fingerprint(request: SubmitRequest) -> str:
         "executeAt": request.execute_at.astimezone(UTC).isoformat() if request.execute_at else None,
         "priority": request.priority,
     }
+    # Only when given: requests without it keep the fingerprint they had before the field.
+    if request.concurrency is not None:
+        body["concurrency"] = request.concurrency.to_document()
     canonical = json.dumps(body, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(canonical.encode()).hexdigest()
 
@@ -134,6 +142,16 @@ def prepare_execution(
         context=versioned(definition.uri, definition.version),
     )
     execute_at = request.execute_at or now
+    spec = request.concurrency or definition.concurrency
+    concurrency = None
+    if spec is not None:
+        try:
+            concurrency = evaluate(spec, inputs)
+        except ValueError as exc:
+            where = "concurrency.key" if request.concurrency else "definition concurrency.key"
+            raise InvalidInput(
+                "the execution request is invalid", [FieldError(where, str(exc))]
+            ) from None
     execution_id = uuid7(now)
     due = execute_at <= now
     return NewExecution(
@@ -151,4 +169,5 @@ def prepare_execution(
         idempotency_key=request.idempotency_key,
         request_fingerprint=fingerprint(request),
         created_at=now,
+        concurrency=concurrency,
     )

@@ -107,6 +107,11 @@ class PostgresClaims:
         rest = [r for r in batch if (r.execution_id, r.fencing_token) not in done]
         if rest:
             done.update(await self._finish_in_tx(rest, at))
+        elif any(row["frees_slot"] for row in done.values()):
+            # A concurrency slot came free (the trigger deleted its hold row): the next of its
+            # group may start now, so wake the workers rather than leave it to their poll.
+            async with self._signalling_tx() as (_, topics):
+                topics.add(Topic.READY)
         return _accepted(results, done)
 
     async def _finish_in_tx(
@@ -138,6 +143,8 @@ class PostgresClaims:
                 ):
                     topics.add(Topic.WORKFLOW)
             topics.update(topics_for(by_key[key].execution_status for key in done))
+            if any(row["frees_slot"] for row in done.values()):
+                topics.add(Topic.READY)  # a concurrency slot came free: wake the workers
             # Dead letters only: their webhook outbox rows, in this transaction.
             failed = [key[0] for key, row in done.items() if row["status"] == "FAILED"]
             await webhook_outbox_execution_failed(conn, failed, at)

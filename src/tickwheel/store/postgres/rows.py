@@ -12,6 +12,7 @@ from typing import Any
 
 from psycopg.types.json import Jsonb, set_json_loads
 
+from tickwheel.domain.concurrency import Concurrency, Order
 from tickwheel.domain.definitions import definition_from_document
 from tickwheel.domain.jsonvalues import load_readable, readable_object
 from tickwheel.domain.models import (
@@ -68,7 +69,8 @@ def insert_items(items: Sequence[NewExecution]) -> str:
     """The ``items`` parameter of ``execution_insert``: one JSON array per item, positional
     (execution_id, tenant, definition_uri, definition_version, inputs, execute_at,
     bucket_start, shard_id, idempotency_key, request_fingerprint, status, priority,
-    max_attempts, created_at, trace_context), instants with their offset."""
+    max_attempts, created_at, trace_context), instants with their offset, then, only for an
+    execution with a concurrency limit, (concurrency_key, concurrency_limit, concurrency_order)."""
     return json.dumps(
         [
             [
@@ -76,6 +78,14 @@ def insert_items(items: Sequence[NewExecution]) -> str:
                 require_aware(i.execute_at).isoformat(), require_aware(i.bucket_start).isoformat(),
                 i.shard_id, i.idempotency_key, i.request_fingerprint, i.status.value, i.priority,
                 i.max_attempts, require_aware(i.created_at).isoformat(), i.trace_context,
+            ]
+            if i.concurrency is None
+            else [
+                str(i.execution_id), i.tenant, i.definition_uri, i.definition_version, i.inputs,
+                require_aware(i.execute_at).isoformat(), require_aware(i.bucket_start).isoformat(),
+                i.shard_id, i.idempotency_key, i.request_fingerprint, i.status.value, i.priority,
+                i.max_attempts, require_aware(i.created_at).isoformat(), i.trace_context,
+                i.concurrency.key, i.concurrency.limit, i.concurrency.order,
             ]
             for i in items
         ],
@@ -111,6 +121,7 @@ def execution_from_new(item: NewExecution) -> Execution:
         request_fingerprint=item.request_fingerprint,
         ready_at=created if item.status is ExecutionStatus.READY else None,
         trace_context=item.trace_context,
+        concurrency=item.concurrency,
     )
 
 
@@ -173,6 +184,7 @@ def execution_from_row(r: Row) -> Execution:
         progress=r["progress"],
         checkpoint=r["checkpoint"],
         trace_context=r["trace_context"],
+        concurrency=concurrency_of(r),
     )
 
 
@@ -207,3 +219,11 @@ def api_key_from_row(r: Row) -> ApiKey:
         created_at=utc(r["created_at"]),
         revoked_at=opt_utc(r["revoked_at"]),
     )
+
+
+def concurrency_of(r: Row) -> Concurrency | None:
+    """The execution's concurrency group, from its three columns (NULL: no limit)."""
+    if r["concurrency_limit"] is None:
+        return None
+    order: Order = "none" if r["concurrency_order"] == "none" else "fifo"
+    return Concurrency(r["concurrency_key"] or "", r["concurrency_limit"], order)

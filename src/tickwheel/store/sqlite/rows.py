@@ -8,6 +8,7 @@ import uuid
 from datetime import datetime
 from typing import Any
 
+from tickwheel.domain.concurrency import Concurrency, Order
 from tickwheel.domain.definitions import definition_from_document
 from tickwheel.domain.models import ApiKey, Attempt, Execution, Scope
 from tickwheel.domain.states import AttemptStatus, ExecutionStatus
@@ -34,6 +35,9 @@ def insert_params(item: NewExecution) -> dict[str, Any]:
         "ready_at": to_us(item.created_at) if item.status is ExecutionStatus.READY else None,
         "created_at": to_us(item.created_at),
         "trace_context": json.dumps(item.trace_context) if item.trace_context else None,
+        "concurrency_key": item.concurrency.key if item.concurrency else None,
+        "concurrency_limit": item.concurrency.limit if item.concurrency else None,
+        "concurrency_order": item.concurrency.order if item.concurrency else None,
     }
 
 
@@ -78,6 +82,7 @@ def execution_row(r: sqlite3.Row) -> Execution:
         progress=jload(r["progress"]),
         checkpoint=jload(r["checkpoint"]),
         trace_context=jload(r["trace_context"]),
+        concurrency=concurrency_of(r),
     )
 
 
@@ -107,3 +112,11 @@ def api_key_row(r: sqlite3.Row) -> ApiKey:
 
 def _opt_time(value: int | None) -> datetime | None:
     return from_us(value) if value is not None else None
+
+
+def concurrency_of(r: sqlite3.Row) -> Concurrency | None:
+    """The execution's concurrency group, from its three columns (NULL: no limit)."""
+    if r["concurrency_limit"] is None:
+        return None
+    order: Order = "none" if r["concurrency_order"] == "none" else "fifo"
+    return Concurrency(r["concurrency_key"] or "", r["concurrency_limit"], order)

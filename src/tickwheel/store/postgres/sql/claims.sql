@@ -8,10 +8,24 @@
 --   or finished row is ever visited). SKIP LOCKED: concurrent claimers take disjoint rows instead
 --   of queueing behind each other, and a row a cancel has locked is left to the cancel. A worker
 --   that runs only some definitions names them; NULL means any.
--- tokens: one nextval per candidate, drawn while the materialised candidates are scanned in claim
---   order, so tokens ascend in claim order. The sequence is shared by every claimer and never goes
---   back: a later claim of an execution always carries a larger token than any earlier claim of
---   it (the earlier claim committed before the row could be READY again).
+--   An execution with a concurrency limit (docs/flow-control.md) is passed over while its group
+--   holds `limit` slots, or, with order fifo, while `limit` executions of its group that come
+--   before it (executeAt, then id: submission order) have not finished: SCHEDULED, READY,
+--   RUNNING or RETRY_WAIT (a retry keeps its place). Both are read in this statement's snapshot,
+--   which can only be behind: a slot freed or a predecessor finished since is seen next claim.
+--   An execution without a limit stops at `concurrency_limit IS NULL`: nothing more is read.
+-- ranked: among the candidates of one group, their order; the n-th takes the n-th slot free in
+--   the snapshot.
+-- held: the slots, taken by INSERT ... ON CONFLICT DO NOTHING on the group's primary key. This is
+--   what makes the limit exact under READ COMMITTED: a slot another claimer took meanwhile
+--   (committed, or still in flight: the insert waits for it) conflicts, and the candidate is
+--   left READY for a later claim. Rows go in key order, so claimers never wait on each other in
+--   a cycle; finishers only delete their own hold rows (the executions_concurrency_release
+--   trigger), so they wait on no claimer.
+-- tokens: one nextval per candidate claimed, drawn while the materialised candidates are scanned
+--   in claim order, so tokens ascend in claim order. The sequence is shared by every claimer and
+--   never goes back: a later claim of an execution always carries a larger token than any
+--   earlier claim of it (the earlier claim committed before the row could be READY again).
 -- claimed: by primary key from the locked candidates, with no status predicate on purpose. The
 --   candidates' FOR UPDATE re-checked each row's status on its newest version and holds the lock,
 --   so the row is READY here. A status predicate would let the planner drive the join from the
@@ -21,16 +35,57 @@
 --   caller passes now (tests).
 -- recorded: the RUNNING attempt row, written once, in the same statement.
 WITH candidates AS MATERIALIZED (
-    SELECT execution_id FROM executions
-    WHERE status = 'READY'
+    SELECT e.execution_id, e.tenant, e.definition_uri, e.concurrency_key, e.concurrency_limit,
+        e.priority, e.ready_at
+    FROM executions e
+    WHERE e.status = 'READY'
       AND (%(definition_uris)s::text[] IS NULL
-           OR definition_uri = ANY (%(definition_uris)s::text[]))
-    ORDER BY priority DESC, ready_at
+           OR e.definition_uri = ANY (%(definition_uris)s::text[]))
+      AND (e.concurrency_limit IS NULL
+           OR ((SELECT count(*) FROM concurrency_holds h
+                WHERE h.tenant = e.tenant AND h.definition_uri = e.definition_uri
+                  AND h.concurrency_key = e.concurrency_key) < e.concurrency_limit
+               AND (e.concurrency_order <> 'fifo'
+                    OR (SELECT count(*) FROM (
+                            SELECT 1 FROM executions p
+                            WHERE p.concurrency_limit IS NOT NULL
+                              AND p.status IN ('SCHEDULED', 'READY', 'RUNNING', 'RETRY_WAIT')
+                              AND p.tenant = e.tenant AND p.definition_uri = e.definition_uri
+                              AND p.concurrency_key = e.concurrency_key
+                              AND (p.execute_at, p.execution_id) < (e.execute_at, e.execution_id)
+                            LIMIT e.concurrency_limit) AS earlier) < e.concurrency_limit)))
+    ORDER BY e.priority DESC, e.ready_at
     LIMIT %(limit)s
-    FOR UPDATE SKIP LOCKED
+    FOR UPDATE OF e SKIP LOCKED
+),
+ranked AS (
+    SELECT c.execution_id, c.tenant, c.definition_uri, c.concurrency_key, c.concurrency_limit,
+        row_number() OVER (PARTITION BY c.tenant, c.definition_uri, c.concurrency_key
+                           ORDER BY c.priority DESC, c.ready_at, c.execution_id) AS n
+    FROM candidates c
+    WHERE c.concurrency_limit IS NOT NULL
+),
+held AS (
+    INSERT INTO concurrency_holds (tenant, definition_uri, concurrency_key, slot, execution_id)
+    SELECT r.tenant, r.definition_uri, r.concurrency_key, free.slot, r.execution_id
+    FROM ranked r
+    CROSS JOIN LATERAL (
+        SELECT g.slot FROM generate_series(0, r.concurrency_limit - 1) AS g (slot)
+        WHERE NOT EXISTS (
+            SELECT 1 FROM concurrency_holds h
+            WHERE h.tenant = r.tenant AND h.definition_uri = r.definition_uri
+              AND h.concurrency_key = r.concurrency_key AND h.slot = g.slot)
+        ORDER BY g.slot
+        OFFSET r.n - 1 LIMIT 1
+    ) AS free
+    ORDER BY 1, 2, 3, 4
+    ON CONFLICT DO NOTHING
+    RETURNING execution_id
 ),
 tokens AS MATERIALIZED (
-    SELECT execution_id, nextval('fencing_token_seq') AS fencing_token FROM candidates
+    SELECT c.execution_id, nextval('fencing_token_seq') AS fencing_token FROM candidates c
+    WHERE c.concurrency_limit IS NULL
+       OR c.execution_id IN (SELECT held.execution_id FROM held)
 ),
 claimed AS (
     UPDATE executions e
@@ -83,7 +138,7 @@ WITH finished AS (
       AND (%(skip_prefix)s::text IS NULL OR e.idempotency_key IS NULL
            OR NOT starts_with(e.idempotency_key, %(skip_prefix)s::text))
     RETURNING e.execution_id, e.fencing_token, e.attempt_count, e.idempotency_key, e.status,
-        b.attempt_status, b.error
+        b.attempt_status, b.error, e.concurrency_limit
 ),
 recorded AS (
     UPDATE attempts a
@@ -93,7 +148,9 @@ recorded AS (
     WHERE a.execution_id = f.execution_id AND a.attempt_number = f.attempt_count
       AND a.fencing_token = f.fencing_token AND a.status = 'RUNNING'
 )
-SELECT execution_id, fencing_token, attempt_count, idempotency_key, status FROM finished;
+SELECT execution_id, fencing_token, attempt_count, idempotency_key, status,
+    concurrency_limit IS NOT NULL AS frees_slot
+FROM finished;
 
 -- name: attempt_finish
 -- One attempt row (a graceful shutdown's release).

@@ -17,7 +17,8 @@ WITH inserted AS (
     INSERT INTO executions (
         execution_id, tenant, definition_uri, definition_version, input_snapshot, execute_at,
         bucket_start, shard_id, idempotency_key, request_fingerprint, status, priority,
-        attempt_count, max_attempts, ready_at, created_at, updated_at, trace_context
+        attempt_count, max_attempts, ready_at, created_at, updated_at, trace_context,
+        concurrency_key, concurrency_limit, concurrency_order
     )
     SELECT
         (item ->> 0)::uuid, item ->> 1, item ->> 2, (item ->> 3)::integer, item -> 4,
@@ -25,7 +26,9 @@ WITH inserted AS (
         item ->> 8, item ->> 9, item ->> 10, (item ->> 11)::integer,
         0, (item ->> 12)::integer,
         CASE WHEN item ->> 10 = 'READY' THEN (item ->> 13)::timestamptz END,
-        (item ->> 13)::timestamptz, (item ->> 13)::timestamptz, nullif(item -> 14, 'null')
+        (item ->> 13)::timestamptz, (item ->> 13)::timestamptz, nullif(item -> 14, 'null'),
+        -- Past the end of an item without a limit (rows.insert_items leaves them off): NULL.
+        item ->> 15, (item ->> 16)::integer, item ->> 17
     FROM jsonb_array_elements(%(items)s::jsonb) WITH ORDINALITY AS batch (item, position)
     ORDER BY item ->> 1, item ->> 8, position
     ON CONFLICT DO NOTHING
