@@ -22,6 +22,7 @@ from tickwheel.client.models import (
     ExecutionPage,
 )
 from tickwheel.client.requests import (
+    ConcurrencyArg,
     ExecutionRef,
     as_id,
     connection_settings,
@@ -117,12 +118,19 @@ class AsyncClient:
         *,
         version: int | None = None,
         priority: int = 0,
+        concurrency: ConcurrencyArg = None,
         connection: Any = None,
     ) -> ExecutionInfo:
         """With ``connection`` (a client of ``tickwheel.connect_async``): inside the caller's
         open transaction on that connection (``client/caller_tx.py``)."""
         request = submit_request(
-            definition, inputs, execute_at, idempotency_key, version=version, priority=priority
+            definition,
+            inputs,
+            execute_at,
+            idempotency_key,
+            version=version,
+            priority=priority,
+            concurrency=concurrency,
         )
         if connection is not None:
             pending = await Pending.prepare(self.transport, request)
@@ -139,6 +147,7 @@ class AsyncClient:
         *,
         version: int | None = None,
         priority: int = 0,
+        concurrency: ConcurrencyArg = None,
         connection: Any = None,
     ) -> ExecutionInfo:
         """A delayed run is only a convenience: ``executeAt = now + delay`` on the client."""
@@ -150,6 +159,7 @@ class AsyncClient:
             idempotency_key,
             version=version,
             priority=priority,
+            concurrency=concurrency,
             connection=connection,
         )
 

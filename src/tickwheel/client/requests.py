@@ -8,10 +8,13 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
+from tickwheel.domain.concurrency import ConcurrencySpec, spec_of
 from tickwheel.domain.definition_refs import to_uri
 from tickwheel.domain.submission import SubmitRequest
 
 ExecutionRef = uuid.UUID | str
+ConcurrencyArg = ConcurrencySpec | dict[str, Any] | None
+"""A submission's ``concurrency``: ``{"key": "${{ inputs.x }}", "limit": 1, "order": "fifo"}``."""
 DEFAULT_URL = "http://127.0.0.1:8000"
 
 
@@ -39,6 +42,7 @@ def submit_request(
     *,
     version: int | None,
     priority: int,
+    concurrency: ConcurrencyArg = None,
 ) -> SubmitRequest:
     return SubmitRequest(
         definition_uri=definition_uri(definition),
@@ -47,6 +51,7 @@ def submit_request(
         execute_at=execute_at,
         priority=priority,
         idempotency_key=idempotency_key,
+        concurrency=spec_of(concurrency),
     )
 
 

@@ -22,7 +22,7 @@ from tickwheel.client.models import (
     ExecutionInfo,
     ExecutionPage,
 )
-from tickwheel.client.requests import ExecutionRef, submit_request, with_uris
+from tickwheel.client.requests import ConcurrencyArg, ExecutionRef, submit_request, with_uris
 from tickwheel.client.webhooks import WebhooksSync
 from tickwheel.client.workflows import WorkflowsSync
 from tickwheel.domain.states import ExecutionStatus
@@ -102,6 +102,7 @@ class Client:
         *,
         version: int | None = None,
         priority: int = 0,
+        concurrency: ConcurrencyArg = None,
         connection: Any = None,
     ) -> ExecutionInfo:
         """With ``connection`` (a client of ``tickwheel.connect``): inside the caller's open
@@ -110,11 +111,17 @@ class Client:
             return self._run(
                 self._async.submit(
                     definition, inputs, execute_at, idempotency_key, version=version,
-                    priority=priority,
+                    priority=priority, concurrency=concurrency,
                 )
             )  # fmt: skip
         request = submit_request(
-            definition, inputs, execute_at, idempotency_key, version=version, priority=priority
+            definition,
+            inputs,
+            execute_at,
+            idempotency_key,
+            version=version,
+            priority=priority,
+            concurrency=concurrency,
         )
         return self._run(Pending.prepare(self._async.transport, request)).run(connection)
 
@@ -127,6 +134,7 @@ class Client:
         *,
         version: int | None = None,
         priority: int = 0,
+        concurrency: ConcurrencyArg = None,
         connection: Any = None,
     ) -> ExecutionInfo:
         at = self.after(delay)
@@ -137,6 +145,7 @@ class Client:
             idempotency_key,
             version=version,
             priority=priority,
+            concurrency=concurrency,
             connection=connection,
         )
 

@@ -90,6 +90,18 @@ def read_concurrency(
     return ConcurrencySpec(limit=limit, key=key, order=order)
 
 
+def spec_of(raw: Any) -> ConcurrencySpec | None:
+    """A submission's ``concurrency`` (a mapping as the API reads it and the SDK takes it, or a
+    spec already). Raises InvalidInput naming each bad field; its input names are checked
+    against the definition when the execution is prepared."""
+    if raw is None or isinstance(raw, ConcurrencySpec):
+        return raw
+    errors = ErrorList()
+    spec = read_concurrency(raw, "concurrency", errors)
+    errors.raise_if_any("the execution request is invalid")
+    return spec
+
+
 def _check_template(
     key: Any, path: str, errors: ErrorList, inputs: Mapping[str, Any] | None
 ) -> None:

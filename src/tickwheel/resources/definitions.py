@@ -6,7 +6,7 @@ from typing import Any
 
 from pydantic import Field
 
-from tickwheel.resources.base import Instant, ItemList, Resource
+from tickwheel.resources.base import Instant, ItemList, Resource, omitted_when_none
 
 
 class Definition(Resource):
@@ -23,6 +23,9 @@ class Definition(Resource):
     execution: dict[str, Any] = Field(description="how it runs: {type, ...} by type")
     timeout: float = Field(description="seconds")
     retry: dict[str, Any] = Field(description="{maxAttempts, baseDelay, maxDelay, retryOn, ...}")
+    concurrency: dict[str, Any] | None = omitted_when_none(
+        "{key, limit, order}: at most `limit` of its executions per key run at once"
+    )
     content_hash: str
     created_at: Instant
     owner: str | None

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt
 
+from tickwheel.domain.concurrency import Concurrency, spec_of
 from tickwheel.domain.models import Attempt as AttemptRecord
 from tickwheel.domain.models import Execution as ExecutionRecord
 from tickwheel.domain.models import ExecutionEvent, ExecutionEventKind
@@ -31,6 +32,11 @@ class SubmitBody(BaseModel):
     inputs: dict[str, Any] = Field(default_factory=dict)
     executeAt: Rfc3339 | None = None
     priority: StrictInt = 0
+    concurrency: dict[str, Any] | None = Field(
+        None,
+        description="overrides the definition's: {key: '${{ inputs.x }}', limit, order:"
+        " fifo|none} (docs/flow-control.md)",
+    )
 
     def to_request(self, idempotency_key: str | None) -> SubmitRequest:
         return SubmitRequest(
@@ -40,6 +46,7 @@ class SubmitBody(BaseModel):
             execute_at=self.executeAt,
             priority=self.priority,
             idempotency_key=idempotency_key,
+            concurrency=spec_of(self.concurrency),
         )
 
     @classmethod
@@ -51,6 +58,7 @@ class SubmitBody(BaseModel):
             inputs=request.inputs,
             executeAt=request.execute_at,
             priority=request.priority,
+            concurrency=request.concurrency.to_document() if request.concurrency else None,
         ).model_dump(mode="json", exclude_defaults=True)
 
 
@@ -82,6 +90,21 @@ class Progress(Resource):
         )
 
 
+class ConcurrencyGroup(Resource):
+    """An execution's concurrency limit: its key as evaluated at submit ("" when the limit is
+    for the whole definition), the limit and the order (docs/flow-control.md)."""
+
+    key: str
+    limit: int
+    order: Literal["fifo", "none"]
+
+    @classmethod
+    def of(cls, value: Concurrency | None) -> ConcurrencyGroup | None:
+        if value is None:
+            return None
+        return cls.model_construct(key=value.key, limit=value.limit, order=value.order)
+
+
 class Execution(Resource):
     """One run of a Job Definition (``executionId``), from submission to its end."""
 
@@ -109,6 +132,9 @@ class Execution(Resource):
     progress: Progress | None = omitted_when_none("the handler's last progress report")
     checkpoint: Any = omitted_when_none(
         "the handler's last checkpoint (JSON), handed to its next attempt"
+    )
+    concurrency: ConcurrencyGroup | None = omitted_when_none(
+        "its concurrency limit, when it has one: at most `limit` of its key run at once"
     )
 
     @property
@@ -141,6 +167,7 @@ class Execution(Resource):
             cancel_requested_at=e.cancel_requested_at,
             progress=Progress.of(e.progress),
             checkpoint=e.checkpoint,
+            concurrency=ConcurrencyGroup.of(e.concurrency),
         )
 
 
@@ -177,6 +204,9 @@ def execution_wire(e: ExecutionRecord) -> dict[str, Any]:
         wire["progress"] = progress.to_wire()
     if e.checkpoint is not None:
         wire["checkpoint"] = e.checkpoint
+    if e.concurrency is not None:
+        c = e.concurrency
+        wire["concurrency"] = {"key": c.key, "limit": c.limit, "order": c.order}
     return wire
 
 

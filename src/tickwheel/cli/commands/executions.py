@@ -107,6 +107,9 @@ def _running_rows(e: ExecutionInfo) -> list[tuple[str, str]]:
         rows.append(("progress", f"{e.progress.fraction:.0%} {e.progress.message}".rstrip()))
     if e.checkpoint is not None:
         rows.append(("checkpoint", json.dumps(e.checkpoint)))
+    if (c := e.concurrency) is not None:
+        group = f"key {c.key!r}" if c.key else "the whole definition"
+        rows.append(("concurrency", f"at most {c.limit} of {group} at once, order {c.order}"))
     return rows
 
 
@@ -131,6 +134,17 @@ def submit(
         int | None, typer.Option(help="pin a definition version (default: latest)")
     ] = None,
     priority: Annotated[int, typer.Option(help="higher runs first")] = 0,
+    concurrency_limit: Annotated[
+        int | None,
+        typer.Option(help="at most this many of its key run at once (overrides the definition)"),
+    ] = None,
+    concurrency_key: Annotated[
+        str | None,
+        typer.Option(help="the key, over the inputs: '${{ inputs.customer }}' (default: none)"),
+    ] = None,
+    concurrency_order: Annotated[
+        str, typer.Option(help="fifo (start in executeAt order) or none")
+    ] = "fifo",
     wait: Annotated[
         bool,
         typer.Option("--wait", help="wait until it finishes; the exit code says how it ended"),
@@ -150,6 +164,13 @@ def submit(
     inputs = parse_inputs(input_pairs, inputs_json)
     execute_at = parse_instant(at) if at is not None else None
     after = timedelta(seconds=parse_duration(delay)) if delay is not None else None
+    concurrency: dict[str, object] | None = None
+    if concurrency_limit is not None:
+        concurrency = {"limit": concurrency_limit, "order": concurrency_order}
+        if concurrency_key is not None:
+            concurrency["key"] = concurrency_key
+    elif concurrency_key is not None:
+        raise fail("--concurrency-key needs --concurrency-limit", ExitCode.USAGE)
     with cli.client() as client:
         try:
             if after is not None:
@@ -160,11 +181,13 @@ def submit(
                     key,
                     version=version,
                     priority=priority,
+                    concurrency=concurrency,
                 )
             else:
                 e = client.submit(
-                    definition, inputs, execute_at, key, version=version, priority=priority
-                )
+                    definition, inputs, execute_at, key, version=version, priority=priority,
+                    concurrency=concurrency,
+                )  # fmt: skip
             if wait:
                 with console.status(f"waiting for {e.execution_id} ({e.status})"):
                     e = client.wait(e.execution_id, timeout)
