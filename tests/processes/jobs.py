@@ -104,3 +104,11 @@ def exit_now(context: JobContext) -> None:
     under ``isolation: process`` the attempt's own child)."""
     record("start", context)
     os._exit(3)
+
+
+async def keyed(customer: str, n: int, context: JobContext) -> None:
+    """A short job of one customer's queue (tests of concurrency keys): records its start and
+    end, so that the test can tell whether two of one customer ever overlapped."""
+    record("start", context, customer=customer, n=n)
+    await asyncio.sleep(0.02)
+    record("end", context, customer=customer, n=n)
