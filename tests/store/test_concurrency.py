@@ -13,7 +13,7 @@ from tickwheel.domain.concurrency import ConcurrencySpec
 from tickwheel.domain.models import Execution
 from tickwheel.domain.states import AttemptStatus, ExecutionStatus
 from tickwheel.domain.submission import NewExecution, SubmitRequest, prepare_execution
-from tickwheel.store.protocol import AttemptResult, Store
+from tickwheel.store.protocol import AttemptResult, Store, Topic
 
 LEASE = timedelta(seconds=30)
 KEYED = definition(
@@ -192,3 +192,13 @@ async def test_concurrent_claimers_never_exceed_a_limit(store: Store) -> None:
         await store.attempt_finish_many([done(e) for e in claimed], T0)
     for k in range(20):
         assert [n for key, n in started if key == f"k{k}"] == list(range(5))
+
+
+async def test_a_finish_that_frees_a_slot_wakes_the_workers(store: Store) -> None:
+    await store.execution_insert_many([keyed("a", 0, at=0), keyed("a", 1, at=1)])
+    [first] = await claim(store)
+    while await store.wait_for(Topic.READY, 0):  # whatever the insert signalled
+        pass
+    assert await store.attempt_finish(done(first), T0)
+    assert await store.wait_for(Topic.READY, 1.0)
+    assert inputs_of(await claim(store)) == [("a", 1)]

@@ -45,3 +45,4 @@ CREATE TRIGGER executions_concurrency_release AFTER UPDATE OF status ON executio
     WHEN (OLD.status = 'RUNNING' AND NEW.status <> 'RUNNING'
           AND OLD.concurrency_limit IS NOT NULL)
     EXECUTE FUNCTION tickwheel_concurrency_release();
+

@@ -13,7 +13,10 @@
 --   before it (executeAt, then id: submission order) have not finished: SCHEDULED, READY,
 --   RUNNING or RETRY_WAIT (a retry keeps its place). Both are read in this statement's snapshot,
 --   which can only be behind: a slot freed or a predecessor finished since is seen next claim.
---   An execution without a limit stops at `concurrency_limit IS NULL`: nothing more is read.
+--   An execution without a limit stops at `concurrency_limit IS NULL`: a CASE, so that the test
+--   comes first and the planner keeps its estimate of the scan (as an OR of subqueries, it
+--   read and sorted every READY row instead of walking the index to the batch).
+--   The store never prepares this statement (claims.py says why).
 -- ranked: among the candidates of one group, their order; the n-th takes the n-th slot free in
 --   the snapshot.
 -- held: the slots, taken by INSERT ... ON CONFLICT DO NOTHING on the group's primary key. This is
@@ -41,19 +44,20 @@ WITH candidates AS MATERIALIZED (
     WHERE e.status = 'READY'
       AND (%(definition_uris)s::text[] IS NULL
            OR e.definition_uri = ANY (%(definition_uris)s::text[]))
-      AND (e.concurrency_limit IS NULL
-           OR ((SELECT count(*) FROM concurrency_holds h
-                WHERE h.tenant = e.tenant AND h.definition_uri = e.definition_uri
-                  AND h.concurrency_key = e.concurrency_key) < e.concurrency_limit
-               AND (e.concurrency_order <> 'fifo'
-                    OR (SELECT count(*) FROM (
-                            SELECT 1 FROM executions p
-                            WHERE p.concurrency_limit IS NOT NULL
-                              AND p.status IN ('SCHEDULED', 'READY', 'RUNNING', 'RETRY_WAIT')
-                              AND p.tenant = e.tenant AND p.definition_uri = e.definition_uri
-                              AND p.concurrency_key = e.concurrency_key
-                              AND (p.execute_at, p.execution_id) < (e.execute_at, e.execution_id)
-                            LIMIT e.concurrency_limit) AS earlier) < e.concurrency_limit)))
+      AND CASE WHEN e.concurrency_limit IS NULL THEN true ELSE
+          (SELECT count(*) FROM concurrency_holds h
+           WHERE h.tenant = e.tenant AND h.definition_uri = e.definition_uri
+             AND h.concurrency_key = e.concurrency_key) < e.concurrency_limit
+          AND (e.concurrency_order <> 'fifo'
+               OR (SELECT count(*) FROM (
+                       SELECT 1 FROM executions p
+                       WHERE p.concurrency_limit IS NOT NULL
+                         AND p.status IN ('SCHEDULED', 'READY', 'RUNNING', 'RETRY_WAIT')
+                         AND p.tenant = e.tenant AND p.definition_uri = e.definition_uri
+                         AND p.concurrency_key = e.concurrency_key
+                         AND (p.execute_at, p.execution_id) < (e.execute_at, e.execution_id)
+                       LIMIT e.concurrency_limit) AS earlier) < e.concurrency_limit)
+          END
     ORDER BY e.priority DESC, e.ready_at
     LIMIT %(limit)s
     FOR UPDATE OF e SKIP LOCKED
@@ -120,6 +124,9 @@ SELECT * FROM claimed ORDER BY fencing_token;
 -- key starts with it (workflow task runs, whose outbox row must commit with the finish) are left
 -- untouched and come back unfinished, for the store to finish them in a transaction. NULL: none.
 -- recorded: the attempt row of each execution finished, in the same statement.
+-- woken: when a finished execution had a concurrency limit, its slot came free (the trigger of
+-- migration 0017 deleted its hold row) and the next of its group may start: one NOTIFY to the
+-- workers, delivered at the commit, so that they claim now rather than at their next poll.
 WITH finished AS (
     UPDATE executions e
     SET status = b.status, output = b.output, output_reference = b.output_reference,
@@ -147,9 +154,13 @@ recorded AS (
     FROM finished f
     WHERE a.execution_id = f.execution_id AND a.attempt_number = f.attempt_count
       AND a.fencing_token = f.fencing_token AND a.status = 'RUNNING'
+),
+woken AS (
+    SELECT pg_notify(%(ready_channel)s, %(origin)s)
+    WHERE EXISTS (SELECT 1 FROM finished WHERE concurrency_limit IS NOT NULL)
 )
 SELECT execution_id, fencing_token, attempt_count, idempotency_key, status,
-    concurrency_limit IS NOT NULL AS frees_slot
+    concurrency_limit IS NOT NULL AS frees_slot, (SELECT count(*) FROM woken) AS woken
 FROM finished;
 
 -- name: attempt_finish
