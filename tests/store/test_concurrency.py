@@ -202,3 +202,12 @@ async def test_a_finish_that_frees_a_slot_wakes_the_workers(store: Store) -> Non
     assert await store.attempt_finish(done(first), T0)
     assert await store.wait_for(Topic.READY, 1.0)
     assert inputs_of(await claim(store)) == [("a", 1)]
+
+
+async def test_the_gauges_count_what_waits_for_a_limit_and_the_slots_held(store: Store) -> None:
+    assert await store.concurrency_counts() == (0, 0)
+    await store.execution_insert_many([*(keyed("a", n, at=n) for n in range(3)), unkeyed()])
+    assert await store.concurrency_counts() == (3, 0)
+    claimed = await claim(store)
+    assert len(claimed) == 2  # a0 and the unlimited one
+    assert await store.concurrency_counts() == (2, 1)

@@ -29,18 +29,21 @@ _TERMINAL = frozenset(str(s) for s in TERMINAL)
 
 
 async def refresh_queue_gauges(store: Store, clock: Clock, metrics: Metrics) -> None:
-    """Reads the counts (three indexed queries) and publishes them. Raises on a database error;
+    """Reads the counts (four indexed queries) and publishes them. Raises on a database error;
     the caller decides whether that matters."""
     now = clock.now()
     counts = await store.execution_count_by_status(now - FINISHED_WINDOW)
     alive = await store.worker_count_alive(now - timedelta(seconds=ALIVE_WITHIN))
     oldest_ready = await store.execution_oldest_ready_at()
+    waiting, held = await store.concurrency_counts()
     metrics.set_counts(
         {str(k): v for k, v in counts.items()}, _TERMINAL, FINISHED_WINDOW.total_seconds()
     )
     metrics.workers_alive.set(alive)
     age = (now - oldest_ready).total_seconds() if oldest_ready is not None else 0.0
     metrics.oldest_ready_age.set(max(0.0, age))
+    metrics.concurrency_waiting.set(waiting)
+    metrics.concurrency_held.set(held)
 
 
 class ScrapeMarker(Collector):
