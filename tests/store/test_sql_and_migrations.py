@@ -33,7 +33,9 @@ SQLITE_ONLY = {
 # A leased promotion on PostgreSQL first bounds how long its transaction may sit idle, so that a
 # frozen scheduler cannot hold its fence's FOR SHARE locks on the shard rows forever. SQLite's
 # fence locks no rows (one writer at a time) and SQLite has no such setting.
-POSTGRES_ONLY = {"promotion_idle_timeout"}
+# The claim before concurrency limits, prepared, for when none is in sight (postgres/claims.py):
+# a generic plan of the claim that applies limits can sort every READY row.
+POSTGRES_ONLY = {"promotion_idle_timeout", "execution_claim_ready_unlimited"}
 
 
 def test_both_dialects_define_exactly_the_same_query_names() -> None:

@@ -8,6 +8,7 @@ workflow outbox rows, and the NOTIFY that wakes schedulers for retries."""
 from __future__ import annotations
 
 import json
+import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
@@ -33,9 +34,16 @@ Q = load_queries("tickwheel.store.postgres.sql")
 Conn = AsyncConnection[DictRow]
 
 
+LIMITS_WINDOW = 5.0
+"""Seconds a store claims through the statement that applies concurrency limits after it last
+saw an execution under a limit among its candidates; then back to the unlimited statement."""
+
+
 class PostgresClaims:
     _pool: AsyncConnectionPool[Conn]
     _signals: Signals
+    _limits_until: float = 0.0
+    """Until when (time.monotonic) claims apply concurrency limits: see LIMITS_WINDOW."""
     _signalling_tx: Callable[[], AbstractAsyncContextManager[tuple[Conn, set[Topic]]]]
 
     async def execution_claim_ready(
@@ -57,14 +65,26 @@ class PostgresClaims:
         # commits, so a cancel racing this claim either locked its row first (the row is skipped
         # here and the cancel wins) or waits for this commit and then finds the row RUNNING.
         started = now_ns()
+        limits = time.monotonic() < self._limits_until
+        rows: list[DictRow] = []
         async with self._pool.connection() as conn:
-            # Never prepared: a generic plan cannot see the batch size or that no definition
-            # filter is given, and on a queue of thousands of READY rows it read and sorted
-            # them all (bitmap scan, then sort) on every claim instead of walking
-            # executions_ready in order and stopping at the batch (8 to 240 ms against 1 to 2 ms
-            # with 17,000 READY, measured; docs/scaling.md). Planning each claim costs ~1 ms.
-            cursor = await conn.execute(Q["execution_claim_ready"], params, prepare=False)
-            rows = await cursor.fetchall()
+            if not limits:
+                # The statement of before limits, prepared; it claims none under a limit, and
+                # says whether it saw one among its candidates.
+                cursor = await conn.execute(Q["execution_claim_ready_unlimited"], params)
+                found = await cursor.fetchall()
+                rows = [r for r in found if r["execution_id"] is not None]
+                limits = bool(found and found[0]["limited_seen"])
+                if limits:
+                    self._limits_until = time.monotonic() + LIMITS_WINDOW
+                    params["limit"] = limit - len(rows)
+            if limits and params["limit"] > 0:
+                # Never prepared: a generic plan cannot see the batch size, and with the gate of
+                # the limits it read and sorted every READY row (bitmap scan, then sort) on each
+                # claim instead of walking executions_ready to the batch: 110 to 240 ms a claim
+                # against 1 to 2 ms with 17,000 READY (docs/scaling.md). Planning costs ~1 ms.
+                cursor = await conn.execute(Q["execution_claim_ready"], params, prepare=False)
+                rows += await cursor.fetchall()
         claimed = [execution_from_row(r) for r in rows]
         record_claims(claimed, started)
         return claimed
