@@ -109,6 +109,8 @@ class Options:
     sync_handler: bool
     pg_url: str
     drain_timeout: float
+    limit_keys: int = 0
+    """Each execution under a concurrency limit of 1 on key ``k<i mod limit_keys>`` (0: none)."""
 
 
 # -- one run ------------------------------------------------------------------------------------
@@ -239,9 +241,15 @@ async def submit_all(
     the seconds it took (requests only: the batches' Python dicts are built before the clock
     starts)."""
     when = {} if execute_at is None else {"executeAt": execute_at}
+    keys = opts.limit_keys
+
+    def limit(i: int) -> dict[str, Any]:
+        return {"concurrency": {"key": f"k{i % keys}", "limit": 1}} if keys else {}
+
     batches = [
         [
-            {"definitionUri": DEFINITION_URI, "inputs": {}, "idempotencyKey": f"bench-{i}", **when}
+            {"definitionUri": DEFINITION_URI, "inputs": {}, "idempotencyKey": f"bench-{i}", **when,
+             **limit(i)}  # fmt: skip
             for i in range(start, min(start + opts.batch_size, opts.executions))
         ]
         for start in range(0, opts.executions, opts.batch_size)

@@ -16,6 +16,7 @@ from bench.workloads import (
     DRAIN_FIGURES,
     HERD_FIGURES,
     SUBMIT_FIGURES,
+    LIMITED,
     Config,
     drain,
     herd,
@@ -238,6 +239,12 @@ def main(which: str, argv: Sequence[str] | None = None) -> int:
     if which in ("b2", "b5"):
         parser.add_argument("--workers", type=int, nargs="+", default=[1, 2],
                             help="drain: worker-process counts")  # fmt: skip
+    if which == "b2":
+        parser.add_argument(
+            "--limit-keys", type=int, default=0,
+            help="also drain as system tickwheel-limits: every execution under a concurrency"
+            " limit of 1 (fifo) on one of this many keys (docs/flow-control.md); 0: not",
+        )  # fmt: skip
     if which in ("b3", "b5"):
         parser.add_argument("--herd-workers", type=int, nargs="+", default=[2],
                             help="herd: worker-process counts")  # fmt: skip
@@ -257,7 +264,10 @@ def main(which: str, argv: Sequence[str] | None = None) -> int:
         require_loopback(args.redis_url)
     started = time.monotonic()
     systems = args.systems if which == "b5" else ["tickwheel"]
-    cfg = config(args)
+    limit_keys = getattr(args, "limit_keys", 0)
+    if limit_keys:
+        systems = [*systems, LIMITED]
+    cfg = config(args, limit_keys=limit_keys or Config.limit_keys)
     b5 = which == "b5"
     todo = cases(
         systems, getattr(args, "workers", []), getattr(args, "herd_workers", []), args.n, cfg,
@@ -277,6 +287,7 @@ def main(which: str, argv: Sequence[str] | None = None) -> int:
         "systems": systems, "worker_concurrency": args.concurrency,
         "drain_workers": getattr(args, "workers", []),
         "herd_workers": getattr(args, "herd_workers", []), "lead": args.lead,
+        "limit_keys": limit_keys,
         "celery_pool": getattr(args, "celery_pool", None),
         "herd_n": getattr(args, "herd_n", args.n),
         "submit_single_n": getattr(args, "submit_single_n", None),

@@ -115,10 +115,14 @@ class TickwheelSystem:
         database_url: str | None = None,
         concurrency: int = 16,
         drain_timeout: float = 1800.0,
+        limit_keys: int = 0,
     ) -> None:
         """``database_url``: an existing, migrated-or-not database to use instead of a fresh
-        one (B4's backlog database); the run's own executions are deleted from it afterwards."""
+        one (B4's backlog database); the run's own executions are deleted from it afterwards.
+        ``limit_keys``: every execution gets a concurrency limit of 1 (fifo) on one of this
+        many keys, round robin (0: none)."""
         self.concurrency = concurrency
+        self.limit_keys = limit_keys
         self.procs = Processes(tmp / "logs")
         self.db: Database
         if database_url is not None:
@@ -179,6 +183,7 @@ class TickwheelSystem:
             sync_handler=False,
             pg_url="",
             drain_timeout=self.drain_timeout,
+            limit_keys=self.limit_keys,
         )
 
     def submit_single(self, n: int) -> float:

@@ -38,7 +38,8 @@ CHECK_SECONDS = 2.0
 # How fast each system stores executions through the path used here (per second, on the
 # 2-core machine), to choose a herd's instant when --lead is not given: generous on purpose.
 SUBMIT_RATE_GUESS = {
-    "tickwheel": 1500.0, "procrastinate": 3000.0, "celery": 500.0, "pgqueuer": 5000.0,
+    "tickwheel": 1500.0, "tickwheel-limits": 1500.0, "procrastinate": 3000.0, "celery": 500.0,
+    "pgqueuer": 5000.0,
 }  # fmt: skip
 # The lowest rate each system actually stored at in this session: a better guess.
 observed_submit_eps: dict[str, float] = {}
@@ -59,6 +60,11 @@ class RunFailed(RuntimeError):
     pass
 
 
+LIMITED = "tickwheel-limits"
+"""tickwheel with every execution under a concurrency limit: limit 1, fifo, over
+``Config.limit_keys`` keys (B2 ``--limit-keys``), against the unlimited drain."""
+
+
 @dataclass(frozen=True)
 class Config:
     pg_url: str
@@ -70,15 +76,17 @@ class Config:
     celery_pool: str = "threads"
     backend: str = "postgresql"
     database_url: str | None = None  # tickwheel on an existing database (B4's backlog)
+    limit_keys: int = 1000  # the "tickwheel-limits" system: limit 1 per key over this many keys
 
 
 def make_system(
     name: str, stack: contextlib.ExitStack, tmp: Path, journal_path: Path, cfg: Config
 ) -> System:
-    if name == "tickwheel":
+    if name in ("tickwheel", LIMITED):
         return TickwheelSystem(
             stack, tmp, journal_path, pg_url=cfg.pg_url, backend=cfg.backend,
             database_url=cfg.database_url, concurrency=cfg.concurrency, drain_timeout=cfg.timeout,
+            limit_keys=cfg.limit_keys if name == LIMITED else 0,
         )  # fmt: skip
     from bench.peers import CelerySystem, PgQueuerSystem, ProcrastinateSystem
 

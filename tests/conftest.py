@@ -139,6 +139,7 @@ _PG_TABLES = (
     "shard_owners",
     "execution_events",
     "attempts",
+    "concurrency_holds",
     "executions",
     "definitions",
     "dashboard_sessions",

@@ -79,6 +79,24 @@ def test_submit_wait_exits_0_when_it_succeeded(server: ServerProcess) -> None:
     assert _json(result)["status"] == "SUCCEEDED"
 
 
+def test_submit_takes_a_concurrency_limit_and_runs_it(server: ServerProcess) -> None:
+    key = "${{ inputs.a }}"
+    result = cli(
+        server, "submit", "add", "-i", "a=1", "-i", "b=2", "--concurrency-limit", "2",
+        "--concurrency-key", key, "--concurrency-order", "none", "--wait", "--json",
+    )  # fmt: skip
+    assert result.returncode == 0, describe(result)
+    answer = _json(result)
+    assert answer["status"] == "SUCCEEDED"
+    assert answer["concurrency"] == {"key": "1", "limit": 2, "order": "none"}
+    shown = cli(server, "get", answer["executionId"])
+    assert "at most 2 of key '1' at once, order none" in shown.stdout, describe(shown)
+    lonely = cli(server, "submit", "add", "-i", "a=1", "-i", "b=2", "--concurrency-key", key)
+    assert lonely.returncode == 2 and "--concurrency-limit" in lonely.stderr, describe(lonely)
+    bad = cli(server, "submit", "add", "-i", "a=1", "-i", "b=2", "--concurrency-limit", "0")
+    assert bad.returncode == 2 and "concurrency.limit" in bad.stderr, describe(bad)
+
+
 def test_submit_wait_exits_3_when_the_execution_failed(server: ServerProcess, broken: str) -> None:
     result = cli(server, "submit", broken, "--inputs", '{"a": 1, "b": 2, "c": 3}', "--wait")
     assert result.returncode == ExitCode.FAILED == 3, describe(result)

@@ -38,6 +38,13 @@ def test_b2_drain_runs_every_execution_once() -> None:
     assert figures["progress"][-1][1] == N
 
 
+def test_b2_drain_under_concurrency_limits_runs_every_execution_once() -> None:
+    cfg = Config(pg_url="", backend="sqlite", timeout=60, limit_keys=7)
+    figures = drain("tickwheel-limits", 2, N, cfg)
+    assert figures["repeated_starts"] == 0
+    assert figures["progress"][-1][1] == N
+
+
 def test_journal_counts_only_complete_lines(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -15,7 +15,8 @@ from tests.client import pyjobs_sample
 from tests.client.conftest import Database
 from tests.client.pyjobs_sample import Invoice, Sum, add_async, send_invoice
 from tickwheel.config import Settings
-from tickwheel.domain.errors import Conflict
+from tickwheel.domain.concurrency import ConcurrencySpec
+from tickwheel.domain.errors import Conflict, InvalidInput
 from tickwheel.domain.run_policy import RunPolicy
 from tickwheel.engine.worker import Worker
 from tickwheel.pyjobs.loading import AppLoadError, load_app
@@ -180,3 +181,18 @@ def test_each_new_client_registers_the_jobs_in_its_own_database(tmp_path: Path) 
         del client
         gc.collect()
         assert len(pyjobs_sample.app._registered) == 0  # nothing left for a reused id to match
+
+
+def sync_customer(customer: str) -> Sum:
+    return {"sum": len(customer), "attempt": 1}
+
+
+def test_a_job_may_declare_a_concurrency_limit() -> None:
+    app = tickwheel.App()
+    limit = {"key": "${{ inputs.customer }}", "limit": 1}
+    job = app.job(name="sync-customer", concurrency=limit)(sync_customer)
+    assert job.definition.concurrency == ConcurrencySpec(limit=1, key="${{ inputs.customer }}")
+    with pytest.raises(InvalidInput, match="invalid definition"):
+        app.job(name="sync-other", concurrency={"key": "${{ inputs.nope }}", "limit": 1})(
+            sync_customer
+        )

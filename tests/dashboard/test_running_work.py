@@ -35,3 +35,21 @@ async def test_a_running_execution_shows_progress_and_can_be_asked_to_stop(dash:
         page = await http.get(here)
         assert 'id="cancel-requested"' in page.text and f"{here}/cancel" not in page.text
         assert "cancel_requested" in page.text  # the history names it
+
+
+async def test_the_execution_page_shows_its_concurrency_limit(dash: Dash) -> None:
+    async with dash.api() as api:
+        body = {
+            "definitionUri": "registry://jobs/greet",
+            "inputs": {"name": "Ada <b>"},
+            "concurrency": {"key": "${{ inputs.name }}", "limit": 2, "order": "none"},
+        }
+        r = await api.post("/v1/executions", json=body)
+        assert r.status_code == 201, r.text
+        e = r.json()
+    http, _ = await dash.signed_in()
+    async with aclosing(http):
+        page = await http.get(f"/dashboard/executions/{e['executionId']}")
+        assert 'id="concurrency"' in page.text
+        # The key is the tenant's text: escaped like any other.
+        assert "at most 2 of key <code>Ada &lt;b&gt;</code> at once, order none" in page.text

@@ -6,8 +6,10 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from tests.factories import T0, new_execution
+from tests.factories import T0, definition, new_execution
 from tickwheel.domain.clock import FakeClock
+from tickwheel.domain.concurrency import ConcurrencySpec
+from tickwheel.domain.submission import SubmitRequest, prepare_execution
 from tickwheel.engine.queue_gauges import QueueGauges
 from tickwheel.observability.metrics import Metrics
 from tickwheel.store.protocol import Store
@@ -66,3 +68,16 @@ async def test_the_marker_adds_no_series_and_leaves_with_the_service(store: Stor
     await gauges.run()  # stopped before its first round: it only unregisters
     metrics.render()
     assert gauges.marker.last == seen  # no longer collected with the registry
+
+
+async def test_gauges_count_executions_waiting_for_a_concurrency_limit(store: Store) -> None:
+    metrics = Metrics()
+    gauges = QueueGauges(store, FakeClock(T0), metrics=metrics)
+    spec = ConcurrencySpec(limit=1, key="${{ inputs.name }}")
+    request = SubmitRequest("registry://jobs/greet", {"name": "Ada"}, concurrency=spec)
+    await store.execution_insert_many([prepare_execution(request, definition(), "acme", T0)
+                                       for _ in range(3)])  # fmt: skip
+    await store.execution_claim_ready("w", 10, timedelta(seconds=30), T0)
+    assert await gauges.run_once() == 1
+    assert metrics.value("tickwheel_concurrency_waiting") == 2
+    assert metrics.value("tickwheel_concurrency_slots_held") == 1

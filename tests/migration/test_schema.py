@@ -72,6 +72,19 @@ SQLITE_SCHEMA: Schema = {
         "indexes": {},
         "foreign_keys": [],
     },
+    "concurrency_holds": {
+        "columns": {
+            "tenant": "TEXT NOT NULL",
+            "definition_uri": "TEXT NOT NULL",
+            "concurrency_key": "TEXT NOT NULL",
+            "slot": "INTEGER NOT NULL",
+            "execution_id": "TEXT NOT NULL",
+        },
+        "primary_key": "tenant, definition_uri, concurrency_key, slot",
+        "unique": [],
+        "indexes": {"concurrency_holds_execution": "execution_id"},
+        "foreign_keys": [],
+    },
     "cron_applies": {
         "columns": {
             "tenant": "TEXT NOT NULL",
@@ -244,10 +257,16 @@ SQLITE_SCHEMA: Schema = {
             "trace_context": "TEXT",
             "start_by": "INTEGER",
             "deadline": "INTEGER",
+            "concurrency_key": "TEXT",
+            "concurrency_limit": "INTEGER",
+            "concurrency_order": "TEXT",
         },
         "primary_key": "execution_id",
         "unique": ["tenant, idempotency_key"],
         "indexes": {
+            "executions_concurrency_queue": "tenant, definition_uri, concurrency_key, execute_at,"
+            " execution_id WHERE concurrency_limit IS NOT NULL"
+            " AND status IN ('SCHEDULED', 'READY', 'RUNNING', 'RETRY_WAIT')",
             "executions_due": "shard_id, bucket_start, execute_at WHERE status = 'SCHEDULED'",
             "executions_ready": "priority DESC, ready_at WHERE status = 'READY'",
             "executions_running_lease": "lease_expires_at WHERE status = 'RUNNING'",
@@ -508,6 +527,19 @@ POSTGRES_SCHEMA: Schema = {
         "indexes": {},
         "foreign_keys": ["execution_id -> executions(execution_id) ON DELETE CASCADE"],
     },
+    "concurrency_holds": {
+        "columns": {
+            "tenant": "text NOT NULL",
+            "definition_uri": "text NOT NULL",
+            "concurrency_key": "text NOT NULL",
+            "slot": "integer NOT NULL",
+            "execution_id": "uuid NOT NULL",
+        },
+        "primary_key": "tenant, definition_uri, concurrency_key, slot",
+        "unique": [],
+        "indexes": {"concurrency_holds_execution": "execution_id"},
+        "foreign_keys": [],
+    },
     "cron_applies": {
         "columns": {
             "tenant": "text NOT NULL",
@@ -680,10 +712,16 @@ POSTGRES_SCHEMA: Schema = {
             "trace_context": "jsonb",
             "start_by": "timestamptz",
             "deadline": "timestamptz",
+            "concurrency_key": "text",
+            "concurrency_limit": "integer",
+            "concurrency_order": "text",
         },
         "primary_key": "execution_id",
         "unique": ["tenant, idempotency_key"],
         "indexes": {
+            "executions_concurrency_queue": "tenant, definition_uri, concurrency_key, execute_at,"
+            " execution_id WHERE concurrency_limit IS NOT NULL"
+            " AND status IN ('SCHEDULED', 'READY', 'RUNNING', 'RETRY_WAIT')",
             "executions_due": "shard_id, bucket_start, execute_at WHERE status = 'SCHEDULED'",
             "executions_ready": "priority DESC, ready_at WHERE status = 'READY'",
             "executions_running_lease": "lease_expires_at WHERE status = 'RUNNING'",

@@ -112,3 +112,11 @@ def flaky(fail: bool, context: JobContext) -> dict[str, bool]:
     if fail:
         raise ConnectionError("the payment API is down")
     return {"ok": True}
+
+
+async def keyed(customer: str, n: int, context: JobContext) -> None:
+    """A short job of one customer's queue (tests of concurrency keys): records its start and
+    end, so that the test can tell whether two of one customer ever overlapped."""
+    record("start", context, customer=customer, n=n)
+    await asyncio.sleep(0.02)
+    record("end", context, customer=customer, n=n)

@@ -23,13 +23,21 @@ POSTGRES_MIGRATIONS = "tickwheel.store.postgres.migrations"
 # statements in one write transaction (src/tickwheel/store/sqlite/sql/claims.sql).
 # webhook_delivery_claimed: SQLite's RETURNING cannot join the subscription (PostgreSQL's claim
 # does it in the same statement).
-SQLITE_ONLY = {"fencing_token_next", "attempt_insert", "webhook_delivery_claimed"}
+SQLITE_ONLY = {
+    "fencing_token_next",
+    "attempt_insert",
+    "webhook_delivery_claimed",
+    # PostgreSQL takes the slots of a claim inside its one claim statement.
+    "concurrency_hold_insert",
+}
 # The expiry's row-by-row steps: PostgreSQL does each in one statement (data-modifying CTEs).
 SQLITE_ONLY |= {"execution_expire_one", "attempt_abandon", "execution_event_expired"}
 # A leased promotion on PostgreSQL first bounds how long its transaction may sit idle, so that a
 # frozen scheduler cannot hold its fence's FOR SHARE locks on the shard rows forever. SQLite's
 # fence locks no rows (one writer at a time) and SQLite has no such setting.
-POSTGRES_ONLY = {"promotion_idle_timeout"}
+# The claim before concurrency limits, prepared, for when none is in sight (postgres/claims.py):
+# a generic plan of the claim that applies limits can sort every READY row.
+POSTGRES_ONLY = {"promotion_idle_timeout", "execution_claim_ready_unlimited"}
 
 
 def test_both_dialects_define_exactly_the_same_query_names() -> None:

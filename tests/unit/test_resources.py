@@ -12,6 +12,7 @@ from pydantic import TypeAdapter
 
 from tests.factories import T0
 from tickwheel.client.transports.answers import ServerError, checked
+from tickwheel.domain.concurrency import Concurrency
 from tickwheel.domain.models import Execution as ExecutionRecord
 from tickwheel.domain.states import ExecutionStatus
 from tickwheel.resources.base import Instant, iso
@@ -80,6 +81,8 @@ def test_an_execution_on_the_wire_is_camel_case_in_its_order_and_reads_back() ->
             "checkpoint": {"offset": 4200, "files": ["a", "b"]},
         },
         {"output_reference": "outputs/x", "output": None, "inputs": {}},
+        {"concurrency": Concurrency("customer-7", 2, "none")},
+        {"concurrency": Concurrency("", 1, "fifo"), "checkpoint": {"n": 1}},
     ],
 )
 def test_the_direct_wire_form_is_the_models(changes: dict[str, object]) -> None:

@@ -9,11 +9,14 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Unpack
 
+from tickwheel.domain.concurrency import ConcurrencySpec, spec_of
 from tickwheel.domain.definition_files import format_from_filename
 from tickwheel.domain.definition_refs import to_uri
 from tickwheel.domain.submission import SubmitOptions, SubmitRequest
 
 ExecutionRef = uuid.UUID | str
+ConcurrencyArg = ConcurrencySpec | dict[str, Any] | None
+"""A submission's ``concurrency``: ``{"key": "${{ inputs.x }}", "limit": 1, "order": "fifo"}``."""
 DEFAULT_URL = "http://127.0.0.1:8000"
 
 
@@ -43,6 +46,8 @@ def submit_request(
     """The request of ``submit(...)``: each option goes to the ``SubmitRequest`` field of its
     name (``version`` to ``definition_version``); one not given keeps that field's default."""
     fields: dict[str, Any] = {k: v for k, v in options.items() if k != "version"}
+    if "concurrency" in fields:  # a mapping as in a definition file, or a ConcurrencySpec
+        fields["concurrency"] = spec_of(fields["concurrency"])
     return SubmitRequest(
         definition_uri=definition_uri(definition),
         inputs=inputs or {},

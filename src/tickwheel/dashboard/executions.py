@@ -34,6 +34,7 @@ SHOWN_APART = frozenset(
         "maxAttempts", "executeAt", "createdAt", "updatedAt", "startedAt", "finishedAt",
         "nextAttemptAt", "idempotencyKey", "cancelRequestedAt", "progress", "checkpoint",
         "inputs", "output", "outputReference", "error", "startBy", "deadline",
+        "concurrency",
     }
 )  # fmt: skip
 """The fields of an execution (its API names) that ``execution.html`` lays out in places of

@@ -195,6 +195,11 @@ def _xml_document(data: str | bytes, errors: ErrorList) -> dict[str, Any]:
             if len(child):
                 errors.add(key, "<circuitBreaker> takes attributes, not elements")
             doc[key] = {k: number_from_text(v) for k, v in child.attrib.items()}
+        elif key == "concurrency":  # <concurrency key="${{ inputs.c }}" limit="1" order="fifo"/>
+            _xml_text(child, key, errors)
+            doc[key] = {
+                k: number_from_text(v) if k == "limit" else v for k, v in child.attrib.items()
+            }
         elif key in ("version", "timeout", "startBy", "deadline"):
             doc[key] = number_from_text(_xml_text(child, key, errors))
         else:

@@ -22,6 +22,7 @@ from tickwheel.domain.breaker import (
     duration_seconds,
     read_breaker,
 )
+from tickwheel.domain.concurrency import ConcurrencySpec, read_concurrency
 from tickwheel.domain.definition_executions import (
     ISOLATIONS,
     CommandExecution,
@@ -88,6 +89,7 @@ _TOP_KEYS = (
     "circuitBreaker",
     "startBy",
     "deadline",
+    "concurrency",
 )
 _RETRY_KEYS = ("maxAttempts", "baseDelay", "maxDelay", "retryOn", "maxLostAttempts")
 MAX_LOST_ATTEMPTS: Final = 5
@@ -131,6 +133,8 @@ class Definition:
     """``startBy`` of a submission that names none: this many seconds after its executeAt."""
     deadline_within: float | None = None
     """``deadline`` of a submission that names none: this many seconds after its executeAt."""
+    concurrency: ConcurrencySpec | None = None
+    """How many of its executions may run at once, per key (domain/concurrency.py)."""
 
     def __post_init__(self) -> None:
         # Own copies, read-only by type (Mapping); plain dicts so that definitions pickle and copy.
@@ -179,6 +183,7 @@ def _build(doc: Any, errors: ErrorList) -> Definition:
     breaker = read_breaker(doc.get("circuitBreaker"), errors)
     start_within = _read_within(doc.get("startBy"), "startBy", errors)
     deadline_within = _read_within(doc.get("deadline"), "deadline", errors)
+    concurrency = read_concurrency(doc.get("concurrency"), "concurrency", errors, inputs)
     if (
         errors.items
         or name is None
@@ -202,6 +207,7 @@ def _build(doc: Any, errors: ErrorList) -> Definition:
         circuit_breaker=breaker,
         start_within=start_within,
         deadline_within=deadline_within,
+        concurrency=concurrency,
     )
 
 
@@ -305,6 +311,8 @@ def definition_to_document(d: Definition) -> dict[str, Any]:
         doc["startBy"] = float(d.start_within)
     if d.deadline_within is not None:
         doc["deadline"] = float(d.deadline_within)
+    if d.concurrency is not None:
+        doc["concurrency"] = d.concurrency.to_document()
     return doc
 
 

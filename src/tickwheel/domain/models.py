@@ -8,6 +8,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any, Generic, TypeVar
 
+from tickwheel.domain.concurrency import Concurrency
 from tickwheel.domain.states import AttemptStatus, ExecutionStatus
 
 
@@ -52,6 +53,8 @@ class Execution:
     """Not started by then: EXPIRED (docs/flow-control.md)."""
     deadline: datetime | None = None
     """No attempt starts after it."""
+    concurrency: Concurrency | None = None
+    """Its concurrency group's key, limit and order, fixed at submit (None: unlimited)."""
 
 
 @dataclass(frozen=True)

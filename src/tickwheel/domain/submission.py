@@ -13,9 +13,10 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypedDict
 
+from tickwheel.domain.concurrency import Concurrency, ConcurrencySpec, evaluate
 from tickwheel.domain.definition_refs import URI_RULE, name_of, versioned
 from tickwheel.domain.definitions import Definition, validate_values
-from tickwheel.domain.errors import ErrorList
+from tickwheel.domain.errors import ErrorList, FieldError, InvalidInput
 from tickwheel.domain.ids import uuid7
 from tickwheel.domain.jsonvalues import VERSION_MAX, problems
 from tickwheel.domain.sharding import bucket_start, shard_id
@@ -37,6 +38,8 @@ class SubmitRequest:
     """Not started by then: it ends EXPIRED (docs/flow-control.md)."""
     deadline: datetime | None = None
     """No attempt starts after it; a retry that would is not made (FAILED)."""
+    concurrency: ConcurrencySpec | None = None
+    """Overrides the definition's ``concurrency`` for this execution (checked by its reader)."""
     trace_context: dict[str, str] | None = field(default=None, compare=False, repr=False)
     """A W3C trace context to store instead of the current span's (docs/tracing.md: a cron
     occurrence starts a trace of its own). In-process only: never sent over HTTP, never read
@@ -55,6 +58,8 @@ class SubmitOptions(TypedDict, total=False):
     priority: int
     start_by: datetime | None
     deadline: datetime | None
+    concurrency: ConcurrencySpec | dict[str, Any] | None
+    """As in a definition file (``{"key": "${{ inputs.x }}", "limit": 1, "order": "fifo"}``)."""
 
 
 @dataclass(frozen=True)
@@ -90,6 +95,8 @@ class NewExecution:
     inside a span: set by the app layer, never part of the request or its fingerprint."""
     start_by: datetime | None = None
     deadline: datetime | None = None
+    concurrency: Concurrency | None = None
+    """The key evaluated at submit time, its limit and order (None: no limit)."""
 
 
 def check_request_shape(request: SubmitRequest, now: datetime, limits: SubmitLimits) -> None:
@@ -165,6 +172,9 @@ def fingerprint(request: SubmitRequest) -> str:
         body["startBy"] = request.start_by.astimezone(UTC).isoformat()
     if request.deadline is not None:
         body["deadline"] = request.deadline.astimezone(UTC).isoformat()
+    # Only when given: requests without it keep the fingerprint they had before the field.
+    if request.concurrency is not None:
+        body["concurrency"] = request.concurrency.to_document()
     canonical = json.dumps(body, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(canonical.encode()).hexdigest()
 
@@ -182,6 +192,16 @@ def prepare_execution(
         context=versioned(definition.uri, definition.version),
     )
     execute_at = request.execute_at or now
+    spec = request.concurrency or definition.concurrency
+    concurrency = None
+    if spec is not None:
+        try:
+            concurrency = evaluate(spec, inputs)
+        except ValueError as exc:
+            where = "concurrency.key" if request.concurrency else "definition concurrency.key"
+            raise InvalidInput(
+                "the execution request is invalid", [FieldError(where, str(exc))]
+            ) from None
     execution_id = uuid7(now)
     due = execute_at <= now
     return NewExecution(
@@ -201,6 +221,7 @@ def prepare_execution(
         created_at=now,
         start_by=request.start_by or _after(execute_at, definition.start_within),
         deadline=request.deadline or _after(execute_at, definition.deadline_within),
+        concurrency=concurrency,
     )
 
 

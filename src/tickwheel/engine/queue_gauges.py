@@ -30,12 +30,13 @@ _TERMINAL = frozenset(str(s) for s in TERMINAL)
 
 
 async def refresh_queue_gauges(store: Store, clock: Clock, metrics: Metrics) -> None:
-    """Reads the counts (four small queries) and publishes them. Raises on a database error;
+    """Reads the counts (a few indexed queries) and publishes them. Raises on a database error;
     the caller decides whether that matters."""
     now = clock.now()
     counts = await store.execution_count_by_status(now - FINISHED_WINDOW)
     alive = await store.worker_count_alive(now - timedelta(seconds=ALIVE_WITHIN))
     oldest_ready = await store.execution_oldest_ready_at()
+    waiting, held = await store.concurrency_counts()
     metrics.set_counts(
         {str(k): v for k, v in counts.items()}, _TERMINAL, FINISHED_WINDOW.total_seconds()
     )
@@ -45,6 +46,8 @@ async def refresh_queue_gauges(store: Store, clock: Clock, metrics: Metrics) -> 
     breakers = dict(await store.circuit_breaker_counts())
     for state in BreakerState:
         metrics.breakers.labels(str(state)).set(breakers.get(state, 0))
+    metrics.concurrency_waiting.set(waiting)
+    metrics.concurrency_held.set(held)
 
 
 class ScrapeMarker(Collector):

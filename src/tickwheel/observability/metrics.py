@@ -128,6 +128,17 @@ class Metrics:
             "when none is READY (refreshed at scrape).",
             registry=r,
         )
+        self.concurrency_waiting = Gauge(
+            "tickwheel_concurrency_waiting",
+            "READY executions under a concurrency limit, over all tenants: waiting for a slot "
+            "of their key or for their turn (fifo) (refreshed at scrape).",
+            registry=r,
+        )
+        self.concurrency_held = Gauge(
+            "tickwheel_concurrency_slots_held",
+            "Concurrency slots held now: RUNNING executions under a limit (refreshed at scrape).",
+            registry=r,
+        )
         self.lease_expirations = Counter(
             "tickwheel_lease_expirations",
             "RUNNING attempts the reaper found with an expired lease and recovered.",

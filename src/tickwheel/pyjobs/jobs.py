@@ -83,14 +83,17 @@ class App:
         retry: int | Mapping[str, Any] | None = None,
         timeout: float | timedelta = 300.0,
         description: str | None = None,
+        concurrency: Mapping[str, Any] | None = None,
     ) -> Callable[[Callable[..., Any]], Job]:
         """Declares ``func`` as the job ``name`` v``version``. ``retry``: the most attempts, or
-        the definition file's retry mapping (``{"maxAttempts": 5, "baseDelay": 2}``)."""
+        the definition file's retry mapping (``{"maxAttempts": 5, "baseDelay": 2}``).
+        ``concurrency``: the definition file's block, e.g. ``{"key": "${{ inputs.customer }}",
+        "limit": 1}`` (docs/flow-control.md)."""
 
         def declare(func: Callable[..., Any]) -> Job:
             if name in self.jobs:
                 raise ValueError(f"this app already has a job named {name!r}")
-            job = Job(self, func, name, version, retry, timeout, description)
+            job = Job(self, func, name, version, retry, timeout, description, concurrency)
             self.jobs[name] = job
             return job
 
@@ -182,6 +185,7 @@ class Job:
         retry: int | Mapping[str, Any] | None,
         timeout: float | timedelta,
         description: str | None,
+        concurrency: Mapping[str, Any] | None = None,
     ) -> None:
         if "<locals>" in func.__qualname__:
             raise TypeError(
@@ -207,18 +211,19 @@ class Job:
         self.signature = inspect.signature(func)
         self.run = _wrap(func, {p.name: p for p in self.params})
         self.entrypoint = f"{func.__module__}:{func.__qualname__}.run"
-        self.definition: Definition = definition_from_document(
-            {
-                "name": name,
-                "version": version,
-                "description": description if description is not None else _summary(func),
-                "inputs": {p.name: p.document() for p in self.params},
-                "outputs": outputs_of(hints.get("return")),
-                "execution": {"type": "python", "entrypoint": self.entrypoint},
-                "timeout": timeout.total_seconds() if isinstance(timeout, timedelta) else timeout,
-                "retry": {"maxAttempts": retry} if isinstance(retry, int) else retry,
-            }
-        )
+        document: dict[str, Any] = {
+            "name": name,
+            "version": version,
+            "description": description if description is not None else _summary(func),
+            "inputs": {p.name: p.document() for p in self.params},
+            "outputs": outputs_of(hints.get("return")),
+            "execution": {"type": "python", "entrypoint": self.entrypoint},
+            "timeout": timeout.total_seconds() if isinstance(timeout, timedelta) else timeout,
+            "retry": {"maxAttempts": retry} if isinstance(retry, int) else retry,
+        }
+        if concurrency is not None:
+            document["concurrency"] = dict(concurrency)
+        self.definition: Definition = definition_from_document(document)
         functools.update_wrapper(self, func)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:

@@ -32,6 +32,9 @@ class Definition(Resource):
     deadline: float | None = omitted_when_none(
         "seconds after executeAt: the deadline of a submission that names none"
     )
+    concurrency: dict[str, Any] | None = omitted_when_none(
+        "{key, limit, order}: at most `limit` of its executions per key run at once"
+    )
     content_hash: str
     created_at: Instant
     owner: str | None

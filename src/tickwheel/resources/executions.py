@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt
 from pydantic.alias_generators import to_snake
 
+from tickwheel.domain.concurrency import Concurrency, spec_of
 from tickwheel.domain.models import Attempt as AttemptRecord
 from tickwheel.domain.models import Execution as ExecutionRecord
 from tickwheel.domain.models import ExecutionEvent, ExecutionEventKind
@@ -35,15 +36,24 @@ class SubmitBody(BaseModel):
     startBy: Rfc3339 | None = None
     deadline: Rfc3339 | None = None
 
+    concurrency: dict[str, Any] | None = Field(
+        None,
+        description="overrides the definition's: {key: '${{ inputs.x }}', limit, order:"
+        " fifo|none} (docs/flow-control.md)",
+    )
+
     def to_request(self, idempotency_key: str | None) -> SubmitRequest:
         """Each field to the ``SubmitRequest`` field of its snake_case name."""
         fields = {snake: getattr(self, name) for name, snake in _SUBMIT_FIELDS}
+        fields["concurrency"] = spec_of(self.concurrency)
         return SubmitRequest(**fields, idempotency_key=idempotency_key)
 
     @classmethod
     def body(cls, request: SubmitRequest) -> dict[str, Any]:
         """What the SDK sends for ``request``: what it leaves at its default is left out."""
         fields = {name: getattr(request, snake) for name, snake in _SUBMIT_FIELDS}
+        group = request.concurrency
+        fields["concurrency"] = group.to_document() if group is not None else None
         return cls.model_construct(**fields).model_dump(mode="json", exclude_defaults=True)
 
 
@@ -80,6 +90,21 @@ class Progress(Resource):
         )
 
 
+class ConcurrencyGroup(Resource):
+    """An execution's concurrency limit: its key as evaluated at submit ("" when the limit is
+    for the whole definition), the limit and the order (docs/flow-control.md)."""
+
+    key: str
+    limit: int
+    order: Literal["fifo", "none"]
+
+    @classmethod
+    def of(cls, value: Concurrency | None) -> ConcurrencyGroup | None:
+        if value is None:
+            return None
+        return cls.model_construct(key=value.key, limit=value.limit, order=value.order)
+
+
 class Execution(Resource):
     """One run of a Job Definition (``executionId``), from submission to its end."""
 
@@ -110,6 +135,9 @@ class Execution(Resource):
     )
     start_by: Instant | None = omitted_when_none("not started by then: it ends EXPIRED")
     deadline: Instant | None = omitted_when_none("no attempt starts after it")
+    concurrency: ConcurrencyGroup | None = omitted_when_none(
+        "its concurrency limit, when it has one: at most `limit` of its key run at once"
+    )
 
     @property
     def finished(self) -> bool:
@@ -121,11 +149,15 @@ class Execution(Resource):
         # of 500 executions took twice as long through validation). Each field is the record's
         # of the same name (``_RECORD_FIELDS``), so a new field is not copied by hand here.
         fields = {name: getattr(e, name) for name in _RECORD_FIELDS}
-        return cls.model_construct(**fields, progress=Progress.of(e.progress))
+        return cls.model_construct(
+            **fields,
+            progress=Progress.of(e.progress),
+            concurrency=ConcurrencyGroup.of(e.concurrency),
+        )
 
 
-_RECORD_FIELDS = tuple(name for name in Execution.model_fields if name != "progress")
-"""The fields an answer copies from the record as they are (every one but ``progress``): a
+_RECORD_FIELDS = tuple(n for n in Execution.model_fields if n not in ("progress", "concurrency"))
+"""The fields an answer copies from the record as they are (all but two made from theirs): a
 field of the model is read from the record's field of the same name."""
 
 
@@ -166,6 +198,9 @@ def execution_wire(e: ExecutionRecord) -> dict[str, Any]:
         wire["startBy"] = iso(e.start_by)
     if e.deadline is not None:
         wire["deadline"] = iso(e.deadline)
+    if e.concurrency is not None:
+        c = e.concurrency
+        wire["concurrency"] = {"key": c.key, "limit": c.limit, "order": c.order}
     return wire
 
 

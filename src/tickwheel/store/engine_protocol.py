@@ -211,3 +211,9 @@ class WorkerRegistryStore(Protocol):
     async def execution_oldest_ready_at(self) -> datetime | None:
         """The longest-waiting READY execution's ``ready_at`` over all tenants (the backlog)."""
         ...
+
+    async def concurrency_counts(self) -> tuple[int, int]:
+        """(READY executions under a concurrency limit, slots held) over all tenants: the first
+        are waiting for a slot or for their turn (the rest are claimed as soon as a worker
+        looks), through the partial index of the groups' queues."""
+        ...

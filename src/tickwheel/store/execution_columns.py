@@ -25,6 +25,10 @@ from tickwheel.domain.submission import NewExecution
 
 COLUMN = {"inputs": "input_snapshot"}
 """A field kept under another column name."""
+SPREAD = {"concurrency": ("concurrency_key", "concurrency_limit", "concurrency_order")}
+"""A field kept in several columns: mapped by each backend's ``rows.py`` (``concurrency_of``
+reads it, the insert writes its columns after the others), left out of the kinds below. It is
+the last field of ``NewExecution``, so PostgreSQL's positional items end with its columns."""
 
 
 class Kind(Enum):
@@ -65,7 +69,9 @@ def kind_of(hint: Any) -> Kind:
 def kinds(cls: type) -> tuple[tuple[str, Kind], ...]:
     """Each field of ``cls`` with its kind, in the class's order."""
     hints = typing.get_type_hints(cls)
-    return tuple((f.name, kind_of(hints[f.name])) for f in dataclasses.fields(cls))
+    return tuple(
+        (f.name, kind_of(hints[f.name])) for f in dataclasses.fields(cls) if f.name not in SPREAD
+    )
 
 
 EXECUTION = kinds(Execution)

@@ -108,6 +108,9 @@ def _running_rows(e: ExecutionInfo) -> list[tuple[str, str]]:
         rows.append(("progress", f"{e.progress.fraction:.0%} {e.progress.message}".rstrip()))
     if e.checkpoint is not None:
         rows.append(("checkpoint", json.dumps(e.checkpoint)))
+    if (c := e.concurrency) is not None:
+        group = f"key {c.key!r}" if c.key else "the whole definition"
+        rows.append(("concurrency", f"at most {c.limit} of {group} at once, order {c.order}"))
     return rows
 
 
@@ -139,6 +142,17 @@ def submit(
     deadline: Annotated[
         str | None, typer.Option("--deadline", help="RFC 3339: no attempt starts after it")
     ] = None,
+    concurrency_limit: Annotated[
+        int | None,
+        typer.Option(help="at most this many of its key run at once (overrides the definition)"),
+    ] = None,
+    concurrency_key: Annotated[
+        str | None,
+        typer.Option(help="the key, over the inputs: '${{ inputs.customer }}' (default: none)"),
+    ] = None,
+    concurrency_order: Annotated[
+        str, typer.Option(help="fifo (start in executeAt order) or none")
+    ] = "fifo",
     wait: Annotated[
         bool,
         typer.Option("--wait", help="wait until it finishes; the exit code says how it ended"),
@@ -158,16 +172,22 @@ def submit(
     inputs = parse_inputs(input_pairs, inputs_json)
     execute_at = parse_instant(at) if at is not None else None
     after = timedelta(seconds=parse_duration(delay)) if delay is not None else None
-    limits = {
+    options: dict[str, Any] = {
         "start_by": parse_instant(start_by) if start_by is not None else None,
         "deadline": parse_instant(deadline) if deadline is not None else None,
     }
+    if concurrency_limit is not None:
+        options["concurrency"] = {"limit": concurrency_limit, "order": concurrency_order}
+        if concurrency_key is not None:
+            options["concurrency"]["key"] = concurrency_key
+    elif concurrency_key is not None:
+        raise fail("--concurrency-key needs --concurrency-limit", ExitCode.USAGE)
     with cli.client() as client:
         try:
             if after is not None:
                 execute_at = client.after(after)
             e = client.submit(
-                definition, inputs, execute_at, key, version=version, priority=priority, **limits
+                definition, inputs, execute_at, key, version=version, priority=priority, **options
             )
             if wait:
                 with console.status(f"waiting for {e.execution_id} ({e.status})"):

@@ -8,6 +8,7 @@ workflow outbox rows, and the NOTIFY that wakes schedulers for retries."""
 from __future__ import annotations
 
 import json
+import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
@@ -21,7 +22,7 @@ from psycopg_pool import AsyncConnectionPool
 from tickwheel.domain.models import Execution
 from tickwheel.domain.states import ExecutionStatus
 from tickwheel.observability.tracing import now_ns, record_claims
-from tickwheel.store.postgres.notify import topics_for
+from tickwheel.store.postgres.notify import Signals, topics_for
 from tickwheel.store.postgres.rows import execution_from_row, jsonb, opt_aware, require_aware
 from tickwheel.store.postgres.webhooks import webhook_outbox_execution_failed
 from tickwheel.store.postgres.workflows import workflow_event_record
@@ -33,8 +34,16 @@ Q = load_queries("tickwheel.store.postgres.sql")
 Conn = AsyncConnection[DictRow]
 
 
+LIMITS_WINDOW = 5.0
+"""Seconds a store claims through the statement that applies concurrency limits after it last
+saw an execution under a limit among its candidates; then back to the unlimited statement."""
+
+
 class PostgresClaims:
     _pool: AsyncConnectionPool[Conn]
+    _signals: Signals
+    _limits_until: float = 0.0
+    """Until when (time.monotonic) claims apply concurrency limits: see LIMITS_WINDOW."""
     _signalling_tx: Callable[[], AbstractAsyncContextManager[tuple[Conn, set[Topic]]]]
 
     async def execution_claim_ready(
@@ -56,9 +65,26 @@ class PostgresClaims:
         # commits, so a cancel racing this claim either locked its row first (the row is skipped
         # here and the cancel wins) or waits for this commit and then finds the row RUNNING.
         started = now_ns()
+        limits = time.monotonic() < self._limits_until
+        rows: list[DictRow] = []
         async with self._pool.connection() as conn:
-            cursor = await conn.execute(Q["execution_claim_ready"], params)
-            rows = await cursor.fetchall()
+            if not limits:
+                # The statement of before limits, prepared; it claims none under a limit, and
+                # says whether it saw one among its candidates.
+                cursor = await conn.execute(Q["execution_claim_ready_unlimited"], params)
+                found = await cursor.fetchall()
+                rows = [r for r in found if r["execution_id"] is not None]
+                limits = bool(found and found[0]["limited_seen"])
+                if limits:
+                    self._limits_until = time.monotonic() + LIMITS_WINDOW
+                    params["limit"] = limit - len(rows)
+            if limits and params["limit"] > 0:
+                # Never prepared: a generic plan cannot see the batch size, and with the gate of
+                # the limits it read and sorted every READY row (bitmap scan, then sort) on each
+                # claim instead of walking executions_ready to the batch: 110 to 240 ms a claim
+                # against 1 to 2 ms with 17,000 READY (docs/scaling.md). Planning costs ~1 ms.
+                cursor = await conn.execute(Q["execution_claim_ready"], params, prepare=False)
+                rows += await cursor.fetchall()
         claimed = [execution_from_row(r) for r in rows]
         record_claims(claimed, started)
         return claimed
@@ -98,7 +124,12 @@ class PostgresClaims:
             and r.execution_status is not ExecutionStatus.FAILED
         ]
         if plain:
-            params = {"batch": _batch_json(plain), "now": at, "skip_prefix": WORKFLOW_KEY_PREFIX}
+            params = {
+                "batch": _batch_json(plain),
+                "now": at,
+                "skip_prefix": WORKFLOW_KEY_PREFIX,
+                **self._signals.ready_wakeup(),
+            }
             async with self._pool.connection() as conn:
                 cursor = await conn.execute(Q["execution_finish_many"], params)
                 done.update(_by_key(await cursor.fetchall()))
@@ -107,6 +138,10 @@ class PostgresClaims:
         rest = [r for r in batch if (r.execution_id, r.fencing_token) not in done]
         if rest:
             done.update(await self._finish_in_tx(rest, at))
+        if any(row["frees_slot"] for row in done.values()):
+            # A concurrency slot came free: the statement NOTIFYed the other processes' workers;
+            # this process's own wake up here, without a round trip.
+            self._signals.signal([Topic.READY])
         return _accepted(results, done)
 
     async def _finish_in_tx(
@@ -114,7 +149,12 @@ class PostgresClaims:
     ) -> dict[tuple[uuid.UUID, int], DictRow]:
         """Finishes ``batch`` (sorted by id) with its extras: outputs kept by reference, the
         workflow outbox rows and the NOTIFYs, all committed together."""
-        params = {"batch": _batch_json(batch), "now": at, "skip_prefix": None}
+        params = {
+            "batch": _batch_json(batch),
+            "now": at,
+            "skip_prefix": None,
+            **self._signals.ready_wakeup(),
+        }
         async with self._signalling_tx() as (conn, topics):
             cursor = await conn.execute(Q["execution_finish_many"], params)
             done = _by_key(await cursor.fetchall())

@@ -211,6 +211,11 @@ class Signals:
             signals.append({"channel": CHANNELS[topic], "payload": payload, "status": status.value})
         return json.dumps(signals)
 
+    def ready_wakeup(self) -> dict[str, str]:
+        """The ``ready_channel`` and ``origin`` parameters of ``execution_finish_many``, which
+        NOTIFYs the workers inside the finish itself when it freed a concurrency slot."""
+        return {"ready_channel": CHANNELS[Topic.READY], "origin": self._origin}
+
     def signal(self, topics: Iterable[Topic], due: Sequence[tuple[int, datetime]] = ()) -> None:
         """In this process, after the commit: waiters here wake without a round trip, even
         before this store has started listening. Hints go to the inboxes before the wake-up,

@@ -13,6 +13,7 @@ from typing import Any
 
 from psycopg.types.json import Jsonb, set_json_loads
 
+from tickwheel.domain.concurrency import Concurrency, Order
 from tickwheel.domain.definitions import definition_from_document
 from tickwheel.domain.jsonvalues import load_readable, readable_object
 from tickwheel.domain.models import (
@@ -92,6 +93,8 @@ def insert_items(items: Sequence[NewExecution]) -> str:
         row = list(_INSERT_NAMES(item))
         for index, convert in _INSERT_CONVERTED:
             row[index] = convert(row[index])
+        if (group := item.concurrency) is not None:  # SPREAD: left off when there is none
+            row += (group.key, group.limit, group.order)
         rows.append(row)
     return json.dumps(rows, separators=(",", ":"))
 
@@ -112,7 +115,13 @@ def execution_from_new(item: NewExecution) -> Execution:
     values = {n: getattr(item, n) if c is None else c(getattr(item, n)) for n, c in _FROM_NEW}
     created = values["created_at"]
     ready = created if item.status is ExecutionStatus.READY else None
-    return Execution(**values, attempt_count=0, updated_at=created, ready_at=ready)
+    return Execution(
+        **values,
+        attempt_count=0,
+        updated_at=created,
+        ready_at=ready,
+        concurrency=item.concurrency,
+    )
 
 
 def insert_outcomes(
@@ -159,7 +168,10 @@ _FROM_ROW = tuple(
 def execution_from_row(r: Row) -> Execution:
     """psycopg reads uuids and JSON itself; each column by its field's kind
     (``store/execution_columns.py``)."""
-    return Execution(**{n: r[col] if c is None else c(r[col]) for n, col, c in _FROM_ROW})
+    return Execution(
+        **{n: r[col] if c is None else c(r[col]) for n, col, c in _FROM_ROW},
+        concurrency=concurrency_of(r),
+    )
 
 
 def attempt_from_row(r: Row) -> Attempt:
@@ -193,3 +205,11 @@ def api_key_from_row(r: Row) -> ApiKey:
         created_at=utc(r["created_at"]),
         revoked_at=opt_utc(r["revoked_at"]),
     )
+
+
+def concurrency_of(r: Row) -> Concurrency | None:
+    """The execution's concurrency group, from its three columns (NULL: no limit)."""
+    if r["concurrency_limit"] is None:
+        return None
+    order: Order = "none" if r["concurrency_order"] == "none" else "fifo"
+    return Concurrency(r["concurrency_key"] or "", r["concurrency_limit"], order)

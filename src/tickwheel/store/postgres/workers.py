@@ -69,6 +69,10 @@ class PostgresWorkerRegistry:
         rows = await self._run("worker_count_alive", {"alive_since": require_aware(alive_since)})
         return int(rows[0]["n"])
 
+    async def concurrency_counts(self) -> tuple[int, int]:
+        [row] = await self._run("concurrency_counts", {})
+        return int(row["waiting"]), int(row["held"])
+
     async def execution_oldest_ready_at(self) -> datetime | None:
         rows = await self._run("execution_oldest_ready", {})
         oldest = rows[0]["oldest"] if rows else None

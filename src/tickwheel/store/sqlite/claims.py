@@ -56,6 +56,19 @@ class SqliteClaims(SqliteConnection):
             if not rows:
                 return []
             await conn.execute(Q["fencing_token_next"], {"n": len(rows)})
+            # The slots the executions with a limit now hold: the trigger of migration 0018
+            # frees each when its execution leaves RUNNING, whichever way it does.
+            for r in rows:
+                if r["concurrency_limit"] is not None:
+                    await conn.execute(
+                        Q["concurrency_hold_insert"],
+                        {
+                            "tenant": r["tenant"],
+                            "definition_uri": r["definition_uri"],
+                            "concurrency_key": r["concurrency_key"],
+                            "execution_id": r["execution_id"],
+                        },
+                    )
             ids = [r["execution_id"] for r in rows]
             await conn.execute(Q["attempt_insert"], {"execution_ids": json.dumps(ids), **params})
         # RETURNING comes in no particular order: tokens follow the claim order.
@@ -81,12 +94,13 @@ class SqliteClaims(SqliteConnection):
             return []
         now_us = to_us(now or datetime.now(UTC))
         accepted: list[bool] = []
-        outbox = False
+        outbox = freed = False
         async with self._tx() as conn:
             for result in results:
-                ok, recorded = await _finish_one(conn, result, now_us)
+                ok, recorded, frees_slot = await _finish_one(conn, result, now_us)
                 accepted.append(ok)
                 outbox |= recorded
+                freed |= frees_slot
             # Dead letters only: their webhook outbox rows, in this transaction.
             failed = [
                 r.execution_id
@@ -97,7 +111,7 @@ class SqliteClaims(SqliteConnection):
         if outbox:
             self._signal(Topic.WORKFLOW)
         statuses = {r.execution_status for r, ok in zip(results, accepted, strict=True) if ok}
-        if ExecutionStatus.READY in statuses:
+        if ExecutionStatus.READY in statuses or freed:  # freed: a concurrency slot came free
             self._signal(Topic.READY)
         if ExecutionStatus.RETRY_WAIT in statuses:
             self._signal(Topic.DUE)  # the scheduler may be asleep past the retry's time
@@ -108,9 +122,10 @@ async def _finish_one(
     conn: aiosqlite.Connection,
     result: AttemptResult,
     now_us: int,
-) -> tuple[bool, bool]:
+) -> tuple[bool, bool, bool]:
     """One result of the batch, inside its transaction: whether it was accepted (False, and
-    nothing written, when the token is stale) and whether it wrote a workflow outbox row."""
+    nothing written, when the token is stale), whether it wrote a workflow outbox row, and
+    whether it freed a concurrency slot."""
     error = json.dumps(result.error) if result.error is not None else None
     inline = result.output is not None and result.output_reference is None
     cursor = await conn.execute(
@@ -129,7 +144,7 @@ async def _finish_one(
     )
     row = await cursor.fetchone()
     if row is None:
-        return False, False
+        return False, False, False
     if result.output_reference is not None:
         await conn.execute(
             Q["execution_output_put"],
@@ -156,7 +171,7 @@ async def _finish_one(
     recorded = await workflow_event_record(
         conn, row["idempotency_key"], result.execution_id, str(result.execution_status), now_us
     )
-    return True, recorded
+    return True, recorded, bool(row["frees_slot"])
 
 
 def _token(execution: Execution) -> int:

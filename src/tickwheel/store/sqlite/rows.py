@@ -8,6 +8,7 @@ import uuid
 from datetime import datetime
 from typing import Any
 
+from tickwheel.domain.concurrency import Concurrency, Order
 from tickwheel.domain.definitions import definition_from_document
 from tickwheel.domain.models import ApiKey, Attempt, Execution, Scope
 from tickwheel.domain.states import AttemptStatus, ExecutionStatus
@@ -43,6 +44,10 @@ def insert_params(item: NewExecution) -> dict[str, Any]:
     execution starts READY, the instant it became ready."""
     params = {col: getattr(item, n) if c is None else c(getattr(item, n)) for n, col, c in _INSERT}
     params["ready_at"] = params["created_at"] if item.status is ExecutionStatus.READY else None
+    group = item.concurrency  # SPREAD over three columns
+    params["concurrency_key"] = group.key if group else None
+    params["concurrency_limit"] = group.limit if group else None
+    params["concurrency_order"] = group.order if group else None
     return params
 
 
@@ -73,7 +78,10 @@ _FROM_ROW = tuple(
 
 def execution_row(r: sqlite3.Row) -> Execution:
     """Each column by its field's kind (``store/execution_columns.py``)."""
-    return Execution(**{n: r[col] if c is None else c(r[col]) for n, col, c in _FROM_ROW})
+    return Execution(
+        **{n: r[col] if c is None else c(r[col]) for n, col, c in _FROM_ROW},
+        concurrency=concurrency_of(r),
+    )
 
 
 def attempt_row(r: sqlite3.Row) -> Attempt:
@@ -102,3 +110,11 @@ def api_key_row(r: sqlite3.Row) -> ApiKey:
 
 def _opt_time(value: int | None) -> datetime | None:
     return from_us(value) if value is not None else None
+
+
+def concurrency_of(r: sqlite3.Row) -> Concurrency | None:
+    """The execution's concurrency group, from its three columns (NULL: no limit)."""
+    if r["concurrency_limit"] is None:
+        return None
+    order: Order = "none" if r["concurrency_order"] == "none" else "fifo"
+    return Concurrency(r["concurrency_key"] or "", r["concurrency_limit"], order)

@@ -391,6 +391,17 @@ def _now_us(now: datetime | None) -> int:
 
 def _split_statements(script: str) -> list[str]:
     """Our migrations keep semicolons out of literals, so dropping comment lines and splitting
-    on ``;`` is exact for them."""
+    on ``;`` is exact for them, except inside a trigger's BEGIN ... END: pieces are joined until
+    SQLite says the statement is complete."""
     code = "\n".join(line for line in script.splitlines() if not line.strip().startswith("--"))
-    return [s for s in (part.strip() for part in code.split(";")) if s]
+    statements: list[str] = []
+    pending = ""
+    for part in code.split(";"):
+        pending += part + ";"
+        if sqlite3.complete_statement(pending):
+            if text := pending.strip().removesuffix(";").strip():
+                statements.append(text)
+            pending = ""
+    if text := pending.strip().removesuffix(";").strip():
+        statements.append(text)
+    return statements

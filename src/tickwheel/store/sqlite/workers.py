@@ -56,6 +56,10 @@ class SqliteWorkerRegistry(SqliteConnection):
         rows = await self._all("worker_count_alive", {"alive_since": to_us(alive_since)})
         return int(rows[0]["n"])
 
+    async def concurrency_counts(self) -> tuple[int, int]:
+        [row] = await self._all("concurrency_counts", {})
+        return int(row["waiting"]), int(row["held"])
+
     async def execution_oldest_ready_at(self) -> datetime | None:
         rows = await self._all("execution_oldest_ready", {})
         oldest = rows[0]["oldest"] if rows else None

@@ -8,10 +8,27 @@
 --   or finished row is ever visited). SKIP LOCKED: concurrent claimers take disjoint rows instead
 --   of queueing behind each other, and a row a cancel has locked is left to the cancel. A worker
 --   that runs only some definitions names them; NULL means any.
--- tokens: one nextval per candidate, drawn while the materialised candidates are scanned in claim
---   order, so tokens ascend in claim order. The sequence is shared by every claimer and never goes
---   back: a later claim of an execution always carries a larger token than any earlier claim of
---   it (the earlier claim committed before the row could be READY again).
+--   An execution with a concurrency limit (docs/flow-control.md) is passed over while its group
+--   holds `limit` slots, or, with order fifo, while `limit` executions of its group that come
+--   before it (executeAt, then id: submission order) have not finished: SCHEDULED, READY,
+--   RUNNING or RETRY_WAIT (a retry keeps its place). Both are read in this statement's snapshot,
+--   which can only be behind: a slot freed or a predecessor finished since is seen next claim.
+--   An execution without a limit stops at `concurrency_limit IS NULL`: a CASE, so that the test
+--   comes first and the planner keeps its estimate of the scan (as an OR of subqueries, it
+--   read and sorted every READY row instead of walking the index to the batch).
+--   The store never prepares this statement (claims.py says why).
+-- ranked: among the candidates of one group, their order; the n-th takes the n-th slot free in
+--   the snapshot.
+-- held: the slots, taken by INSERT ... ON CONFLICT DO NOTHING on the group's primary key. This is
+--   what makes the limit exact under READ COMMITTED: a slot another claimer took meanwhile
+--   (committed, or still in flight: the insert waits for it) conflicts, and the candidate is
+--   left READY for a later claim. Rows go in key order, so claimers never wait on each other in
+--   a cycle; finishers only delete their own hold rows (the executions_concurrency_release
+--   trigger), so they wait on no claimer.
+-- tokens: one nextval per candidate claimed, drawn while the materialised candidates are scanned
+--   in claim order, so tokens ascend in claim order. The sequence is shared by every claimer and
+--   never goes back: a later claim of an execution always carries a larger token than any
+--   earlier claim of it (the earlier claim committed before the row could be READY again).
 -- claimed: by primary key from the locked candidates, with no status predicate on purpose. The
 --   candidates' FOR UPDATE re-checked each row's status on its newest version and holds the lock,
 --   so the row is READY here. A status predicate would let the planner drive the join from the
@@ -21,25 +38,67 @@
 --   caller passes now (tests).
 -- recorded: the RUNNING attempt row, written once, in the same statement.
 WITH candidates AS MATERIALIZED (
-    SELECT execution_id FROM executions
-    WHERE status = 'READY'
+    SELECT e.execution_id, e.tenant, e.definition_uri, e.concurrency_key, e.concurrency_limit,
+        e.priority, e.ready_at
+    FROM executions e
+    WHERE e.status = 'READY'
       AND (%(definition_uris)s::text[] IS NULL
-           OR definition_uri = ANY (%(definition_uris)s::text[]))
-      -- Pauses (0018, docs/flow-control.md): a paused tenant or definition, or an open circuit
+           OR e.definition_uri = ANY (%(definition_uris)s::text[]))
+      -- Pauses (0017, docs/flow-control.md): a paused tenant or definition, or an open circuit
       -- breaker, holds its READY rows back; a half-open breaker lets its one probe through.
       -- OFFSET 0 keeps this a per-row probe of the pauses key (usually an empty table) run only
       -- for the rows the index walk reaches; as an anti-join the planner hashed every READY row.
       AND NOT EXISTS (SELECT 1 FROM pauses p
-                      WHERE p.tenant = executions.tenant
-                        AND p.definition_uri IN ('', executions.definition_uri)
-                        AND p.probe_execution_id IS DISTINCT FROM executions.execution_id
+                      WHERE p.tenant = e.tenant
+                        AND p.definition_uri IN ('', e.definition_uri)
+                        AND p.probe_execution_id IS DISTINCT FROM e.execution_id
                       OFFSET 0)
-    ORDER BY priority DESC, ready_at
+      AND CASE WHEN e.concurrency_limit IS NULL THEN true ELSE
+          (SELECT count(*) FROM concurrency_holds h
+           WHERE h.tenant = e.tenant AND h.definition_uri = e.definition_uri
+             AND h.concurrency_key = e.concurrency_key) < e.concurrency_limit
+          AND (e.concurrency_order <> 'fifo'
+               OR (SELECT count(*) FROM (
+                       SELECT 1 FROM executions p
+                       WHERE p.concurrency_limit IS NOT NULL
+                         AND p.status IN ('SCHEDULED', 'READY', 'RUNNING', 'RETRY_WAIT')
+                         AND p.tenant = e.tenant AND p.definition_uri = e.definition_uri
+                         AND p.concurrency_key = e.concurrency_key
+                         AND (p.execute_at, p.execution_id) < (e.execute_at, e.execution_id)
+                       LIMIT e.concurrency_limit) AS earlier) < e.concurrency_limit)
+          END
+    ORDER BY e.priority DESC, e.ready_at
     LIMIT %(limit)s
-    FOR UPDATE SKIP LOCKED
+    FOR UPDATE OF e SKIP LOCKED
+),
+ranked AS (
+    SELECT c.execution_id, c.tenant, c.definition_uri, c.concurrency_key, c.concurrency_limit,
+        row_number() OVER (PARTITION BY c.tenant, c.definition_uri, c.concurrency_key
+                           ORDER BY c.priority DESC, c.ready_at, c.execution_id) AS n
+    FROM candidates c
+    WHERE c.concurrency_limit IS NOT NULL
+),
+held AS (
+    INSERT INTO concurrency_holds (tenant, definition_uri, concurrency_key, slot, execution_id)
+    SELECT r.tenant, r.definition_uri, r.concurrency_key, free.slot, r.execution_id
+    FROM ranked r
+    CROSS JOIN LATERAL (
+        SELECT g.slot FROM generate_series(0, r.concurrency_limit - 1) AS g (slot)
+        WHERE NOT EXISTS (
+            SELECT 1 FROM concurrency_holds h
+            WHERE h.tenant = r.tenant AND h.definition_uri = r.definition_uri
+              AND h.concurrency_key = r.concurrency_key AND h.slot = g.slot)
+        ORDER BY g.slot
+        OFFSET r.n - 1 LIMIT 1
+    ) AS free
+    ORDER BY 1, 2, 3, 4
+    ON CONFLICT DO NOTHING
+    RETURNING execution_id
 ),
 tokens AS MATERIALIZED (
-    SELECT execution_id, nextval('fencing_token_seq') AS fencing_token FROM candidates
+    SELECT c.execution_id, nextval('fencing_token_seq') AS fencing_token FROM candidates c
+    WHERE c.concurrency_limit IS NULL
+       OR c.execution_id IN (SELECT held.execution_id FROM held)
 ),
 claimed AS (
     UPDATE executions e
@@ -61,6 +120,71 @@ recorded AS (
 )
 SELECT * FROM claimed ORDER BY fencing_token;
 
+-- name: execution_claim_ready_unlimited
+-- The claim while no execution under a concurrency limit is in sight: the statement of before
+-- limits, which the store prepares (a plan made once), and which claims no execution that has
+-- a limit. Such a candidate is locked for the statement's duration and left READY; limited_seen
+-- (on every row, and on one row of NULLs when nothing was claimed) tells the store, which then
+-- claims through execution_claim_ready for a while (claims.py). Everything below is unchanged:
+-- One statement, so one round trip and its own transaction (the pool is autocommit).
+-- candidates: served by the executions_ready partial index, already in claim order (no SCHEDULED
+--   or finished row is ever visited). SKIP LOCKED: concurrent claimers take disjoint rows instead
+--   of queueing behind each other, and a row a cancel has locked is left to the cancel. A worker
+--   that runs only some definitions names them; NULL means any.
+-- tokens: one nextval per candidate, drawn while the materialised candidates are scanned in claim
+--   order, so tokens ascend in claim order. The sequence is shared by every claimer and never goes
+--   back: a later claim of an execution always carries a larger token than any earlier claim of
+--   it (the earlier claim committed before the row could be READY again).
+-- claimed: by primary key from the locked candidates, with no status predicate on purpose. The
+--   candidates' FOR UPDATE re-checked each row's status on its newest version and holds the lock,
+--   so the row is READY here. A status predicate would let the planner drive the join from the
+--   executions_ready index, and READY is a state statistics rarely see (ANALYZE finds none):
+--   estimated at one row, it walked every READY row per claim (78 ms with 19,000 READY among 10 M
+--   stored, against 1.5 ms by primary key). Lease times come from the database clock unless the
+--   caller passes now (tests).
+-- recorded: the RUNNING attempt row, written once, in the same statement.
+WITH candidates AS MATERIALIZED (
+    SELECT execution_id, concurrency_limit FROM executions
+    WHERE status = 'READY'
+      AND (%(definition_uris)s::text[] IS NULL
+           OR definition_uri = ANY (%(definition_uris)s::text[]))
+      -- Pauses: as in execution_claim_ready.
+      AND NOT EXISTS (SELECT 1 FROM pauses p
+                      WHERE p.tenant = executions.tenant
+                        AND p.definition_uri IN ('', executions.definition_uri)
+                        AND p.probe_execution_id IS DISTINCT FROM executions.execution_id
+                      OFFSET 0)
+    ORDER BY priority DESC, ready_at
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+),
+tokens AS MATERIALIZED (
+    SELECT execution_id, nextval('fencing_token_seq') AS fencing_token FROM candidates
+    WHERE concurrency_limit IS NULL
+),
+claimed AS (
+    UPDATE executions e
+    SET status = 'RUNNING', attempt_count = e.attempt_count + 1, lease_owner = %(worker_id)s,
+        lease_expires_at = coalesce(%(now)s::timestamptz, now()) + %(lease)s::interval,
+        fencing_token = t.fencing_token,
+        started_at = coalesce(e.started_at, coalesce(%(now)s::timestamptz, now())),
+        updated_at = coalesce(%(now)s::timestamptz, now())
+    FROM tokens t
+    WHERE e.execution_id = t.execution_id
+    RETURNING e.*
+),
+recorded AS (
+    INSERT INTO attempts (execution_id, attempt_number, worker_id, fencing_token, status,
+                          started_at)
+    SELECT execution_id, attempt_count, %(worker_id)s, fencing_token, 'RUNNING',
+        coalesce(%(now)s::timestamptz, now())
+    FROM claimed
+)
+SELECT claimed.*, seen.limited_seen
+FROM (SELECT count(*) AS limited_seen FROM candidates WHERE concurrency_limit IS NOT NULL) AS seen
+LEFT JOIN claimed ON true
+ORDER BY claimed.fencing_token;
+
 -- name: execution_finish_many
 -- A worker's batch of finished attempts, as one JSON array of objects (one per result), sorted by
 -- execution id by the store so that overlapping batches lock rows in one order. One JSON text is
@@ -74,6 +198,9 @@ SELECT * FROM claimed ORDER BY fencing_token;
 -- key starts with it (workflow task runs, whose outbox row must commit with the finish) are left
 -- untouched and come back unfinished, for the store to finish them in a transaction. NULL: none.
 -- recorded: the attempt row of each execution finished, in the same statement.
+-- woken: when a finished execution had a concurrency limit, its slot came free (the trigger of
+-- migration 0018 deleted its hold row) and the next of its group may start: one NOTIFY to the
+-- workers, delivered at the commit, so that they claim now rather than at their next poll.
 WITH finished AS (
     UPDATE executions e
     SET status = b.status, output = b.output, output_reference = b.output_reference,
@@ -92,7 +219,7 @@ WITH finished AS (
       AND (%(skip_prefix)s::text IS NULL OR e.idempotency_key IS NULL
            OR NOT starts_with(e.idempotency_key, %(skip_prefix)s::text))
     RETURNING e.execution_id, e.fencing_token, e.attempt_count, e.idempotency_key, e.status,
-        b.attempt_status, b.error
+        b.attempt_status, b.error, e.concurrency_limit
 ),
 recorded AS (
     UPDATE attempts a
@@ -101,8 +228,14 @@ recorded AS (
     FROM finished f
     WHERE a.execution_id = f.execution_id AND a.attempt_number = f.attempt_count
       AND a.fencing_token = f.fencing_token AND a.status = 'RUNNING'
+),
+woken AS (
+    SELECT pg_notify(%(ready_channel)s, %(origin)s)
+    WHERE EXISTS (SELECT 1 FROM finished WHERE concurrency_limit IS NOT NULL)
 )
-SELECT execution_id, fencing_token, attempt_count, idempotency_key, status FROM finished;
+SELECT execution_id, fencing_token, attempt_count, idempotency_key, status,
+    concurrency_limit IS NOT NULL AS frees_slot, (SELECT count(*) FROM woken) AS woken
+FROM finished;
 
 -- name: attempt_finish
 -- One attempt row (a graceful shutdown's release).

@@ -18,7 +18,7 @@ WITH inserted AS (
         execution_id, tenant, definition_uri, definition_version, input_snapshot, execute_at,
         bucket_start, shard_id, idempotency_key, request_fingerprint, status, priority,
         attempt_count, max_attempts, ready_at, created_at, updated_at, trace_context,
-        start_by, deadline
+        start_by, deadline, concurrency_key, concurrency_limit, concurrency_order
     )
     SELECT
         (item ->> 0)::uuid, item ->> 1, item ->> 2, (item ->> 3)::integer, item -> 4,
@@ -27,7 +27,9 @@ WITH inserted AS (
         0, (item ->> 12)::integer,
         CASE WHEN item ->> 10 = 'READY' THEN (item ->> 13)::timestamptz END,
         (item ->> 13)::timestamptz, (item ->> 13)::timestamptz, nullif(item -> 14, 'null'),
-        (item ->> 15)::timestamptz, (item ->> 16)::timestamptz
+        (item ->> 15)::timestamptz, (item ->> 16)::timestamptz,
+        -- Past the end of an item without a limit (rows.insert_items leaves them off): NULL.
+        item ->> 17, (item ->> 18)::integer, item ->> 19
     FROM jsonb_array_elements(%(items)s::jsonb) WITH ORDINALITY AS batch (item, position)
     ORDER BY item ->> 1, item ->> 8, position
     ON CONFLICT DO NOTHING

@@ -132,6 +132,12 @@ CREATE TRIGGER executions_children_delete AFTER DELETE ON executions
     FOR EACH STATEMENT EXECUTE FUNCTION tickwheel_execution_children_delete();
 CREATE TRIGGER executions_children_truncate AFTER TRUNCATE ON executions
     FOR EACH STATEMENT EXECUTE FUNCTION tickwheel_execution_children_truncate();
+-- Migration 0018's: a RUNNING execution that leaves RUNNING frees its concurrency slot.
+CREATE TRIGGER executions_concurrency_release AFTER UPDATE OF status ON executions
+    FOR EACH ROW
+    WHEN (OLD.status = 'RUNNING' AND NEW.status <> 'RUNNING'
+          AND OLD.concurrency_limit IS NOT NULL)
+    EXECUTE FUNCTION tickwheel_concurrency_release();
 ANALYZE executions, execution_keys;
 
 -- name: partition_counts

@@ -7,6 +7,11 @@
 -- number claimed (fencing_token_next). The candidates are limited before they are numbered, so
 -- a claim reads only `limit` entries of the READY index however long the queue is.
 -- A worker that runs only some definitions names them (a JSON array); NULL means any.
+-- An execution with a concurrency limit (docs/flow-control.md) is passed over while its group
+-- holds `limit` slots or, with order fifo, while `limit` executions of its group that come before
+-- it (executeAt, then id) have not finished; among the candidates of one group only as many as
+-- the group has free slots are taken (n, their rank). The single writer makes these reads exact;
+-- the store then records the slots taken (concurrency_hold_insert).
 UPDATE executions
 SET status = 'RUNNING', attempt_count = attempt_count + 1, lease_owner = :worker_id,
     lease_expires_at = :lease_expires_at,
@@ -15,22 +20,80 @@ SET status = 'RUNNING', attempt_count = attempt_count + 1, lease_owner = :worker
 FROM (
     SELECT execution_id, row_number() OVER (ORDER BY priority DESC, ready_at) AS position
     FROM (
-        SELECT execution_id, priority, ready_at FROM executions
-        WHERE status = 'READY'
-          AND (:definition_uris IS NULL
-               OR definition_uri IN (SELECT value FROM json_each(:definition_uris)))
-          -- Pauses (0018, docs/flow-control.md): a paused tenant or definition, or an open
-          -- circuit breaker, holds its READY rows back; a half-open breaker lets its probe by.
-          AND NOT EXISTS (SELECT 1 FROM pauses p
-                          WHERE p.tenant = executions.tenant
-                            AND p.definition_uri IN ('', executions.definition_uri)
-                            AND p.probe_execution_id IS NOT executions.execution_id)
-        ORDER BY priority DESC, ready_at
-        LIMIT :limit
+        SELECT execution_id, priority, ready_at, concurrency_limit, held,
+            row_number() OVER (PARTITION BY tenant, definition_uri, concurrency_key
+                               ORDER BY priority DESC, ready_at, execution_id) AS n
+        FROM (
+            SELECT e.execution_id, e.priority, e.ready_at, e.tenant, e.definition_uri,
+                e.concurrency_key, e.concurrency_limit,
+                CASE WHEN e.concurrency_limit IS NULL THEN 0 ELSE (
+                    SELECT count(*) FROM concurrency_holds h
+                    WHERE h.tenant = e.tenant AND h.definition_uri = e.definition_uri
+                      AND h.concurrency_key = e.concurrency_key) END AS held
+            FROM executions e
+            WHERE e.status = 'READY'
+              AND (:definition_uris IS NULL
+                   OR e.definition_uri IN (SELECT value FROM json_each(:definition_uris)))
+              -- Pauses (0017, docs/flow-control.md): a paused tenant or definition, or an
+              -- open circuit breaker, holds its READY rows back; a half-open breaker lets its
+              -- probe by.
+              AND NOT EXISTS (SELECT 1 FROM pauses p
+                              WHERE p.tenant = e.tenant
+                                AND p.definition_uri IN ('', e.definition_uri)
+                                AND p.probe_execution_id IS NOT e.execution_id)
+              AND (e.concurrency_limit IS NULL
+                   OR ((SELECT count(*) FROM concurrency_holds h
+                        WHERE h.tenant = e.tenant AND h.definition_uri = e.definition_uri
+                          AND h.concurrency_key = e.concurrency_key) < e.concurrency_limit
+                       AND (e.concurrency_order <> 'fifo'
+                            -- SQLite cannot bound a correlated count by the row's limit: the
+                            -- usual limit 1 asks for any earlier one, a larger limit counts.
+                            OR (e.concurrency_limit = 1 AND NOT EXISTS (
+                            SELECT 1 FROM executions p
+                            WHERE p.concurrency_limit IS NOT NULL
+                              AND p.status IN ('SCHEDULED', 'READY', 'RUNNING', 'RETRY_WAIT')
+                              AND p.tenant = e.tenant AND p.definition_uri = e.definition_uri
+                              AND p.concurrency_key = e.concurrency_key
+                              AND (p.execute_at < e.execute_at
+                                   OR (p.execute_at = e.execute_at
+                                       AND p.execution_id < e.execution_id))))
+                            OR (e.concurrency_limit > 1 AND (
+                            SELECT count(*) FROM executions p
+                            WHERE p.concurrency_limit IS NOT NULL
+                              AND p.status IN ('SCHEDULED', 'READY', 'RUNNING', 'RETRY_WAIT')
+                              AND p.tenant = e.tenant AND p.definition_uri = e.definition_uri
+                              AND p.concurrency_key = e.concurrency_key
+                              AND (p.execute_at < e.execute_at
+                                   OR (p.execute_at = e.execute_at
+                                       AND p.execution_id < e.execution_id))
+                            ) < e.concurrency_limit))))
+            ORDER BY e.priority DESC, e.ready_at
+            LIMIT :limit
+        )
     )
+    WHERE concurrency_limit IS NULL OR held + n <= concurrency_limit
 ) AS c
 WHERE executions.execution_id = c.execution_id AND executions.status = 'READY'
 RETURNING *;
+
+-- name: concurrency_hold_insert
+-- SQLite only (PostgreSQL takes its slots inside the claim statement): the slot a claimed
+-- execution holds, the lowest free one of its group, in the claim's write transaction.
+INSERT INTO concurrency_holds (tenant, definition_uri, concurrency_key, slot, execution_id)
+SELECT :tenant, :definition_uri, :concurrency_key,
+    CASE WHEN NOT EXISTS (
+            SELECT 1 FROM concurrency_holds
+            WHERE tenant = :tenant AND definition_uri = :definition_uri
+              AND concurrency_key = :concurrency_key AND slot = 0) THEN 0
+         ELSE (SELECT min(h.slot) + 1 FROM concurrency_holds h
+               WHERE h.tenant = :tenant AND h.definition_uri = :definition_uri
+                 AND h.concurrency_key = :concurrency_key
+                 AND NOT EXISTS (
+                     SELECT 1 FROM concurrency_holds n
+                     WHERE n.tenant = h.tenant AND n.definition_uri = h.definition_uri
+                       AND n.concurrency_key = h.concurrency_key AND n.slot = h.slot + 1))
+    END,
+    :execution_id;
 
 -- name: fencing_token_next
 -- SQLite only (PostgreSQL draws from a sequence inside its claim statement): moves the counter
@@ -56,7 +119,7 @@ SET status = :status, output = :output, output_reference = :output_reference, er
     updated_at = :now
 WHERE execution_id = :execution_id AND status = 'RUNNING' AND fencing_token = :fencing_token
   AND (:lease_expired_only = 0 OR lease_expires_at < :now)
-RETURNING attempt_count, idempotency_key;
+RETURNING attempt_count, idempotency_key, concurrency_limit IS NOT NULL AS frees_slot;
 
 -- name: attempt_finish
 UPDATE attempts SET status = :attempt_status, finished_at = :now, error = :error

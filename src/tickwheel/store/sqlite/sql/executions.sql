@@ -3,11 +3,12 @@ INSERT INTO executions (
     execution_id, tenant, definition_uri, definition_version, input_snapshot, execute_at,
     bucket_start, shard_id, idempotency_key, request_fingerprint, status, priority,
     attempt_count, max_attempts, ready_at, created_at, updated_at, trace_context, start_by,
-    deadline
+    deadline, concurrency_key, concurrency_limit, concurrency_order
 ) VALUES (
     :execution_id, :tenant, :definition_uri, :definition_version, :input_snapshot, :execute_at,
     :bucket_start, :shard_id, :idempotency_key, :request_fingerprint, :status, :priority,
-    0, :max_attempts, :ready_at, :created_at, :created_at, :trace_context, :start_by, :deadline
+    0, :max_attempts, :ready_at, :created_at, :created_at, :trace_context, :start_by, :deadline,
+    :concurrency_key, :concurrency_limit, :concurrency_order
 )
 ON CONFLICT (tenant, idempotency_key) DO NOTHING
 RETURNING *;

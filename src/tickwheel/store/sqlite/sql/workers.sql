@@ -21,6 +21,16 @@ ORDER BY worker_id;
 SELECT count(*) AS n FROM workers
 WHERE last_heartbeat_at >= :alive_since AND stopped_at IS NULL;
 
+-- name: concurrency_counts
+-- READY executions under a concurrency limit (through executions_concurrency_queue: only the
+-- unfinished executions with a limit) and the slots held now.
+SELECT
+    (SELECT count(*) FROM executions
+     WHERE concurrency_limit IS NOT NULL
+       AND status IN ('SCHEDULED', 'READY', 'RUNNING', 'RETRY_WAIT')
+       AND status = 'READY') AS waiting,
+    (SELECT count(*) FROM concurrency_holds) AS held;
+
 -- name: execution_oldest_ready
 -- The backlog's age over all tenants: the READY rows through the executions_ready partial
 -- index (ready_at is in the index; no other status is touched).
