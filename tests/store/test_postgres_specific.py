@@ -262,6 +262,7 @@ async def test_claim_candidates_use_the_ready_partial_index(
     assert {index for _, _, index in gate} <= {
         "executions_concurrency_queue",
         "concurrency_holds_pkey",
+        "pauses_pkey",
     }, limited
     claimed = await store.execution_claim_ready("w1", 10, LEASE)
     assert [e.priority for e in claimed] == [4] * 10
