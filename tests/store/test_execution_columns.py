@@ -10,7 +10,14 @@ import re
 import pytest
 
 from tests.factories import new_execution
-from tickwheel.store.execution_columns import EXECUTION, NEW_EXECUTION, Kind, column, kind_of
+from tickwheel.store.execution_columns import (
+    EXECUTION,
+    NEW_EXECUTION,
+    SPREAD,
+    Kind,
+    column,
+    kind_of,
+)
 from tickwheel.store.protocol import Store
 from tickwheel.store.sqlfile import load_queries
 
@@ -28,14 +35,16 @@ def insert_columns(dialect: str) -> list[str]:
 @pytest.mark.parametrize("dialect", ["postgres", "sqlite"])
 def test_the_insert_lists_the_new_executions_fields_in_their_order(dialect: str) -> None:
     columns = [c for c in insert_columns(dialect) if c not in FILLED_BY_THE_INSERT]
-    assert columns == [column(name) for name, _ in NEW_EXECUTION]
+    spread = [c for columns in SPREAD.values() for c in columns]
+    assert columns == [column(name) for name, _ in NEW_EXECUTION] + spread
 
 
 def test_postgres_reads_each_item_at_the_fields_position() -> None:
     sql = load_queries("tickwheel.store.postgres.sql")["execution_insert"]
     select = sql[sql.index("SELECT") : sql.index("FROM jsonb_array_elements")]
     positions = [int(p) for p in re.findall(r"item -{1,2}>{1,2} (\d+)", select)]
-    assert sorted(set(positions)) == list(range(len(NEW_EXECUTION)))
+    spread = sum(len(columns) for columns in SPREAD.values())
+    assert sorted(set(positions)) == list(range(len(NEW_EXECUTION) + spread))
 
 
 def test_every_field_has_a_kind() -> None:

@@ -61,6 +61,7 @@ def test_a_request_with_every_field_set_survives_the_sdk_and_the_body() -> None:
         priority=7,
         start_by=datetime(2026, 3, 1, 13, tzinfo=UTC),
         deadline=datetime(2026, 3, 1, 14, tzinfo=UTC),
+        concurrency={"key": "${{ inputs.name }}", "limit": 2, "order": "none"},
     )
     for f in dataclasses.fields(SubmitRequest):
         if f.name in IN_PROCESS:
