@@ -27,7 +27,9 @@ SQLITE_ONLY = {"fencing_token_next", "attempt_insert", "webhook_delivery_claimed
 # A leased promotion on PostgreSQL first bounds how long its transaction may sit idle, so that a
 # frozen scheduler cannot hold its fence's FOR SHARE locks on the shard rows forever. SQLite's
 # fence locks no rows (one writer at a time) and SQLite has no such setting.
-POSTGRES_ONLY = {"promotion_idle_timeout"}
+# Its firing by id, leased, is one statement there (fence, promotion and NOTIFY together), where
+# SQLite runs the fence and execution_promote_ids in one transaction.
+POSTGRES_ONLY = {"promotion_idle_timeout", "execution_promote_ids_fenced"}
 
 
 def test_both_dialects_define_exactly_the_same_query_names() -> None:
