@@ -108,6 +108,11 @@ def describe(span: timedelta) -> str:
     return f"{seconds:g} seconds"
 
 
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), default=str)
+"""The fingerprint's JSON: ``json.dumps`` with these arguments, without an encoder per call. It
+never changes: stored fingerprints decide whether a retried request is the same."""
+
+
 def fingerprint(request: SubmitRequest) -> str:
     body = {
         "definitionUri": request.definition_uri,
@@ -117,8 +122,7 @@ def fingerprint(request: SubmitRequest) -> str:
         "executeAt": request.execute_at.astimezone(UTC).isoformat() if request.execute_at else None,
         "priority": request.priority,
     }
-    canonical = json.dumps(body, sort_keys=True, separators=(",", ":"), default=str)
-    return hashlib.sha256(canonical.encode()).hexdigest()
+    return hashlib.sha256(_CANONICAL.encode(body).encode()).hexdigest()
 
 
 def prepare_execution(

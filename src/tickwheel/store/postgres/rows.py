@@ -64,22 +64,36 @@ def opt_aware(value: datetime | None) -> datetime | None:
     return require_aware(value) if value is not None else None
 
 
+_COMPACT = json.JSONEncoder(separators=(",", ":"))
+"""``json.dumps(..., separators=(",", ":"))`` without building an encoder per call."""
+
+
 def insert_items(items: Sequence[NewExecution]) -> str:
     """The ``items`` parameter of ``execution_insert``: one JSON array per item, positional
     (execution_id, tenant, definition_uri, definition_version, inputs, execute_at,
     bucket_start, shard_id, idempotency_key, request_fingerprint, status, priority,
-    max_attempts, created_at, trace_context), instants with their offset."""
-    return json.dumps(
+    max_attempts, created_at, trace_context), instants with their offset. A batch's items
+    share their instants (submitted at one ``now``, most due then): each is written once."""
+    written: dict[datetime, str] = {}
+
+    def instant(value: datetime) -> str:
+        # Keyed by equality: an equal instant written with another offset is the same
+        # timestamptz. A naive datetime never equals an aware one, so it is refused here.
+        text = written.get(value)
+        if text is None:
+            text = written[value] = require_aware(value).isoformat()
+        return text
+
+    return _COMPACT.encode(
         [
             [
                 str(i.execution_id), i.tenant, i.definition_uri, i.definition_version, i.inputs,
-                require_aware(i.execute_at).isoformat(), require_aware(i.bucket_start).isoformat(),
+                instant(i.execute_at), instant(i.bucket_start),
                 i.shard_id, i.idempotency_key, i.request_fingerprint, i.status.value, i.priority,
-                i.max_attempts, require_aware(i.created_at).isoformat(), i.trace_context,
+                i.max_attempts, instant(i.created_at), i.trace_context,
             ]
             for i in items
-        ],
-        separators=(",", ":"),
+        ]
     )  # fmt: skip
 
 
