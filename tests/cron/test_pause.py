@@ -5,13 +5,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import timedelta
-from typing import Any
 
 import pytest
 
 from tests.cron.helpers import ALL_SHARDS, TENANT, CronRig, keys_of
 from tests.factories import T0
 from tickwheel.client.client import AsyncClient
+from tickwheel.client.models import BatchItemResult
 from tickwheel.client.transports.inprocess import InProcessTransport
 from tickwheel.cron.service import CronService
 from tickwheel.domain.states import AttemptStatus, ExecutionStatus
@@ -203,14 +203,15 @@ class PausingTransport(InProcessTransport):
         super().__init__(rig.store, TENANT, rig.clock)
         self.rig, self.name, self.delete, self.done = rig, name, delete, False
 
-    async def submit_many(self, requests: Sequence[SubmitRequest]) -> list[dict[str, Any]]:
+    async def submit_many_models(self, requests: Sequence[SubmitRequest]) -> list[BatchItemResult]:
+        # What the SDK calls on an in-process transport (it takes the models, not the JSON).
         if not self.done:
             self.done = True
             if self.delete:
                 await self.rig.jobs.cron_delete(self.name)
             else:
                 await self.rig.jobs.cron_pause(self.name)
-        return await super().submit_many(requests)
+        return await super().submit_many_models(requests)
 
 
 @pytest.mark.parametrize("delete", [False, True])

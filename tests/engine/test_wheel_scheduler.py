@@ -1,6 +1,7 @@
 """The scheduler's timing wheel on both backends, on the fake clock: executions of the loaded
 window fire at their instant by id, executions inserted inside the window arrive as due hints
-and fire at their instant (not at the next load), a full page continues when its last row comes
+and fire at their instant (not at the next load; loaded when the hint comes, so that the instant
+costs only its promotions, the first of them small), a full page continues when its last row comes
 due, lost hints are made up by the catch-all, shards given up leave the wheel, and promotions
 are counted per definition (and fenced ones counted as such)."""
 
@@ -91,8 +92,9 @@ async def test_an_execution_inserted_inside_the_window_fires_at_its_time(store: 
     await s.run_once()  # the window [T0, T0 + 30 s] is loaded, empty
     clock.advance(1)
     [eid] = await insert(store, clock, 2)  # due at T0 + 3 s, long before the next load
-    assert await s.run_once() == 0  # the hint became a marker in the wheel
-    assert s.wheel is not None and s.wheel.next_due() == T0 + timedelta(seconds=3)
+    assert await s.run_once() == 0  # the hint's sliver is loaded: the id waits in the wheel
+    assert s.wheel is not None and eid in s.wheel
+    assert s.wheel.next_due() == T0 + timedelta(seconds=3)
     clock.advance(2)
     assert s._next_refresh is not None and clock.now() < s._next_refresh  # no load this round
     assert await s.run_once() == 1
@@ -139,7 +141,7 @@ async def test_shards_given_up_leave_the_wheel(store: Store) -> None:
     clock.advance(1)
     await a.run_once()
     shard_of = {i: (await store.execution_get("acme", i)).shard_id for i in ids}  # type: ignore[union-attr]
-    assert shards_in_wheel(a) == set(shard_of.values())  # hinted: markers in their shards
+    assert shards_in_wheel(a) == set(shard_of.values())  # hinted: loaded into their shards
     b = scheduler(store, clock, leased=True, owner="b")
     await b.run_once()  # a member, holding nothing yet
     clock.advance(a.renew_every.total_seconds())
@@ -187,3 +189,35 @@ async def test_promotions_are_counted_per_definition(store: Store) -> None:
     value = s.metrics.value
     assert value("tickwheel_executions_promoted_total", definition="bill") == 3
     assert value("tickwheel_executions_promoted_total", definition="greet") == 3
+
+
+async def test_a_hinted_herd_is_loaded_ahead_and_promoted_first_in_a_small_batch(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Hinted executions are read when their hints come, not at their instant: at the instant
+    the scheduler loads nothing and promotes at once, a small batch first (it commits, and the
+    workers wake, before the larger batches are written)."""
+    clock = FakeClock(T0)
+    s = scheduler(store, clock, settings=SchedulerSettings(batch=100))
+    await s.run_once()  # the window is loaded, empty
+    ids = await insert(store, clock, *[5.0] * 250)  # one instant, inside the window
+    await s.run_once()
+    assert s.wheel is not None and all(i in s.wheel for i in ids)
+    loads: list[int] = []
+    batches: list[int] = []
+    window, promote = store.execution_due_window, store.execution_promote_ids
+
+    async def counted_window(slices, limit):  # type: ignore[no-untyped-def]
+        loads.append(len(slices))
+        return await window(slices, limit)
+
+    async def counted_promote(execution_ids, shards, now=None):  # type: ignore[no-untyped-def]
+        batches.append(len(execution_ids))
+        return await promote(execution_ids, shards, now)
+
+    monkeypatch.setattr(store, "execution_due_window", counted_window)
+    monkeypatch.setattr(store, "execution_promote_ids", counted_promote)
+    clock.advance(5)
+    assert await s.run_once() == 250
+    assert loads == [] and batches == [32, 100, 100, 18]
+    assert all([await status(store, i) is ExecutionStatus.READY for i in ids])

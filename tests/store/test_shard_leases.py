@@ -85,3 +85,30 @@ async def test_promotion_is_fenced_by_the_epoch_and_moves_the_watermark(store: S
     old_epoch = [ShardLease(x.shard_id, "b", x.epoch - 1, x.expires_at) for x in renewed[:3]]
     refused = await store.execution_promote_due_leased("b", old_epoch, 500, T0 + TTL + S)
     assert refused.promoted == 0 and refused.fenced == [x.shard_id for x in renewed[:3]]
+
+
+async def test_firing_by_id_is_fenced_per_shard_by_the_grant(store: Store) -> None:
+    """The wheel's leased firing (one statement on PostgreSQL): the ids of shards whose grant is
+    held are promoted, those of a lost or stale grant stay SCHEDULED and their shards are named,
+    and an execution of a shard it was never granted is not touched."""
+    items = [new_execution(execute_in=5, key=f"k{i}") for i in range(40)]
+    ids = [o.execution.execution_id for o in await store.execution_insert_many(items)]
+    shard_of = {i.execution_id: i.shard_id for i in items}
+    a = await store.shard_lease_acquire("a", SHARD_COUNT, TTL, T0)
+    b = await store.shard_lease_acquire("b", SHARD_COUNT, TTL, T0 + TTL)  # a's expired: all b's
+    stale = await store.execution_promote_ids_leased("a", a, ids, T0 + TTL)
+    assert stale.promoted == 0 and len(stale.fenced) == SHARD_COUNT
+    assert (await store.execution_count_by_status())[ExecutionStatus.SCHEDULED] == 40
+    first, second = ids[:20], ids[20:]
+    lost = {shard_of[i] for i in first} - {shard_of[i] for i in second}
+    mixed = [
+        x if x.shard_id not in lost else ShardLease(x.shard_id, "b", x.epoch - 1, x.expires_at)
+        for x in b
+    ]
+    partly = await store.execution_promote_ids_leased("b", mixed, ids, T0 + TTL)
+    assert partly.fenced == sorted(lost)
+    assert set(partly.moved) == {i for i in ids if shard_of[i] not in lost}
+    mine = [x for x in b if x.shard_id in lost]
+    rest = await store.execution_promote_ids_leased("b", mine, ids, T0 + TTL)
+    assert (set(rest.moved), rest.fenced) == ({i for i in ids if shard_of[i] in lost}, [])
+    assert (await store.execution_count_by_status())[ExecutionStatus.READY] == 40

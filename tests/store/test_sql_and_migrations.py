@@ -37,7 +37,13 @@ SQLITE_ONLY |= {"execution_expire_one", "attempt_abandon", "execution_event_expi
 # fence locks no rows (one writer at a time) and SQLite has no such setting.
 # The claim before concurrency limits, prepared, for when none is in sight (postgres/claims.py):
 # a generic plan of the claim that applies limits can sort every READY row.
-POSTGRES_ONLY = {"promotion_idle_timeout", "execution_claim_ready_unlimited"}
+# Its firing by id, leased, is one statement there (fence, promotion and NOTIFY together), where
+# SQLite runs the fence and execution_promote_ids in one transaction.
+POSTGRES_ONLY = {
+    "promotion_idle_timeout",
+    "execution_claim_ready_unlimited",
+    "execution_promote_ids_fenced",
+}
 
 
 def test_both_dialects_define_exactly_the_same_query_names() -> None:

@@ -94,6 +94,34 @@ def test_the_direct_wire_form_is_the_models(changes: dict[str, object]) -> None:
     assert list(direct) == list(via_model)
 
 
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {},
+        {"status": ExecutionStatus.RUNNING, "started_at": T0, "idempotency_key": "k-1"},
+        {
+            "finished_at": datetime(2026, 3, 1, 12, tzinfo=timezone(timedelta(hours=5))),
+            "output": [1, "two", {"3": None}],
+        },
+        {
+            "cancel_requested_at": T0 + timedelta(microseconds=7),
+            "progress": {"fraction": 0.42, "message": "copied 4,200 rows", "at": T0.isoformat()},
+            "checkpoint": {"offset": 4200, "files": ["a", "b"]},
+        },
+    ],
+)
+def test_the_model_made_in_process_is_the_one_read_from_the_wire(
+    changes: dict[str, object],
+) -> None:
+    """The in-process transport hands the SDK ``Execution.of(record)`` without a JSON round; the
+    SDK over HTTP reads ``from_wire`` of the same record's JSON: equal models, equal JSON."""
+    record = dataclasses.replace(RECORD, **changes)  # type: ignore[arg-type]
+    direct, via_wire = Execution.of(record), Execution.from_wire(execution_wire(record))
+    assert direct == via_wire
+    assert direct.to_wire() == via_wire.to_wire()
+    assert direct.model_fields_set == via_wire.model_fields_set
+
+
 def test_keys_the_api_leaves_out_stay_out() -> None:
     refused = BatchItemResult.from_wire({"status": 409, "error": {"code": "conflict"}})
     assert refused.to_wire() == {"status": 409, "error": {"code": "conflict"}}

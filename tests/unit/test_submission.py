@@ -155,6 +155,22 @@ def test_fingerprint_is_a_sha256_hex_digest_and_deterministic() -> None:
     assert fingerprint(request(execute_at=T0)) == fp
 
 
+def test_the_fingerprint_never_changes() -> None:
+    """Stored fingerprints decide whether a retried request is the same one, across upgrades:
+    the digest of a request is pinned, whatever makes it faster."""
+    pinned = request(
+        inputs={"name": "Ada", "n": [1, 2.5, None, True], "é": {"b": "☃", "a": "x"}},
+        execute_at=T0,
+        priority=3,
+    )
+    assert fingerprint(pinned) == PINNED_FINGERPRINT
+    assert fingerprint(request()) == PINNED_BARE
+
+
+PINNED_FINGERPRINT = "eab18108d06fc5a05855268a99bcc180d631745a3bd31e50573551fc2edf6d61"
+PINNED_BARE = "81adc11bbcfc822bbeed2d6abffdcee16a6b87b01b2a9a62c86a21483fa5a578"
+
+
 def test_same_instant_in_another_offset_is_the_same_request() -> None:
     paris = timezone(timedelta(hours=1))
     kolkata = timezone(timedelta(hours=5, minutes=30))

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import hashlib
 import secrets
+import time
+from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -58,13 +61,61 @@ async def create_key(
     return key, secret_key
 
 
-async def authenticate(store: Store, authorization: str | None) -> Principal:
+KEY_TTL = 1.0
+"""How long an API server keeps using a key it found without reading it again: a key revoked
+(``tickwheel keys revoke``, another process) is refused by running servers within this time."""
+KEY_ENTRIES = 1024
+
+
+class KeyCache:
+    """The keys one API server found lately, by hash: each request used to read its key from the
+    database first, one round trip of two for a single submit. Only keys found are kept (an
+    unknown token is looked up every time, and a key created a moment ago works at once), each
+    for ``ttl`` seconds at most; a key's tenant and scope never change, only its revocation."""
+
+    def __init__(
+        self,
+        ttl: float = KEY_TTL,
+        max_entries: int = KEY_ENTRIES,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.ttl = ttl
+        self.max_entries = max_entries
+        self._monotonic = monotonic
+        self._entries: OrderedDict[str, tuple[float, Principal]] = OrderedDict()
+
+    async def get(self, store: Store, key_hash: str) -> Principal | None:
+        now = self._monotonic()
+        entry = self._entries.get(key_hash)
+        if entry is not None and entry[0] > now:
+            return entry[1]
+        key = await store.api_key_by_hash(key_hash)
+        if key is None:
+            self._entries.pop(key_hash, None)
+            return None
+        who = Principal(tenant=key.tenant, scope=key.scope, key_id=key.key_id)
+        self._entries[key_hash] = (now + self.ttl, who)
+        self._entries.move_to_end(key_hash)
+        while len(self._entries) > self.max_entries:
+            self._entries.popitem(last=False)
+        return who
+
+
+async def authenticate(
+    store: Store, authorization: str | None, cache: KeyCache | None = None
+) -> Principal:
+    """``cache``: the API's, for requests; a login (the dashboard's) reads the key every time."""
     if not authorization:
         raise Unauthorized("missing API key: send 'Authorization: Bearer <key>'")
     scheme, _, token = authorization.partition(" ")
     if scheme.lower() != "bearer" or not token.strip():
         raise Unauthorized("the Authorization header must be 'Bearer <key>'")
-    key = await store.api_key_by_hash(hash_key(token.strip()))
-    if key is None:
+    key_hash = hash_key(token.strip())
+    if cache is not None:
+        who = await cache.get(store, key_hash)
+    else:
+        key = await store.api_key_by_hash(key_hash)
+        who = None if key is None else Principal(key.tenant, key.scope, key.key_id)
+    if who is None:
         raise Unauthorized("the API key is unknown or revoked")
-    return Principal(tenant=key.tenant, scope=key.scope, key_id=key.key_id)
+    return who

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Annotated
 
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from tickwheel.api.auth import Principal, authenticate
+from tickwheel.api.auth import KeyCache, Principal, authenticate
 from tickwheel.client.transports.inprocess import InProcessTransport
 from tickwheel.domain.clock import Clock
 from tickwheel.domain.models import Scope
@@ -29,6 +29,7 @@ class AppState:
     default_tenant: str
     cron: CronStore
     workflows: WorkflowStore
+    keys: KeyCache = field(default_factory=KeyCache)
 
 
 def app_state(request: Request) -> AppState:
@@ -54,7 +55,7 @@ async def principal(
     if state.auth_disabled:
         # Without keys whoever reaches the server runs the cluster: the operator.
         return Principal(tenant=state.default_tenant, scope=Scope.OPERATOR, key_id=None)
-    return await authenticate(state.store, request.headers.get("authorization"))
+    return await authenticate(state.store, request.headers.get("authorization"), state.keys)
 
 
 def transport_for(request: Request, who: Principal) -> InProcessTransport:

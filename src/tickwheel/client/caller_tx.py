@@ -14,8 +14,7 @@ from typing import Any
 from tickwheel.app.executions import PreparedBatch
 from tickwheel.client.models import BatchItemResult, ExecutionInfo
 from tickwheel.client.transport import Transport
-from tickwheel.client.transports.inprocess import InProcessTransport, item_to_wire
-from tickwheel.client.wire import execution_to_wire
+from tickwheel.client.transports.inprocess import InProcessTransport, item_result
 from tickwheel.domain.submission import NewExecution, SubmitRequest
 from tickwheel.store.caller_protocol import CallerInsert
 from tickwheel.store.protocol import InsertOutcome
@@ -65,7 +64,7 @@ class Pending:
     def settle(self, outcomes: list[InsertOutcome]) -> ExecutionInfo:
         [inserted] = outcomes
         written = self.transport.executions_service.settle(self.item, inserted)
-        return ExecutionInfo.from_wire(execution_to_wire(written.value))
+        return ExecutionInfo.of(written.value)
 
     def run(self, connection: Any) -> ExecutionInfo:
         """On a blocking connection, in the calling thread."""
@@ -92,7 +91,7 @@ class PendingBatch:
 
     def settle(self, outcomes: list[InsertOutcome]) -> list[BatchItemResult]:
         settled = self.transport.executions_service.settle_many(self.batch, outcomes)
-        return [BatchItemResult.from_wire(item_to_wire(item)) for item in settled]
+        return [item_result(item) for item in settled]
 
     def run(self, connection: Any) -> list[BatchItemResult]:
         return self.settle(self.insert.run(driver_connection(connection)))

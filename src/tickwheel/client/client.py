@@ -33,6 +33,7 @@ from tickwheel.client.requests import (
 )
 from tickwheel.client.transport import Transport
 from tickwheel.client.transports.http import HttpTransport
+from tickwheel.client.transports.inprocess import InProcessTransport
 from tickwheel.client.webhooks import WebhooksClient
 from tickwheel.client.workflows import WorkflowsClient, WorkflowsTransport
 from tickwheel.domain.clock import Clock, SystemClock
@@ -127,6 +128,9 @@ class AsyncClient:
         if connection is not None:
             pending = await Pending.prepare(self.transport, request)
             return await pending.run_async(connection)
+        if isinstance(self.transport, InProcessTransport):
+            info, _created = await self.transport.submit_model(request)
+            return info
         wire, _created = await self.transport.submit(request)
         return ExecutionInfo.from_wire(wire)
 
@@ -159,6 +163,8 @@ class AsyncClient:
         items = with_uris(requests)
         if connection is not None:
             return await (await PendingBatch.prepare(self.transport, items)).run_async(connection)
+        if isinstance(self.transport, InProcessTransport):
+            return await self.transport.submit_many_models(items)
         return [BatchItemResult.from_wire(w) for w in await self.transport.submit_many(items)]
 
     async def get(self, execution_id: ExecutionRef) -> ExecutionInfo:

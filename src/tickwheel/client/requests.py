@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import uuid
 from collections.abc import Iterable
@@ -64,10 +65,12 @@ def as_id(ref: ExecutionRef) -> uuid.UUID:
 
 def with_uris(requests: Iterable[SubmitRequest]) -> list[SubmitRequest]:
     """The requests with each definition named by its URI (a bare name is accepted)."""
-    return [
-        SubmitRequest(**{**r.__dict__, "definition_uri": definition_uri(r.definition_uri)})
-        for r in requests
-    ]
+    out = []
+    for r in requests:
+        uri = definition_uri(r.definition_uri)
+        # Frozen: a request already naming its URI is used as it is, not copied.
+        out.append(r if uri == r.definition_uri else dataclasses.replace(r, definition_uri=uri))
+    return out
 
 
 def document_source(

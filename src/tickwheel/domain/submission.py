@@ -158,6 +158,11 @@ def describe(span: timedelta) -> str:
     return f"{seconds:g} seconds"
 
 
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), default=str)
+"""The fingerprint's JSON: ``json.dumps`` with these arguments, without an encoder per call. It
+never changes: stored fingerprints decide whether a retried request is the same."""
+
+
 def fingerprint(request: SubmitRequest) -> str:
     body = {
         "definitionUri": request.definition_uri,
@@ -175,8 +180,7 @@ def fingerprint(request: SubmitRequest) -> str:
     # Only when given: requests without it keep the fingerprint they had before the field.
     if request.concurrency is not None:
         body["concurrency"] = request.concurrency.to_document()
-    canonical = json.dumps(body, sort_keys=True, separators=(",", ":"), default=str)
-    return hashlib.sha256(canonical.encode()).hexdigest()
+    return hashlib.sha256(_CANONICAL.encode(body).encode()).hexdigest()
 
 
 def prepare_execution(

@@ -145,20 +145,36 @@ class Execution(Resource):
 
     @classmethod
     def of(cls, e: ExecutionRecord) -> Execution:
-        # The record's fields are typed already: built without validating them again (a page
-        # of 500 executions took twice as long through validation). Each field is the record's
-        # of the same name (``_RECORD_FIELDS``), so a new field is not copied by hand here.
-        fields = {name: getattr(e, name) for name in _RECORD_FIELDS}
-        return cls.model_construct(
-            **fields,
-            progress=Progress.of(e.progress),
-            concurrency=ConcurrencyGroup.of(e.concurrency),
-        )
+        """The record as the resource, validated from its Python values (uuid, enum, datetimes):
+        pydantic's validator, in Rust, takes them as they are, in about a sixth of the time of
+        ``model_construct`` (a Python loop over the fields) and of a detour through the JSON
+        shape (``execution_wire`` then ``from_wire``: instants formatted, then parsed back)."""
+        return cls.model_validate(execution_fields(e))
+
+
+def execution_fields(e: ExecutionRecord) -> dict[str, Any]:
+    """The record's values under the resource's field names, for ``Execution.of``: each the
+    record's field of the same name (``_RECORD_FIELDS``), so a new field is not copied by hand
+    here. One the JSON leaves out when it has no value is left out rather than None, so the
+    same fields are set either way."""
+    fields = {name: getattr(e, name) for name in _RECORD_FIELDS}
+    for name in _OMITTED_WHEN_NONE:
+        if fields.get(name, 0) is None:
+            del fields[name]
+    if e.progress is not None:
+        fields["progress"] = Progress.of(e.progress)
+    if e.concurrency is not None:
+        fields["concurrency"] = ConcurrencyGroup.of(e.concurrency)
+    return fields
 
 
 _RECORD_FIELDS = tuple(n for n in Execution.model_fields if n not in ("progress", "concurrency"))
 """The fields an answer copies from the record as they are (all but two made from theirs): a
 field of the model is read from the record's field of the same name."""
+_OMITTED_WHEN_NONE = frozenset(
+    name for name, info in Execution.model_fields.items() if info.exclude_if is not None
+)
+"""The fields the JSON leaves out when they have no value (``omitted_when_none``)."""
 
 
 def execution_wire(e: ExecutionRecord) -> dict[str, Any]:

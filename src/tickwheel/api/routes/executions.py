@@ -45,13 +45,14 @@ async def submit(
     response: Response,
     who: Who,
     idempotency_key: Annotated[str | None, Header(alias="Idempotency-Key")] = None,
-) -> dict[str, Any]:
+) -> Execution:
     """201 with a new execution; 200 with the original when the same key comes with the same
     body; 409 when the key was used for a different body."""
     who.require(Scope.SUBMIT)
-    wire, created = await transport_for(request, who).submit(body.to_request(idempotency_key))
+    # The model itself, not its JSON: the response is validated against it and written once.
+    info, created = await transport_for(request, who).submit_model(body.to_request(idempotency_key))
     response.status_code = 201 if created else 200
-    return wire
+    return info
 
 
 @router.post("/batch", response_model=BatchResult, responses=refusals(400, 403, 413, 422))

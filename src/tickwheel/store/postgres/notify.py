@@ -191,6 +191,10 @@ class Signals:
         if channels:
             await conn.execute(_NOTIFY, {"payload": self._origin, "channels": channels})
 
+    def notification(self, topic: Topic) -> tuple[str, str]:
+        """The channel and payload of ``topic`` for a statement that NOTIFYs by itself."""
+        return CHANNELS[topic], self._origin
+
     def insert_notifications(
         self, statuses: Iterable[ExecutionStatus], due: Sequence[tuple[int, datetime]]
     ) -> str:

@@ -88,20 +88,27 @@ class PostgresPromotion:
         execution_ids: Sequence[uuid.UUID],
         now: datetime | None = None,
     ) -> Promotion:
-        grants = _grants(owner, leases, now)
+        channel, payload = self._signals.notification(Topic.READY)
+        params = {
+            **_grants(owner, leases, now),
+            "execution_ids": list(execution_ids),
+            "channel": channel,
+            "payload": payload,
+        }
         started, traced = now_ns(), Traced()
-        async with self._pool.connection() as conn, conn.transaction():
-            held = await self._fence(conn, grants)
-            moved: dict[uuid.UUID, str] = {}
-            if held:
-                params = {
-                    "execution_ids": list(execution_ids),
-                    "shards": held,
-                    "now": grants["now"],
-                }
-                moved = await self._run_promotion(conn, ("execution_promote_ids",), params, traced)
-            await self._signals.notify(conn, {Topic.READY} if moved else set())
-        fenced = sorted({lease.shard_id for lease in leases} - set(held))
+        # One statement on an autocommit connection: fence, promotion and NOTIFY commit together.
+        async with self._pool.connection() as conn:
+            cursor = await conn.execute(Q["execution_promote_ids_fenced"], params)
+            rows = await cursor.fetchall()
+        held: set[int] = set()
+        moved: dict[uuid.UUID, str] = {}
+        for r in rows:
+            if r["shard_id"] is not None:
+                held.add(int(r["shard_id"]))
+            else:
+                moved[r["execution_id"]] = r["definition_uri"]
+                trace_promoted(traced, r["execution_id"], r["definition_uri"], r["trace_context"])
+        fenced = sorted({lease.shard_id for lease in leases} - held)
         return self._promoted(moved, fenced, traced=traced, started=started)
 
     async def execution_promote_due(

@@ -67,6 +67,10 @@ def opt_aware(value: datetime | None) -> datetime | None:
     return require_aware(value) if value is not None else None
 
 
+_COMPACT = json.JSONEncoder(separators=(",", ":"))
+"""``json.dumps(..., separators=(",", ":"))`` without building an encoder per call."""
+
+
 def _iso(value: datetime) -> str:
     return require_aware(value).isoformat()
 
@@ -96,7 +100,7 @@ def insert_items(items: Sequence[NewExecution]) -> str:
         if (group := item.concurrency) is not None:  # SPREAD: left off when there is none
             row += (group.key, group.limit, group.order)
         rows.append(row)
-    return json.dumps(rows, separators=(",", ":"))
+    return _COMPACT.encode(rows)
 
 
 def _as_utc(value: datetime) -> datetime:

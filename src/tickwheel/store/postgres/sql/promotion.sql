@@ -59,6 +59,53 @@ FROM due
 WHERE e.execution_id = due.execution_id  -- locked and re-checked by due (claims.sql says why)
 RETURNING e.execution_id, e.definition_uri, e.trace_context;
 
+-- name: execution_promote_ids_fenced
+-- The wheel's firing, leased, in one statement and one round trip (autocommit): the fence of
+-- shard_lease_fence, the guarded promotion of execution_promote_ids limited to the shards it
+-- holds, and the READY notification, delivered at the statement's commit. A transaction of
+-- BEGIN, idle timeout, fence, UPDATE, NOTIFY and COMMIT took six round trips before the
+-- workers heard of a herd's first rows. The fence works as in its own statement: FOR SHARE
+-- re-checks owner, epoch and expiry on each lease row's newest version (a takeover committed
+-- after this statement began is seen, and its shards are skipped) and keeps a takeover out
+-- until the commit; no transaction stays open between statements, so the idle timeout of the
+-- multi-statement promotions has nothing to bound here. Rows come back as held shards
+-- (shard_id set) and promoted executions (execution_id set).
+WITH held AS MATERIALIZED (
+    SELECT l.shard_id
+    FROM shard_leases l
+    JOIN unnest(%(shards)s::smallint[], %(epochs)s::bigint[]) AS mine (shard_id, epoch)
+      ON l.shard_id = mine.shard_id
+    WHERE l.owner = %(owner)s AND l.epoch = mine.epoch
+      AND l.expires_at > coalesce(%(now)s::timestamptz, now())
+    ORDER BY l.shard_id
+    FOR SHARE OF l
+),
+due AS MATERIALIZED (
+    SELECT execution_id FROM executions
+    WHERE execution_id = ANY (%(execution_ids)s::uuid[])
+      AND status = 'SCHEDULED'
+      AND shard_id IN (SELECT shard_id FROM held)
+      AND execute_at <= coalesce(%(now)s::timestamptz, now())
+    ORDER BY execution_id
+    FOR UPDATE SKIP LOCKED
+),
+moved AS (
+    UPDATE executions e
+    SET status = 'READY', ready_at = coalesce(%(now)s::timestamptz, now()),
+        updated_at = coalesce(%(now)s::timestamptz, now())
+    FROM due
+    WHERE e.execution_id = due.execution_id  -- locked and re-checked by due
+    RETURNING e.execution_id, e.definition_uri, e.trace_context
+),
+notified AS (
+    SELECT pg_notify(%(channel)s, %(payload)s) WHERE EXISTS (SELECT 1 FROM moved)
+)
+SELECT h.shard_id, NULL::uuid AS execution_id, NULL::text AS definition_uri,
+    NULL::jsonb AS trace_context, (SELECT count(*) FROM notified) AS notifications
+FROM held h
+UNION ALL
+SELECT NULL, m.execution_id, m.definition_uri, m.trace_context, 0 FROM moved m;
+
 -- name: execution_promote_scheduled
 -- The catch-all. Through executions_due, probed once per shard of the array (the smallint cast
 -- keeps the index usable): each probe reads the entries of past buckets up to now, so the cost
