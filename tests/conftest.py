@@ -146,6 +146,7 @@ _PG_TABLES = (
     "api_keys",
     "cron_occurrences",
     "cron_audit",
+    "cron_applies",
     "cron_jobs",
     "pauses",
     "circuit_breakers",

@@ -52,6 +52,7 @@ QUERY_METHODS: dict[str, set[str]] = {
     # An insert starts the machine ([*] -> SCHEDULED or READY); it is not an edge of the table.
     "execution_insert": {"execution_insert_many"},
     "execution_promote_ids": {"execution_promote_ids", "execution_promote_ids_leased"},
+    "execution_promote_ids_fenced": {"execution_promote_ids_leased"},
     "execution_promote_scheduled": {"execution_promote_due", "execution_promote_due_leased"},
     "execution_promote_retries": {"execution_promote_due", "execution_promote_due_leased"},
     "execution_claim_ready": {"execution_claim_ready"},
