@@ -20,6 +20,7 @@ cron is built on the client and must not import the engine, and the base sits be
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -39,6 +40,7 @@ from tickwheel.services.settings import CronSettings
 from tickwheel.store.cron_protocol import CronAdvance, CronStore
 
 MAX_OCCURRENCES = 5000
+MIN_SLEEP = 0.05
 
 ClientFor = Callable[[str], AsyncClient]
 
@@ -62,7 +64,10 @@ class CronService(Service):
         self.client_for = client_for
         self.tenant = tenant
         self.lead, self.grace, self.lease = settings.lead, settings.grace, settings.lease
-        self.batch, self.poll = settings.batch, settings.poll
+        self.batch, self.poll, self.max_sleep = settings.batch, settings.poll, settings.max_sleep
+        self.sleep = settings.poll
+        """Seconds the next idle round sleeps at most (tests read it): until the next job is
+        due, as the store found when a claim came back empty; the poll after a failed round."""
         self.submit_chunk = SUBMIT_CHUNK
         """Occurrences per ``submit_many``; the clock is read again before each."""
         self.max_occurrences = MAX_OCCURRENCES
@@ -80,19 +85,41 @@ class CronService(Service):
         return f"cron service {self.owner} stopped"
 
     async def idle(self, did: int) -> None:
-        """Polls: due jobs are found by time, and a new job is due a lead ahead anyway. A
-        failed tick released its unfinished claims; the next one resubmits the same keys."""
-        if not did:
-            await self.pause(self.poll)
+        """After a tick that did something, the next one at once. Otherwise it sleeps until the
+        next job is due (``sleep``), and a change to a job wakes it sooner: a job created,
+        edited or resumed may be due now (``Topic.CRON``, NOTIFY on PostgreSQL). Wake-ups are
+        hints that can be lost, so the sleep never exceeds ``max_sleep``. A failed tick
+        released its unfinished claims; the next one resubmits the same keys."""
+        if did or self.stopping:
+            return
+        woken = asyncio.ensure_future(self.store.cron_wait(self.sleep))
+        stopped = asyncio.ensure_future(self._stopping.wait())
+        try:
+            await asyncio.wait({woken, stopped}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in (woken, stopped):
+                task.cancel()
+
+    async def _until_due(self) -> float:
+        """Seconds to sleep when nothing could be claimed: until the store's next due job (by
+        its clock, or the fake one), at least ``MIN_SLEEP`` (a job another instance is claiming
+        right now looks due and is not ours), at most ``max_sleep``."""
+        wait = await self.store.cron_job_next_due(self.lead, self.tenant, self.store_now())
+        if wait is None:
+            return self.max_sleep
+        return min(self.max_sleep, max(MIN_SLEEP, wait.total_seconds()))
 
     # -- one tick -------------------------------------------------------------------------------
 
     async def run_once(self) -> int:
-        """Claims one batch of due jobs and handles it; returns how many jobs it advanced."""
+        """Claims one batch of due jobs and handles it; returns how many jobs it advanced.
+        With nothing to claim, it finds how long the service may sleep (``sleep``)."""
+        self.sleep = self.poll  # what a round that fails from here on waits
         claim = await self.store.cron_job_claim_due(
             self.owner, self.batch, self.lead, self.lease, self.tenant, self.store_now()
         )
         if not claim.jobs:
+            self.sleep = await self._until_due()
             return 0
         unfinished = {job.cron_job_id for job in claim.jobs}
         local = self.clock.now()

@@ -7,6 +7,7 @@ cron`` instances share the tables; ``cron_job_claim_due`` hands each a disjoint 
 
 from __future__ import annotations
 
+import asyncio
 import json
 import uuid
 from collections.abc import AsyncIterator, Sequence
@@ -16,11 +17,11 @@ from typing import Any
 
 from psycopg import AsyncConnection
 from psycopg.rows import DictRow
-from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 
 from tickwheel.domain.cron_jobs import AuditEntry, CronJob, OccurrenceRecord
-from tickwheel.store.cron_protocol import ApplyBegun, CronAdvance, CronClaim, HistoryCursor
+from tickwheel.store.cron_protocol import CronAdvance, CronClaim, HistoryCursor
+from tickwheel.store.postgres.cron_applies import PostgresCronApplies
 from tickwheel.store.postgres.cron_rows import (
     audit_params,
     audit_row,
@@ -28,7 +29,9 @@ from tickwheel.store.postgres.cron_rows import (
     job_row,
     record_row,
 )
+from tickwheel.store.postgres.notify import Signals
 from tickwheel.store.postgres.webhooks import webhook_outbox_cron
+from tickwheel.store.protocol import Topic
 from tickwheel.store.sqlfile import load_queries
 
 Q = load_queries("tickwheel.store.postgres.sql")
@@ -36,14 +39,41 @@ Q = load_queries("tickwheel.store.postgres.sql")
 Conn = AsyncConnection[DictRow]
 
 
-class PostgresCronStore:
-    def __init__(self, pool: AsyncConnectionPool[Conn]) -> None:
+class PostgresCronStore(PostgresCronApplies):
+    def __init__(self, pool: AsyncConnectionPool[Conn], signals: Signals | None = None) -> None:
         self._pool = pool
+        self._signals = signals
+        """The main store's LISTEN/NOTIFY (``cron_store_for``); None: changes wake nobody, and
+        ``cron_wait`` just waits out its timeout."""
 
     @asynccontextmanager
     async def _tx(self) -> AsyncIterator[Conn]:
         async with self._pool.connection() as conn, conn.transaction():
             yield conn
+
+    @asynccontextmanager
+    async def _waking_tx(self) -> AsyncIterator[Conn]:
+        """A transaction that changes what is due: it NOTIFYs ``Topic.CRON`` (delivered at
+        commit, never for a rollback) and, once committed, wakes this process's services."""
+        async with self._tx() as conn:
+            yield conn
+            if self._signals is not None:
+                await self._signals.notify(conn, {Topic.CRON})
+        if self._signals is not None:
+            self._signals.signal({Topic.CRON})
+
+    async def cron_wait(self, timeout: float) -> bool:
+        if self._signals is None:
+            await asyncio.sleep(timeout)
+            return False
+        return await self._signals.wait_for(Topic.CRON, timeout)
+
+    async def cron_job_next_due(
+        self, lead: timedelta, tenant: str | None = None, now: datetime | None = None
+    ) -> timedelta | None:
+        rows = await self._all("cron_job_next_due", {"lead": lead, "tenant": tenant, "now": now})
+        wait: timedelta | None = rows[0]["wait"] if rows else None
+        return wait
 
     async def _all(self, query: str, params: dict[str, Any]) -> list[DictRow]:
         async with self._pool.connection() as conn:
@@ -51,7 +81,7 @@ class PostgresCronStore:
             return await cursor.fetchall()
 
     async def cron_job_insert(self, job: CronJob, audit: AuditEntry) -> bool:
-        async with self._tx() as conn:
+        async with self._waking_tx() as conn:
             cursor = await conn.execute(Q["cron_job_insert"], job_params(job))
             if cursor.rowcount != 1:
                 return False
@@ -77,7 +107,7 @@ class PostgresCronStore:
         audit: AuditEntry,
         records: Sequence[OccurrenceRecord] = (),
     ) -> CronJob | None:
-        async with self._tx() as conn:
+        async with self._waking_tx() as conn:
             params = {**job_params(job), "expected_version": expected_version}
             cursor = await conn.execute(Q["cron_job_update"], params)
             row = await cursor.fetchone()
@@ -126,7 +156,7 @@ class PostgresCronStore:
         if not jobs:
             return set()
         ids = [job.cron_job_id for job in jobs]
-        async with self._tx() as conn:
+        async with self._waking_tx() as conn:
             async with conn.cursor() as cur:
                 await cur.executemany(Q["cron_job_insert"], [job_params(j) for j in jobs])
             cursor = await conn.execute(Q["cron_job_present"], {"cron_job_ids": ids})
@@ -146,7 +176,7 @@ class PostgresCronStore:
             return set()
         params = [{**job_params(job), "expected_version": v} for job, v in changes]
         written: set[uuid.UUID] = set()
-        async with self._tx() as conn, conn.cursor() as cur:
+        async with self._waking_tx() as conn, conn.cursor() as cur:
             await cur.executemany(Q["cron_job_update"], params, returning=True)
             while True:
                 row = await cur.fetchone()
@@ -179,40 +209,6 @@ class PostgresCronStore:
             if rows:
                 await cur.executemany(Q["cron_audit_insert"], rows)
         return deleted
-
-    async def cron_apply_begin(
-        self, tenant: str, key: str, request_hash: str, now: datetime, stale: timedelta
-    ) -> ApplyBegun:
-        params = {"tenant": tenant, "apply_key": key, "request_hash": request_hash}
-        async with self._tx() as conn:
-            before = now - timedelta(days=1)
-            await conn.execute(Q["cron_apply_forget"], {"tenant": tenant, "before": before})
-            cursor = await conn.execute(Q["cron_apply_begin"], {**params, "now": now})
-            if cursor.rowcount == 1:
-                return ApplyBegun("new")
-            cursor = await conn.execute(Q["cron_apply_get"], params)
-            row = await cursor.fetchone()
-        if row is None:  # forgotten between the two statements: start afresh
-            return await self.cron_apply_begin(tenant, key, request_hash, now, stale)
-        if row["request_hash"] != request_hash:
-            return ApplyBegun("mismatch")
-        if row["result"] is not None:
-            return ApplyBegun("done", row["result"])
-        if row["started_at"] > now - stale:
-            return ApplyBegun("running")
-        seen = {**params, "now": now, "seen_started_at": row["started_at"]}
-        async with self._tx() as conn:
-            cursor = await conn.execute(Q["cron_apply_take_over"], seen)
-            return ApplyBegun("new" if cursor.rowcount == 1 else "running")
-
-    async def cron_apply_finish(self, tenant: str, key: str, result: dict[str, Any]) -> None:
-        params = {"tenant": tenant, "apply_key": key, "result": Jsonb(result)}
-        async with self._tx() as conn:
-            await conn.execute(Q["cron_apply_finish"], params)
-
-    async def cron_apply_abandon(self, tenant: str, key: str) -> None:
-        async with self._tx() as conn:
-            await conn.execute(Q["cron_apply_abandon"], {"tenant": tenant, "apply_key": key})
 
     async def cron_job_claim_due(
         self,
@@ -284,7 +280,7 @@ class PostgresCronStore:
     async def cron_job_release(self, owner: str, cron_job_ids: Sequence[uuid.UUID]) -> None:
         if not cron_job_ids:
             return
-        async with self._tx() as conn, conn.cursor() as cur:
+        async with self._waking_tx() as conn, conn.cursor() as cur:
             await cur.executemany(
                 Q["cron_job_release"], [{"cron_job_id": i, "owner": owner} for i in cron_job_ids]
             )

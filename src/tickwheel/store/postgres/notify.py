@@ -48,6 +48,7 @@ CHANNELS: dict[Topic, str] = {
     Topic.READY: "tickwheel_ready",
     Topic.WORKFLOW: "tickwheel_workflow",
     Topic.CANCEL: "tickwheel_cancel",
+    Topic.CRON: "tickwheel_cron",
 }
 _TOPICS = {channel: topic for topic, channel in CHANNELS.items()}
 # Named channels, one statement each: LISTEN takes an identifier, not a parameter.
