@@ -37,7 +37,7 @@ from tickwheel.domain.cron_jobs import CronJob, CronJobStatus, CronTarget, Occur
 from tickwheel.domain.errors import InvalidInput
 from tickwheel.services.base import Service
 from tickwheel.services.settings import CronSettings
-from tickwheel.store.cron_protocol import CronAdvance, CronStore
+from tickwheel.store.cron_protocol import CronAdvance, CronClaim, CronStore
 
 MAX_OCCURRENCES = 5000
 MIN_SLEEP = 0.05
@@ -65,6 +65,7 @@ class CronService(Service):
         self.tenant = tenant
         self.lead, self.grace, self.lease = settings.lead, settings.grace, settings.lease
         self.batch, self.poll, self.max_sleep = settings.batch, settings.poll, settings.max_sleep
+        self.parallel = settings.parallel
         self.sleep = settings.poll
         """Seconds the next idle round sleeps at most (tests read it): until the next job is
         due, as the store found when a claim came back empty; the poll after a failed round."""
@@ -113,14 +114,41 @@ class CronService(Service):
 
     async def run_once(self) -> int:
         """Claims one batch of due jobs and handles it; returns how many jobs it advanced.
-        With nothing to claim, it finds how long the service may sleep (``sleep``)."""
+        With nothing to claim, it finds how long the service may sleep (``sleep``). A full
+        batch means a herd: it then works on ``parallel`` claims at once (below)."""
         self.sleep = self.poll  # what a round that fails from here on waits
-        claim = await self.store.cron_job_claim_due(
-            self.owner, self.batch, self.lead, self.lease, self.tenant, self.store_now()
-        )
+        claim = await self._claim()
         if not claim.jobs:
             self.sleep = await self._until_due()
             return 0
+        if len(claim.jobs) < self.batch or self.parallel <= 1:
+            return await self._handle(claim)
+        return await self._handle_herd(claim)
+
+    async def _claim(self) -> CronClaim:
+        return await self.store.cron_job_claim_due(
+            self.owner, self.batch, self.lead, self.lease, self.tenant, self.store_now()
+        )
+
+    async def _handle_herd(self, first: CronClaim) -> int:
+        """A tick is a chain of waits (the claim, the API's insert, the advance), each short of
+        a core: ``parallel`` claims worked on at once overlap them. Each claim is a tick of
+        its own (its lease, its advance, its release on failure); every one finishes, and
+        then the first failure, if any, is the round's."""
+
+        async def claimed() -> int:
+            claim = await self._claim()
+            return await self._handle(claim) if claim.jobs else 0
+
+        ticks = [self._handle(first), *(claimed() for _ in range(self.parallel - 1))]
+        results = await asyncio.gather(*ticks, return_exceptions=True)
+        for result in results:
+            if isinstance(result, BaseException):
+                raise result
+        return sum(r for r in results if isinstance(r, int))
+
+    async def _handle(self, claim: CronClaim) -> int:
+        """One claim's tick; the claims it did not advance are released, whatever happens."""
         unfinished = {job.cron_job_id for job in claim.jobs}
         local = self.clock.now()
 

@@ -1,0 +1,68 @@
+"""A herd (more due jobs than one claim holds) is worked on ``parallel`` claims at once by one
+instance: each job advanced once, each occurrence one execution, and a failing claim's jobs
+given back while the others finish. Both backends, a fake clock."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.cron.helpers import CronRig, keys_of
+from tests.factories import T0
+from tickwheel.domain.errors import Unavailable
+from tickwheel.store.cron_protocol import CronAdvance, CronStore
+from tickwheel.store.protocol import Store
+
+
+@pytest.fixture
+async def rig(store: Store) -> CronRig:
+    rig = CronRig(store, T0)
+    await rig.register()
+    return rig
+
+
+async def test_one_round_works_on_parallel_claims_of_a_herd(rig: CronRig) -> None:
+    jobs = [await rig.create(name=f"job-{i:02}", expression="* * * * *") for i in range(12)]
+    service = rig.make_service("herd", batch=5, parallel=2)
+    assert await service.run_once() == 10  # two full claims at once
+    assert await service.run_once() == 2  # the rest: one short claim, nothing else claimed
+    assert await service.run_once() == 0
+    executions = await rig.executions()
+    for job in jobs:
+        assert keys_of(executions, job) == ["2026-03-01T12:01:00Z"]
+    single = rig.make_service("single", batch=5, parallel=1)
+    rig.clock.advance(60)
+    assert [await single.run_once() for _ in range(4)] == [5, 5, 2, 0]
+
+
+class FailsOnce:
+    """A cron store whose first advance fails like a lost database."""
+
+    def __init__(self, inner: CronStore) -> None:
+        self.inner = inner
+        self.failed = False
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    async def cron_job_advance_many(self, owner: str, advances: list[CronAdvance], now: Any) -> Any:
+        if not self.failed:
+            self.failed = True
+            raise Unavailable("the database went away")
+        return await self.inner.cron_job_advance_many(owner, advances, now)
+
+
+async def test_a_failing_claim_is_given_back_and_the_other_finishes(rig: CronRig) -> None:
+    jobs = [await rig.create(name=f"job-{i:02}", expression="* * * * *") for i in range(10)]
+    flaky = FailsOnce(rig.cron)
+    service = rig.make_service("herd", flaky, batch=5, parallel=2)  # type: ignore[arg-type]
+    with pytest.raises(Unavailable):
+        await service.run_once()
+    # The other claim advanced its 5; the failed one released its 5 at once (no lease wait).
+    assert await rig.tick() == 5
+    executions = await rig.executions()
+    for job in jobs:  # resubmitted under the same key: still one execution each
+        assert keys_of(executions, job) == ["2026-03-01T12:01:00Z"]
+    for job in jobs:
+        assert [o for _, o in await rig.outcomes(job["name"])] == ["SUBMITTED"]
