@@ -12,6 +12,7 @@ from tests.cron.helpers import CronRig, keys_of
 from tests.factories import T0
 from tickwheel.domain.errors import Unavailable
 from tickwheel.store.cron_protocol import CronAdvance, CronStore
+from tickwheel.store.factory import cron_store_for
 from tickwheel.store.protocol import Store
 
 
@@ -66,3 +67,20 @@ async def test_a_failing_claim_is_given_back_and_the_other_finishes(rig: CronRig
         assert keys_of(executions, job) == ["2026-03-01T12:01:00Z"]
     for job in jobs:
         assert [o for _, o in await rig.outcomes(job["name"])] == ["SUBMITTED"]
+
+
+async def test_a_claim_sees_every_edit_of_a_job_it_claimed_before(rig: CronRig) -> None:
+    """The PostgreSQL store remembers claimed jobs by version and reads back only what a tick
+    changes: an edit (a new version) must reach the next tick, from another store object as
+    from this one."""
+    job = await rig.create(expression="* * * * *", inputs={"name": "Ada"})
+    service = rig.make_service("svc", cron_store_for(rig.store))  # its own store object
+    assert await rig.tick(service) == 1
+    await rig.jobs.cron_update(job["name"], {"inputs": {"name": "Grace"}, "version": 1})
+    rig.clock.advance(60)
+    assert await rig.tick(service) == 1
+    rig.clock.advance(60)
+    assert await rig.tick(service) == 1  # remembered at version 2 now: next run read back
+    prefix = f"cron:{job['cronJobId']}:2026-03-01T12:"
+    names = {k.removeprefix(prefix): e.inputs["name"] for k, e in (await rig.executions()).items()}
+    assert names == {"01:00Z": "Ada", "02:00Z": "Grace", "03:00Z": "Grace"}
