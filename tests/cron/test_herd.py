@@ -84,3 +84,17 @@ async def test_a_claim_sees_every_edit_of_a_job_it_claimed_before(rig: CronRig) 
     prefix = f"cron:{job['cronJobId']}:2026-03-01T12:"
     names = {k.removeprefix(prefix): e.inputs["name"] for k, e in (await rig.executions()).items()}
     assert names == {"01:00Z": "Ada", "02:00Z": "Grace", "03:00Z": "Grace"}
+
+
+async def test_a_store_that_forgets_its_jobs_reads_them_again(
+    rig: CronRig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("tickwheel.store.postgres.cron.MAX_REMEMBERED", 3)
+    jobs = [await rig.create(name=f"job-{i:02}", expression="* * * * *") for i in range(5)]
+    service = rig.make_service("svc", batch=2)
+    for _ in range(3):
+        assert await rig.tick(service) == 5
+        rig.clock.advance(60)
+    executions = await rig.executions()
+    for job in jobs:
+        assert keys_of(executions, job) == [f"2026-03-01T12:0{m}:00Z" for m in (1, 2, 3)]

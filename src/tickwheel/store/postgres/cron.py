@@ -238,6 +238,8 @@ class PostgresCronStore(PostgresCronApplies):
             "limit": limit,
             "now": now,
         }
+        if len(self._jobs) >= MAX_REMEMBERED:  # before the claim: its jobs must stay known
+            self._jobs.clear()
         async with self._tx() as conn:
             cursor = await conn.execute(Q["cron_job_claim_due"], params)
             rows = await cursor.fetchall()
@@ -255,8 +257,6 @@ class PostgresCronStore(PostgresCronApplies):
         return job is not None and job.version == row["version"]
 
     def _remember(self, jobs: Sequence[CronJob]) -> None:
-        if len(self._jobs) + len(jobs) > MAX_REMEMBERED:
-            self._jobs.clear()
         self._jobs.update((job.cron_job_id, job) for job in jobs)
 
     def _claimed(self, row: DictRow) -> CronJob:
