@@ -16,6 +16,8 @@ obeys the same validation and idempotency rules as any other submission.
 
 Its loop is the one service base (``tickwheel.services.base``) the engine's services use too:
 cron is built on the client and must not import the engine, and the base sits below both.
+Between herds it sleeps until the next job is due, woken sooner by a change to a job
+(``CronStore.cron_wait``); a herd is worked on ``parallel`` claims at once.
 """
 
 from __future__ import annotations
