@@ -150,7 +150,7 @@ async def test_a_change_made_by_another_process_wakes_it_on_postgres(
         await elsewhere.close()
 
 
-async def test_timedelta_of_the_store_matches_the_claim(rig: CronRig) -> None:
+async def test_the_next_due_time_and_the_claim_agree_at_the_boundary(rig: CronRig) -> None:
     """The two queries agree at the boundary: due in 0 s means the claim takes it."""
     await rig.create(expression="* * * * *", overlapPolicy="forbid")
     wait = await rig.cron.cron_job_next_due(timedelta(seconds=60), None, rig.clock.now())
