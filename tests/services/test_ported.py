@@ -53,6 +53,12 @@ class Flaky:
     async def wait_for(self, topic: Topic, timeout: float) -> bool:
         return False
 
+    async def cron_job_next_due(self, *args: Any) -> None:
+        return None
+
+    async def cron_wait(self, timeout: float) -> bool:
+        return False
+
 
 def no_client(tenant: str) -> AsyncClient:
     raise AssertionError("no client is needed while the database is down")

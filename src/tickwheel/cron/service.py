@@ -16,10 +16,13 @@ obeys the same validation and idempotency rules as any other submission.
 
 Its loop is the one service base (``tickwheel.services.base``) the engine's services use too:
 cron is built on the client and must not import the engine, and the base sits below both.
+Between herds it sleeps until the next job is due, woken sooner by a change to a job
+(``CronStore.cron_wait``); a herd is worked on ``parallel`` claims at once.
 """
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -36,9 +39,10 @@ from tickwheel.domain.cron_jobs import CronJob, CronJobStatus, CronTarget, Occur
 from tickwheel.domain.errors import InvalidInput
 from tickwheel.services.base import Service
 from tickwheel.services.settings import CronSettings
-from tickwheel.store.cron_protocol import CronAdvance, CronStore
+from tickwheel.store.cron_protocol import CronAdvance, CronClaim, CronStore
 
 MAX_OCCURRENCES = 5000
+MIN_SLEEP = 0.05
 
 ClientFor = Callable[[str], AsyncClient]
 
@@ -62,7 +66,11 @@ class CronService(Service):
         self.client_for = client_for
         self.tenant = tenant
         self.lead, self.grace, self.lease = settings.lead, settings.grace, settings.lease
-        self.batch, self.poll = settings.batch, settings.poll
+        self.batch, self.poll, self.max_sleep = settings.batch, settings.poll, settings.max_sleep
+        self.parallel = settings.parallel
+        self.sleep = settings.poll
+        """Seconds the next idle round sleeps at most (tests read it): until the next job is
+        due, as the store found when a claim came back empty; the poll after a failed round."""
         self.submit_chunk = SUBMIT_CHUNK
         """Occurrences per ``submit_many``; the clock is read again before each."""
         self.max_occurrences = MAX_OCCURRENCES
@@ -80,20 +88,69 @@ class CronService(Service):
         return f"cron service {self.owner} stopped"
 
     async def idle(self, did: int) -> None:
-        """Polls: due jobs are found by time, and a new job is due a lead ahead anyway. A
-        failed tick released its unfinished claims; the next one resubmits the same keys."""
-        if not did:
-            await self.pause(self.poll)
+        """After a tick that did something, the next one at once. Otherwise it sleeps until the
+        next job is due (``sleep``), and a change to a job wakes it sooner: a job created,
+        edited or resumed may be due now (``Topic.CRON``, NOTIFY on PostgreSQL). Wake-ups are
+        hints that can be lost, so the sleep never exceeds ``max_sleep``. A failed tick
+        released its unfinished claims; the next one resubmits the same keys."""
+        if did or self.stopping:
+            return
+        woken = asyncio.ensure_future(self.store.cron_wait(self.sleep))
+        stopped = asyncio.ensure_future(self._stopping.wait())
+        try:
+            await asyncio.wait({woken, stopped}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in (woken, stopped):
+                task.cancel()
+
+    async def _until_due(self) -> float:
+        """Seconds to sleep when nothing could be claimed: until the store's next due job (by
+        its clock, or the fake one), at least ``MIN_SLEEP`` (a job another instance is claiming
+        right now looks due and is not ours), at most ``max_sleep``."""
+        wait = await self.store.cron_job_next_due(self.lead, self.tenant, self.store_now())
+        if wait is None:
+            return self.max_sleep
+        return min(self.max_sleep, max(MIN_SLEEP, wait.total_seconds()))
 
     # -- one tick -------------------------------------------------------------------------------
 
     async def run_once(self) -> int:
-        """Claims one batch of due jobs and handles it; returns how many jobs it advanced."""
-        claim = await self.store.cron_job_claim_due(
+        """Claims one batch of due jobs and handles it; returns how many jobs it advanced.
+        With nothing to claim, it finds how long the service may sleep (``sleep``). A full
+        batch means a herd: it then works on ``parallel`` claims at once (below)."""
+        self.sleep = self.poll  # what a round that fails from here on waits
+        claim = await self._claim()
+        if not claim.jobs:
+            self.sleep = await self._until_due()
+            return 0
+        if len(claim.jobs) < self.batch or self.parallel <= 1:
+            return await self._handle(claim)
+        return await self._handle_herd(claim)
+
+    async def _claim(self) -> CronClaim:
+        return await self.store.cron_job_claim_due(
             self.owner, self.batch, self.lead, self.lease, self.tenant, self.store_now()
         )
-        if not claim.jobs:
-            return 0
+
+    async def _handle_herd(self, first: CronClaim) -> int:
+        """A tick is a chain of waits (the claim, the API's insert, the advance), each short of
+        a core: ``parallel`` claims worked on at once overlap them. Each claim is a tick of
+        its own (its lease, its advance, its release on failure); every one finishes, and
+        then the first failure, if any, is the round's."""
+
+        async def claimed() -> int:
+            claim = await self._claim()
+            return await self._handle(claim) if claim.jobs else 0
+
+        ticks = [self._handle(first), *(claimed() for _ in range(self.parallel - 1))]
+        results = await asyncio.gather(*ticks, return_exceptions=True)
+        for result in results:
+            if isinstance(result, BaseException):
+                raise result
+        return sum(r for r in results if isinstance(r, int))
+
+    async def _handle(self, claim: CronClaim) -> int:
+        """One claim's tick; the claims it did not advance are released, whatever happens."""
         unfinished = {job.cron_job_id for job in claim.jobs}
         local = self.clock.now()
 

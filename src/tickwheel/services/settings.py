@@ -81,7 +81,12 @@ class CronSettings:
     batch: int = 500
     """Jobs claimed per tick, at most."""
     poll: float = 0.5
-    """Seconds between ticks."""
+    """Seconds before the next tick after a failed one."""
+    parallel: int = 2
+    """Claims an instance works on at once while a herd is due (one otherwise)."""
+    max_sleep: float = 30.0
+    """Seconds an idle service sleeps at most: it sleeps until the next job is due, and a
+    change to a job (``Topic.CRON``) wakes it sooner; this bounds a lost wake-up's delay."""
 
 
 @dataclass(frozen=True, kw_only=True)

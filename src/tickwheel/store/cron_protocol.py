@@ -161,6 +161,21 @@ class CronStore(Protocol):
         ``tenant=None`` claims jobs of every tenant. ``now=None`` uses the database's clock."""
         ...
 
+    async def cron_job_next_due(
+        self, lead: timedelta, tenant: str | None = None, now: datetime | None = None
+    ) -> timedelta | None:
+        """How long until ``cron_job_claim_due`` (same ``lead`` and ``tenant``) would find a job:
+        the earliest due instant of an ACTIVE job (its ``next_run_at``, less the lead when it
+        is claimed ahead), not before a live claim on it ends; minus ``now`` (the database's
+        clock when None). Zero or negative: one is due already; None: no job will ever be."""
+        ...
+
+    async def cron_wait(self, timeout: float) -> bool:
+        """Waits at most ``timeout`` seconds for a cron job of any tenant to be created,
+        changed or given back (``Topic.CRON``, from any process on PostgreSQL, from this one
+        on SQLite); True if one was. A hint: it may be lost, and a sleeper must wake anyway."""
+        ...
+
     async def cron_job_advance_many(
         self, owner: str, advances: Sequence[CronAdvance], now: datetime | None = None
     ) -> set[uuid.UUID]:

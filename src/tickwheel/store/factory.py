@@ -84,8 +84,13 @@ def cron_store_for(store: Store) -> CronStore:
     """The Cron Service's tables on the same database as ``store``, sharing its connection (SQLite)
     or its pool (PostgreSQL)."""
     from tickwheel.store.postgres.cron import PostgresCronStore
+    from tickwheel.store.postgres.store import PostgresStore
 
-    on_postgres: OnPostgres[CronStore] = PostgresCronStore
+    def on_postgres(pool: AsyncConnectionPool[Conn]) -> CronStore:
+        # The store's own LISTEN/NOTIFY: a job's change wakes the Cron Services (``Topic.CRON``).
+        assert isinstance(store, PostgresStore)
+        return PostgresCronStore(pool, store.signals)
+
     return _tables_for(store, "cron", lambda sqlite: sqlite.cron, on_postgres)
 
 

@@ -7,7 +7,8 @@ cron`` instances share the tables; ``cron_job_claim_due`` hands each a disjoint 
 
 from __future__ import annotations
 
-import json
+import asyncio
+import dataclasses
 import uuid
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
@@ -16,34 +17,74 @@ from typing import Any
 
 from psycopg import AsyncConnection
 from psycopg.rows import DictRow
-from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 
 from tickwheel.domain.cron_jobs import AuditEntry, CronJob, OccurrenceRecord
-from tickwheel.store.cron_protocol import ApplyBegun, CronAdvance, CronClaim, HistoryCursor
+from tickwheel.store.cron_protocol import CronAdvance, CronClaim, HistoryCursor
+from tickwheel.store.postgres.cron_applies import PostgresCronApplies
 from tickwheel.store.postgres.cron_rows import (
+    advance_columns,
     audit_params,
     audit_row,
     job_params,
     job_row,
+    occurrence_columns,
     record_row,
+    utc,
 )
+from tickwheel.store.postgres.notify import Signals
 from tickwheel.store.postgres.webhooks import webhook_outbox_cron
+from tickwheel.store.protocol import Topic
 from tickwheel.store.sqlfile import load_queries
 
 Q = load_queries("tickwheel.store.postgres.sql")
 
+MAX_REMEMBERED = 200_000
+"""Jobs a cron store remembers at most (about 1 KB each); past it, it starts afresh."""
+
 Conn = AsyncConnection[DictRow]
 
 
-class PostgresCronStore:
-    def __init__(self, pool: AsyncConnectionPool[Conn]) -> None:
+class PostgresCronStore(PostgresCronApplies):
+    def __init__(self, pool: AsyncConnectionPool[Conn], signals: Signals | None = None) -> None:
         self._pool = pool
+        self._signals = signals
+        """The main store's LISTEN/NOTIFY (``cron_store_for``); None: changes wake nobody, and
+        ``cron_wait`` just waits out its timeout."""
+        self._jobs: dict[uuid.UUID, CronJob] = {}
+        """Jobs claimed before, by id, at the version they had: a claim returns only the
+        columns a tick changes without a new version (next run, last run), and reads a whole
+        row only for a job it has not seen at that version. Converting 500 whole rows (two
+        JSON columns each) was a quarter of a busy ``cron run``'s CPU."""
 
     @asynccontextmanager
     async def _tx(self) -> AsyncIterator[Conn]:
         async with self._pool.connection() as conn, conn.transaction():
             yield conn
+
+    @asynccontextmanager
+    async def _waking_tx(self) -> AsyncIterator[Conn]:
+        """A transaction that changes what is due: it NOTIFYs ``Topic.CRON`` (delivered at
+        commit, never for a rollback) and, once committed, wakes this process's services."""
+        async with self._tx() as conn:
+            yield conn
+            if self._signals is not None:
+                await self._signals.notify(conn, {Topic.CRON})
+        if self._signals is not None:
+            self._signals.signal({Topic.CRON})
+
+    async def cron_wait(self, timeout: float) -> bool:
+        if self._signals is None:
+            await asyncio.sleep(timeout)
+            return False
+        return await self._signals.wait_for(Topic.CRON, timeout)
+
+    async def cron_job_next_due(
+        self, lead: timedelta, tenant: str | None = None, now: datetime | None = None
+    ) -> timedelta | None:
+        rows = await self._all("cron_job_next_due", {"lead": lead, "tenant": tenant, "now": now})
+        wait: timedelta | None = rows[0]["wait"] if rows else None
+        return wait
 
     async def _all(self, query: str, params: dict[str, Any]) -> list[DictRow]:
         async with self._pool.connection() as conn:
@@ -51,7 +92,7 @@ class PostgresCronStore:
             return await cursor.fetchall()
 
     async def cron_job_insert(self, job: CronJob, audit: AuditEntry) -> bool:
-        async with self._tx() as conn:
+        async with self._waking_tx() as conn:
             cursor = await conn.execute(Q["cron_job_insert"], job_params(job))
             if cursor.rowcount != 1:
                 return False
@@ -77,7 +118,7 @@ class PostgresCronStore:
         audit: AuditEntry,
         records: Sequence[OccurrenceRecord] = (),
     ) -> CronJob | None:
-        async with self._tx() as conn:
+        async with self._waking_tx() as conn:
             params = {**job_params(job), "expected_version": expected_version}
             cursor = await conn.execute(Q["cron_job_update"], params)
             row = await cursor.fetchone()
@@ -85,7 +126,7 @@ class PostgresCronStore:
                 return None
             await conn.execute(Q["cron_audit_insert"], audit_params(audit))
             if records:
-                await conn.execute(Q["cron_occurrence_insert_many"], _columns(records))
+                await conn.execute(Q["cron_occurrence_insert_many"], occurrence_columns(records))
             return job_row(row)
 
     async def cron_job_delete(
@@ -126,7 +167,7 @@ class PostgresCronStore:
         if not jobs:
             return set()
         ids = [job.cron_job_id for job in jobs]
-        async with self._tx() as conn:
+        async with self._waking_tx() as conn:
             async with conn.cursor() as cur:
                 await cur.executemany(Q["cron_job_insert"], [job_params(j) for j in jobs])
             cursor = await conn.execute(Q["cron_job_present"], {"cron_job_ids": ids})
@@ -146,7 +187,7 @@ class PostgresCronStore:
             return set()
         params = [{**job_params(job), "expected_version": v} for job, v in changes]
         written: set[uuid.UUID] = set()
-        async with self._tx() as conn, conn.cursor() as cur:
+        async with self._waking_tx() as conn, conn.cursor() as cur:
             await cur.executemany(Q["cron_job_update"], params, returning=True)
             while True:
                 row = await cur.fetchone()
@@ -180,40 +221,6 @@ class PostgresCronStore:
                 await cur.executemany(Q["cron_audit_insert"], rows)
         return deleted
 
-    async def cron_apply_begin(
-        self, tenant: str, key: str, request_hash: str, now: datetime, stale: timedelta
-    ) -> ApplyBegun:
-        params = {"tenant": tenant, "apply_key": key, "request_hash": request_hash}
-        async with self._tx() as conn:
-            before = now - timedelta(days=1)
-            await conn.execute(Q["cron_apply_forget"], {"tenant": tenant, "before": before})
-            cursor = await conn.execute(Q["cron_apply_begin"], {**params, "now": now})
-            if cursor.rowcount == 1:
-                return ApplyBegun("new")
-            cursor = await conn.execute(Q["cron_apply_get"], params)
-            row = await cursor.fetchone()
-        if row is None:  # forgotten between the two statements: start afresh
-            return await self.cron_apply_begin(tenant, key, request_hash, now, stale)
-        if row["request_hash"] != request_hash:
-            return ApplyBegun("mismatch")
-        if row["result"] is not None:
-            return ApplyBegun("done", row["result"])
-        if row["started_at"] > now - stale:
-            return ApplyBegun("running")
-        seen = {**params, "now": now, "seen_started_at": row["started_at"]}
-        async with self._tx() as conn:
-            cursor = await conn.execute(Q["cron_apply_take_over"], seen)
-            return ApplyBegun("new" if cursor.rowcount == 1 else "running")
-
-    async def cron_apply_finish(self, tenant: str, key: str, result: dict[str, Any]) -> None:
-        params = {"tenant": tenant, "apply_key": key, "result": Jsonb(result)}
-        async with self._tx() as conn:
-            await conn.execute(Q["cron_apply_finish"], params)
-
-    async def cron_apply_abandon(self, tenant: str, key: str) -> None:
-        async with self._tx() as conn:
-            await conn.execute(Q["cron_apply_abandon"], {"tenant": tenant, "apply_key": key})
-
     async def cron_job_claim_due(
         self,
         owner: str,
@@ -231,11 +238,37 @@ class PostgresCronStore:
             "limit": limit,
             "now": now,
         }
-        rows = await self._all("cron_job_claim_due", params)
+        if len(self._jobs) >= MAX_REMEMBERED:  # before the claim: its jobs must stay known
+            self._jobs.clear()
+        async with self._tx() as conn:
+            cursor = await conn.execute(Q["cron_job_claim_due"], params)
+            rows = await cursor.fetchall()
+            unknown = [r["cron_job_id"] for r in rows if not self._known(r)]
+            if unknown:
+                cursor = await conn.execute(Q["cron_job_get_by_ids"], {"cron_job_ids": unknown})
+                self._remember([job_row(r) for r in await cursor.fetchall()])
         if not rows:
             return CronClaim([], now or await self._db_now())
-        jobs = sorted((job_row(r) for r in rows), key=_due_order)
+        jobs = sorted((self._claimed(r) for r in rows), key=_due_order)
         return CronClaim(jobs, rows[0]["claimed_at"])
+
+    def _known(self, row: DictRow) -> bool:
+        job = self._jobs.get(row["cron_job_id"])
+        return job is not None and job.version == row["version"]
+
+    def _remember(self, jobs: Sequence[CronJob]) -> None:
+        self._jobs.update((job.cron_job_id, job) for job in jobs)
+
+    def _claimed(self, row: DictRow) -> CronJob:
+        """The job as claimed: what only a new version changes from the remembered job, the
+        rest (the columns a tick moves on without a new version) from the claim's row."""
+        return dataclasses.replace(
+            self._jobs[row["cron_job_id"]],
+            next_run_at=utc(row["next_run_at"]),
+            last_occurrence=utc(row["last_occurrence"]),
+            last_execution_id=row["last_execution_id"],
+            last_workflow_run_id=row["last_workflow_run_id"],
+        )
 
     async def _db_now(self) -> datetime:
         async with self._pool.connection() as conn:
@@ -264,12 +297,12 @@ class PostgresCronStore:
             # A deleted job's history went with it: record nothing for it.
             records = [r for a in advances if a.cron_job_id in alive for r in a.records]
             if records:
-                await conn.execute(Q["cron_occurrence_insert_many"], _columns(records))
+                await conn.execute(Q["cron_occurrence_insert_many"], occurrence_columns(records))
                 await webhook_outbox_cron(conn, records)
             cursor = await conn.execute(
                 Q["cron_job_advance_many"],
                 {
-                    **_advance_columns([a for a in advances if a.cron_job_id in alive]),
+                    **advance_columns([a for a in advances if a.cron_job_id in alive]),
                     "owner": owner,
                 },
             )
@@ -284,7 +317,7 @@ class PostgresCronStore:
     async def cron_job_release(self, owner: str, cron_job_ids: Sequence[uuid.UUID]) -> None:
         if not cron_job_ids:
             return
-        async with self._tx() as conn, conn.cursor() as cur:
+        async with self._waking_tx() as conn, conn.cursor() as cur:
             await cur.executemany(
                 Q["cron_job_release"], [{"cron_job_id": i, "owner": owner} for i in cron_job_ids]
             )
@@ -298,7 +331,7 @@ class PostgresCronStore:
             alive: set[uuid.UUID] = {row["cron_job_id"] for row in await cursor.fetchall()}
             rows = [r for r in records if r.cron_job_id in alive]
             if rows:
-                await conn.execute(Q["cron_occurrence_insert_many"], _columns(rows))
+                await conn.execute(Q["cron_occurrence_insert_many"], occurrence_columns(rows))
                 await webhook_outbox_cron(conn, rows)
         return alive
 
@@ -336,51 +369,6 @@ class PostgresCronStore:
         history = await self._all("cron_occurrence_count_prunable", params)
         audit = await self._all("cron_audit_count_prunable", params)
         return int(history[0]["n"]) + int(audit[0]["n"])
-
-
-def _columns(records: Sequence[OccurrenceRecord]) -> dict[str, str]:
-    """History rows as one JSON array, for ``json_to_recordset``."""
-    rows = [
-        {
-            "cron_job_id": str(r.cron_job_id),
-            "occurrence": _text(r.occurrence),
-            "outcome": str(r.outcome),
-            "execution_id": _text(r.execution_id),
-            "execute_at": _text(r.execute_at),
-            "reason": r.reason,
-            "recorded_at": _text(r.recorded_at),
-            "workflow_run_id": _text(r.workflow_run_id),
-        }
-        for r in records
-    ]
-    return {"rows": json.dumps(rows)}
-
-
-def _advance_columns(advances: Sequence[CronAdvance]) -> dict[str, str]:
-    rows = [
-        {
-            "cron_job_id": str(a.cron_job_id),
-            "expected_version": a.expected_version,
-            "expected_next_run_at": _text(a.expected_next_run_at),
-            "next_run_at": _text(a.next_run_at),
-            "last_occurrence": _text(a.last_occurrence),
-            "last_execution_id": _text(a.last_execution_id),
-            "last_workflow_run_id": _text(a.last_workflow_run_id),
-        }
-        for a in advances
-    ]
-    return {"advances": json.dumps(rows)}
-
-
-def _text(value: datetime | uuid.UUID | None) -> str | None:
-    """An instant (which must carry its offset) or an id as PostgreSQL reads it back."""
-    if value is None:
-        return None
-    if isinstance(value, datetime):
-        if value.tzinfo is None:
-            raise ValueError("naive datetimes are not stored: attach a timezone")
-        return value.isoformat()
-    return str(value)
 
 
 def _due_order(job: CronJob) -> tuple[datetime, str]:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+import uuid
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -19,6 +22,7 @@ from tickwheel.domain.cron_jobs import (
     Outcome,
     OverlapPolicy,
 )
+from tickwheel.store.cron_protocol import CronAdvance
 
 Row = dict[str, Any]
 
@@ -29,7 +33,7 @@ def _aware(value: datetime | None) -> datetime | None:
     return value
 
 
-def _utc(value: datetime | None) -> datetime | None:
+def utc(value: datetime | None) -> datetime | None:
     return value.astimezone(UTC) if value is not None else None
 
 
@@ -81,30 +85,30 @@ def job_row(r: Row) -> CronJob:
         max_catch_up=r["max_catch_up"],
         overlap_policy=OverlapPolicy(r["overlap_policy"]),
         jitter_seconds=r["jitter_seconds"],
-        start_at=_utc(r["start_at"]),
-        end_at=_utc(r["end_at"]),
+        start_at=utc(r["start_at"]),
+        end_at=utc(r["end_at"]),
     )
-    created, updated = _utc(r["created_at"]), _utc(r["updated_at"])
+    created, updated = utc(r["created_at"]), utc(r["updated_at"])
     assert created is not None and updated is not None
     return CronJob(
         cron_job_id=r["cron_job_id"],
         tenant=r["tenant"],
         spec=spec,
         status=CronJobStatus(r["status"]),
-        next_run_at=_utc(r["next_run_at"]),
+        next_run_at=utc(r["next_run_at"]),
         version=r["version"],
         created_at=created,
         updated_at=updated,
-        last_occurrence=_utc(r["last_occurrence"]),
+        last_occurrence=utc(r["last_occurrence"]),
         last_execution_id=r["last_execution_id"],
-        paused_at=_utc(r["paused_at"]),
+        paused_at=utc(r["paused_at"]),
         last_workflow_run_id=r["last_workflow_run_id"],
         label=r["label"],
     )
 
 
 def record_row(r: Row) -> OccurrenceRecord:
-    occurrence, recorded = _utc(r["occurrence"]), _utc(r["recorded_at"])
+    occurrence, recorded = utc(r["occurrence"]), utc(r["recorded_at"])
     assert occurrence is not None and recorded is not None
     return OccurrenceRecord(
         cron_job_id=r["cron_job_id"],
@@ -112,7 +116,7 @@ def record_row(r: Row) -> OccurrenceRecord:
         outcome=Outcome(r["outcome"]),
         recorded_at=recorded,
         execution_id=r["execution_id"],
-        execute_at=_utc(r["execute_at"]),
+        execute_at=utc(r["execute_at"]),
         reason=r["reason"],
         record_id=r["record_id"],
         workflow_run_id=r["workflow_run_id"],
@@ -133,7 +137,7 @@ def audit_params(entry: AuditEntry) -> dict[str, Any]:
 
 
 def audit_row(r: Row) -> AuditEntry:
-    at = _utc(r["at"])
+    at = utc(r["at"])
     assert at is not None
     return AuditEntry(
         tenant=r["tenant"],
@@ -146,3 +150,48 @@ def audit_row(r: Row) -> AuditEntry:
         after=r["after"],
         audit_id=r["audit_id"],
     )
+
+
+def occurrence_columns(records: Sequence[OccurrenceRecord]) -> dict[str, str]:
+    """History rows as one JSON array, for ``json_to_recordset``."""
+    rows = [
+        {
+            "cron_job_id": str(r.cron_job_id),
+            "occurrence": as_text(r.occurrence),
+            "outcome": str(r.outcome),
+            "execution_id": as_text(r.execution_id),
+            "execute_at": as_text(r.execute_at),
+            "reason": r.reason,
+            "recorded_at": as_text(r.recorded_at),
+            "workflow_run_id": as_text(r.workflow_run_id),
+        }
+        for r in records
+    ]
+    return {"rows": json.dumps(rows)}
+
+
+def advance_columns(advances: Sequence[CronAdvance]) -> dict[str, str]:
+    rows = [
+        {
+            "cron_job_id": str(a.cron_job_id),
+            "expected_version": a.expected_version,
+            "expected_next_run_at": as_text(a.expected_next_run_at),
+            "next_run_at": as_text(a.next_run_at),
+            "last_occurrence": as_text(a.last_occurrence),
+            "last_execution_id": as_text(a.last_execution_id),
+            "last_workflow_run_id": as_text(a.last_workflow_run_id),
+        }
+        for a in advances
+    ]
+    return {"advances": json.dumps(rows)}
+
+
+def as_text(value: datetime | uuid.UUID | None) -> str | None:
+    """An instant (which must carry its offset) or an id as PostgreSQL reads it back."""
+    if value is None:
+        return None
+    if isinstance(value, datetime):
+        if value.tzinfo is None:
+            raise ValueError("naive datetimes are not stored: attach a timezone")
+        return value.isoformat()
+    return str(value)

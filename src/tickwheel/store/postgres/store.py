@@ -82,6 +82,11 @@ class PostgresStore(
         """The connection pool, shared with stores of other services' tables (cron)."""
         return self._pool
 
+    @property
+    def signals(self) -> Signals:
+        """This store's LISTEN/NOTIFY, shared with the cron tables' store (its wake-ups)."""
+        return self._signals
+
     @classmethod
     async def open(
         cls, url: str, *, max_size: int = 10, min_size: int = 1, timeout: float = 30.0

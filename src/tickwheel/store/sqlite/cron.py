@@ -7,16 +7,20 @@ even against another process on the same file."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import uuid
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta
 from typing import Any
+
+import aiosqlite
 
 from tickwheel.domain.cron_jobs import AuditEntry, CronJob, OccurrenceRecord
 from tickwheel.store.cron_protocol import ApplyBegun, CronAdvance, CronClaim, HistoryCursor
 from tickwheel.store.sqlfile import load_queries
-from tickwheel.store.sqlite.codec import to_us
+from tickwheel.store.sqlite.codec import from_us, to_us
 from tickwheel.store.sqlite.connection import SqliteConnection
 from tickwheel.store.sqlite.cron_rows import (
     advance_params,
@@ -33,8 +37,43 @@ Q = load_queries("tickwheel.store.sqlite.sql")
 
 
 class SqliteCronStore(SqliteConnection):
-    async def cron_job_insert(self, job: CronJob, audit: AuditEntry) -> bool:
+    def __init__(
+        self, conn: aiosqlite.Connection, lock: asyncio.Lock, wake: asyncio.Event | None = None
+    ) -> None:
+        super().__init__(conn, lock)
+        self._wake = wake if wake is not None else asyncio.Event()
+        """The main store's ``Topic.CRON`` event (``SqliteStore.cron``): set after a commit
+        that changes what is due, in this process (SQLite has no notifications between
+        processes; a Cron Service elsewhere wakes at its longest sleep)."""
+
+    @asynccontextmanager
+    async def _waking_tx(self) -> AsyncIterator[aiosqlite.Connection]:
         async with self._tx() as conn:
+            yield conn
+        self._wake.set()
+
+    async def cron_wait(self, timeout: float) -> bool:
+        if not self._wake.is_set():  # asyncio.wait_for(..., 0) gives up without looking
+            try:
+                await asyncio.wait_for(self._wake.wait(), timeout)
+            except TimeoutError:
+                return False
+        self._wake.clear()
+        return True
+
+    async def cron_job_next_due(
+        self, lead: timedelta, tenant: str | None = None, now: datetime | None = None
+    ) -> timedelta | None:
+        # SQLite has no server clock: the processes sharing the file share this machine's.
+        at = now or datetime.now(UTC)
+        params = {"lead": lead // timedelta(microseconds=1), "tenant": tenant}
+        row = await self._one("cron_job_next_due", params)
+        if row is None or row["due"] is None:
+            return None
+        return from_us(int(row["due"])) - at
+
+    async def cron_job_insert(self, job: CronJob, audit: AuditEntry) -> bool:
+        async with self._waking_tx() as conn:
             cursor = await conn.execute(Q["cron_job_insert"], job_params(job))
             if cursor.rowcount != 1:
                 return False
@@ -60,7 +99,7 @@ class SqliteCronStore(SqliteConnection):
         audit: AuditEntry,
         records: Sequence[OccurrenceRecord] = (),
     ) -> CronJob | None:
-        async with self._tx() as conn:
+        async with self._waking_tx() as conn:
             params = {**job_params(job), "expected_version": expected_version}
             cursor = await conn.execute(Q["cron_job_update"], params)
             row = await cursor.fetchone()
@@ -107,7 +146,7 @@ class SqliteCronStore(SqliteConnection):
         if not jobs:
             return set()
         ids = json.dumps([str(job.cron_job_id) for job in jobs])
-        async with self._tx() as conn:
+        async with self._waking_tx() as conn:
             await conn.executemany(Q["cron_job_insert"], [job_params(j) for j in jobs])
             cursor = await conn.execute(Q["cron_job_present"], {"cron_job_ids": ids})
             inserted = {uuid.UUID(row["cron_job_id"]) for row in await cursor.fetchall()}
@@ -121,7 +160,7 @@ class SqliteCronStore(SqliteConnection):
         if not changes:
             return set()
         written: set[uuid.UUID] = set()
-        async with self._tx() as conn:
+        async with self._waking_tx() as conn:
             for job, expected in changes:
                 params = {**job_params(job), "expected_version": expected}
                 cursor = await conn.execute(Q["cron_job_update"], params)
@@ -244,7 +283,7 @@ class SqliteCronStore(SqliteConnection):
         return moved
 
     async def cron_job_release(self, owner: str, cron_job_ids: Sequence[uuid.UUID]) -> None:
-        async with self._tx() as conn:
+        async with self._waking_tx() as conn:
             for job_id in cron_job_ids:
                 await conn.execute(
                     Q["cron_job_release"], {"cron_job_id": str(job_id), "owner": owner}

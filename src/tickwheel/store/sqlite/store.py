@@ -77,7 +77,7 @@ class SqliteStore(
     @property
     def cron(self) -> SqliteCronStore:
         """The Cron Service's tables on this same connection (and its lock)."""
-        return SqliteCronStore(self._conn, self._lock)
+        return SqliteCronStore(self._conn, self._lock, self._events[Topic.CRON])
 
     @property
     def workflows(self) -> SqliteWorkflowStore:

@@ -75,7 +75,28 @@ UPDATE cron_jobs c
 SET claimed_by = %(owner)s, claim_expires_at = clock.now + %(lease)s::interval
 FROM due, clock
 WHERE c.cron_job_id = due.cron_job_id
-RETURNING c.*, clock.now AS claimed_at;
+RETURNING c.cron_job_id, c.version, c.next_run_at, c.last_occurrence, c.last_execution_id,
+    c.last_workflow_run_id, clock.now AS claimed_at;
+
+-- name: cron_job_get_by_ids
+-- The claim's jobs the store has not seen at their version, read in the claim's transaction
+-- (their row locks are held: nobody changed them since).
+SELECT j.* FROM unnest(%(cron_job_ids)s::uuid[]) AS i (cron_job_id)
+JOIN cron_jobs j ON j.cron_job_id = i.cron_job_id;
+
+-- name: cron_job_next_due
+-- How long until cron_job_claim_due would find a job (its WHERE clause, turned into instants):
+-- the Cron Service sleeps that long unless a change wakes it. Read once per idle round, not per
+-- tick: a scan of the active jobs (6-7 ms at 10,000 on the loaded 2-core machine).
+WITH clock AS (SELECT coalesce(%(now)s::timestamptz, now()) AS now)
+SELECT min(greatest(
+           CASE WHEN j.overlap_policy = 'allow' AND j.workflow_name IS NULL
+                THEN j.next_run_at - %(lead)s::interval ELSE j.next_run_at END,
+           coalesce(j.claim_expires_at, '-infinity'::timestamptz)))
+       - min(clock.now) AS wait
+FROM cron_jobs j, clock
+WHERE j.status = 'ACTIVE' AND j.next_run_at IS NOT NULL
+  AND (%(tenant)s::text IS NULL OR j.tenant = %(tenant)s::text);
 
 -- name: cron_job_release
 UPDATE cron_jobs SET claimed_by = NULL, claim_expires_at = NULL

@@ -67,6 +67,16 @@ WHERE cron_job_id IN (
 )
 RETURNING *;
 
+-- name: cron_job_next_due
+-- When cron_job_claim_due would next find a job (its WHERE clause, turned into instants, in
+-- microseconds): the Cron Service sleeps until then unless a change wakes it.
+SELECT min(max(
+           CASE WHEN overlap_policy = 'allow' AND workflow_name IS NULL
+                THEN next_run_at - :lead ELSE next_run_at END,
+           coalesce(claim_expires_at, next_run_at - :lead))) AS due
+FROM cron_jobs
+WHERE status = 'ACTIVE' AND next_run_at IS NOT NULL AND (:tenant IS NULL OR tenant = :tenant);
+
 -- name: cron_job_release
 UPDATE cron_jobs SET claimed_by = NULL, claim_expires_at = NULL
 WHERE cron_job_id = :cron_job_id AND claimed_by = :owner;
