@@ -31,6 +31,9 @@ import pytest
 
 from tickwheel.store.protocol import Store
 
+# Shared fixtures of the tests of spans (provider, exporter).
+pytest_plugins = ("tests.otel_fixtures",)
+
 PG_ADMIN_URL = os.environ.get(
     "TICKWHEEL_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/postgres"
 )

@@ -12,7 +12,7 @@ import socket
 import subprocess
 import sys
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,7 +21,6 @@ import httpx
 import pytest
 import uvicorn
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind
 
@@ -47,25 +46,6 @@ class Served:
     url: str
     key: str
     rig: Rig
-
-
-@pytest.fixture
-def provider() -> Iterator[TracerProvider]:
-    """A provider of this test's own (never the global one), for tickwheel and the test."""
-    own = TracerProvider()
-    tracing.use_tracer_provider(own)
-    try:
-        yield own
-    finally:
-        tracing.use_tracer_provider(None)
-        own.shutdown()
-
-
-@pytest.fixture
-def exporter(provider: TracerProvider) -> InMemorySpanExporter:
-    exported = InMemorySpanExporter()
-    provider.add_span_processor(SimpleSpanProcessor(exported))
-    return exported
 
 
 @pytest.fixture

@@ -8,13 +8,11 @@ from __future__ import annotations
 import subprocess
 import sys
 import uuid
-from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
 
 import pytest
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
 
@@ -22,26 +20,6 @@ from tests.engine.test_services import Rig, register
 from tickwheel.domain.submission import SubmitRequest
 from tickwheel.observability import tracing
 from tickwheel.store.protocol import Store
-
-
-@pytest.fixture
-def provider() -> Iterator[TracerProvider]:
-    """A provider of this test's own (never the global one), for tickwheel and the test."""
-    own = TracerProvider()
-    tracing.use_tracer_provider(own)
-    try:
-        yield own
-    finally:
-        tracing.use_tracer_provider(None)
-        own.shutdown()
-
-
-@pytest.fixture
-def exporter(provider: TracerProvider) -> InMemorySpanExporter:
-    """Where the spans of ``provider`` land."""
-    exported = InMemorySpanExporter()
-    provider.add_span_processor(SimpleSpanProcessor(exported))
-    return exported
 
 
 @pytest.fixture

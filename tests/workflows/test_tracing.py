@@ -5,37 +5,16 @@ has every task run in that trace, the first tasks (submitted at the start) and t
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from tests.workflows.helpers import DIAMOND, TENANT, WorkflowRig
 from tickwheel.observability import tracing
 
 TRACEPARENT = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
-
-
-@pytest.fixture
-def provider() -> Iterator[TracerProvider]:
-    """A provider of this test's own (never the global one)."""
-    own = TracerProvider()
-    tracing.use_tracer_provider(own)
-    try:
-        yield own
-    finally:
-        tracing.use_tracer_provider(None)
-        own.shutdown()
-
-
-@pytest.fixture
-def exporter(provider: TracerProvider) -> InMemorySpanExporter:
-    exported = InMemorySpanExporter()
-    provider.add_span_processor(SimpleSpanProcessor(exported))
-    return exported
 
 
 def _spans(exporter: InMemorySpanExporter, name: str) -> list[ReadableSpan]:
