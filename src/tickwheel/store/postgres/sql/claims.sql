@@ -67,6 +67,11 @@ candidates AS MATERIALIZED (
         e.priority, e.ready_at
     FROM executions e
     WHERE e.status = 'READY' AND e.tenant = t.tenant
+      -- A paused tenant (no probe) is skipped whole: a test of the tenant alone (a one-time
+      -- filter), rather than a probe of each of its READY rows on every claim.
+      AND NOT EXISTS (SELECT 1 FROM pauses p
+                      WHERE p.tenant = t.tenant AND p.definition_uri = ''
+                        AND p.probe_execution_id IS NULL)
       AND (%(definition_uris)s::text[] IS NULL
            OR e.definition_uri = ANY (%(definition_uris)s::text[]))
       -- Pauses (0017, docs/flow-control.md): a paused tenant or definition, or an open circuit

@@ -139,6 +139,10 @@ FROM (
             WHERE t.tenant IS NOT NULL AND e.execution_id IN (
             SELECT e.execution_id FROM executions e
             WHERE e.status = 'READY' AND e.tenant = t.tenant
+              -- A paused tenant (no probe) is skipped whole, not probed row by row.
+              AND NOT EXISTS (SELECT 1 FROM pauses p
+                              WHERE p.tenant = t.tenant AND p.definition_uri = ''
+                                AND p.probe_execution_id IS NULL)
               AND (:definition_uris IS NULL
                    OR e.definition_uri IN (SELECT value FROM json_each(:definition_uris)))
               -- Pauses (0017, docs/flow-control.md): a paused tenant or definition, or an
