@@ -96,6 +96,7 @@ async def test_enable_on_a_populated_table_keeps_every_row_and_every_query(fresh
         "executions_idempotency_key",
         "executions_pkey",
         "executions_ready",
+        "executions_ready_tenant",
         "executions_retry_due",
         "executions_running_lease",
         "executions_start_by",

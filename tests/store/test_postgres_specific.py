@@ -241,12 +241,16 @@ async def test_claim_candidates_use_the_ready_partial_index(
     scans = [s for s in _scans(candidates) if "pauses" not in (s[1], s[2])]
     assert scans == [("Index Scan", "executions", "executions_ready")], plan
     assert "Sort" not in json.dumps(candidates), plan
-    # The rest of the statement touches only the claimed rows, by primary key.
+    # The rest of the statement touches only the claimed rows, by primary key, and the ends of
+    # executions_ready_tenant (is more than one tenant READY? Then the fair claim takes over).
     executions_scans = {s for s in _scans(plan[0]["Plan"]) if s[1] == "executions"}
     assert executions_scans == {
         ("Index Scan", "executions", "executions_ready"),
         ("Index Scan", "executions", "executions_pkey"),
+        ("Index Only Scan", "executions", "executions_ready_tenant"),
     }, plan
+    [spread] = [p for p in plan[0]["Plan"]["Plans"] if p.get("Subplan Name") == "CTE spread"]
+    assert "Sort" not in json.dumps(spread), plan
     # The statement that applies limits walks the same index; its gate (entered only by an
     # execution with a limit) reads its group through the group's indexes.
     async with await psycopg.AsyncConnection.connect(pg_url, autocommit=True) as conn:
@@ -257,7 +261,14 @@ async def test_claim_candidates_use_the_ready_partial_index(
         )
         [(limited,)] = await cursor.fetchall()
     [gated] = [p for p in limited[0]["Plan"]["Plans"] if p.get("Subplan Name") == "CTE candidates"]
-    assert list(_scans(gated, gates=False)) == [("Index Scan", "executions", "executions_ready")]
+    # Fair across tenants: the tenants by a skip scan of executions_ready_tenant, then each
+    # tenant's first rows from it; the one sort is of those (at most tenants x batch rows).
+    walked = [s for s in _scans(gated, gates=False) if s[1] == "executions"]
+    assert walked == [("Index Scan", "executions", "executions_ready_tenant")], limited
+    [tenants] = [p for p in limited[0]["Plan"]["Plans"] if p.get("Subplan Name") == "CTE tenants"]
+    assert {s for s in _scans(tenants) if s[0] != "WorkTable Scan"} == {
+        ("Index Only Scan", "executions", "executions_ready_tenant")
+    }, limited
     gate = set(_scans(gated)) - set(_scans(gated, gates=False))
     assert {index for _, _, index in gate} <= {
         "executions_concurrency_queue",
@@ -290,7 +301,15 @@ async def test_a_claim_reads_only_its_candidates_when_statistics_never_saw_a_rea
     assert executions_scans == {
         ("Index Scan", "executions", "executions_ready"),
         ("Index Scan", "executions", "executions_pkey"),
+        ("Index Only Scan", "executions", "executions_ready_tenant"),
     }, plan
+    # Is more than one tenant READY? The first and the last entry of the tenants' index.
+    ends_read = sum(
+        node["Actual Rows"] * node["Actual Loops"]
+        for node in _nodes(plan[0]["Plan"])
+        if node.get("Index Name") == "executions_ready_tenant"
+    )
+    assert ends_read == 2, plan
     ready_rows_read = sum(
         node["Actual Rows"] * node["Actual Loops"]
         for node in _nodes(plan[0]["Plan"])
@@ -332,12 +351,15 @@ async def test_a_claim_over_a_keyed_backlog_walks_the_index_to_the_batch(
         )
         [(plan,)] = await cursor.fetchall()
         await conn.execute("ROLLBACK")
+    # One tenant: its rows from executions_ready_tenant (the fair claim), to the batch.
     ready_rows_read = sum(
         node["Actual Rows"] * node["Actual Loops"]
         for node in _nodes(plan[0]["Plan"])
-        if node.get("Index Name") == "executions_ready"
+        if node.get("Index Name") == "executions_ready_tenant" and node["Node Type"] == "Index Scan"
     )
     assert ready_rows_read == 16, plan
+    # Priced below jit_above_cost: compiling the plan cost ~50 ms, against a ~1.5 ms claim.
+    assert "JIT" not in plan[0], plan
     assert "Bitmap Heap Scan" not in json.dumps(plan[0]["Plan"]["Plans"][0]), plan
     claimed = await store.execution_claim_ready("w1", 16, LEASE, T0 + timedelta(minutes=1))
     assert len({e.inputs["name"] for e in claimed}) == 16

@@ -29,6 +29,11 @@ SQLITE_ONLY = {
     "webhook_delivery_claimed",
     # PostgreSQL takes the slots of a claim inside its one claim statement.
     "concurrency_hold_insert",
+    # SQLite chooses its fair claim per claim, in the claim's write transaction (sqlite/claims.py);
+    # PostgreSQL's prepared claim reads the same two probes and its fair claim is the one that
+    # applies limits.
+    "execution_claim_tenants_spread",
+    "execution_claim_ready_fair",
 }
 # The expiry's row-by-row steps: PostgreSQL does each in one statement (data-modifying CTEs).
 SQLITE_ONLY |= {"execution_expire_one", "attempt_abandon", "execution_event_expired"}

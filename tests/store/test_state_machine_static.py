@@ -57,6 +57,7 @@ QUERY_METHODS: dict[str, set[str]] = {
     "execution_promote_retries": {"execution_promote_due", "execution_promote_due_leased"},
     "execution_claim_ready": {"execution_claim_ready"},
     "execution_claim_ready_unlimited": {"execution_claim_ready"},
+    "execution_claim_ready_fair": {"execution_claim_ready"},
     "attempt_insert": {"execution_claim_ready"},
     "execution_finish_many": {"attempt_finish", "attempt_finish_many"},
     "attempt_finish": {

@@ -39,11 +39,19 @@ LIMITS_WINDOW = 5.0
 saw an execution under a limit among its candidates; then back to the unlimited statement."""
 
 
+FAIR_WINDOW = 5.0
+"""Seconds a store claims through the fair statement (execution_claim_ready) after it last saw
+READY work of more than one tenant; then back to the unlimited statement, whose single-tenant
+drain is one walk of executions_ready."""
+
+
 class PostgresClaims:
     _pool: AsyncConnectionPool[Conn]
     _signals: Signals
     _limits_until: float = 0.0
     """Until when (time.monotonic) claims apply concurrency limits: see LIMITS_WINDOW."""
+    _fair_until: float = 0.0
+    """Until when (time.monotonic) claims share the batch among tenants: see FAIR_WINDOW."""
     _signalling_tx: Callable[[], AbstractAsyncContextManager[tuple[Conn, set[Topic]]]]
 
     async def execution_claim_ready(
@@ -65,24 +73,31 @@ class PostgresClaims:
         # commits, so a cancel racing this claim either locked its row first (the row is skipped
         # here and the cancel wins) or waits for this commit and then finds the row RUNNING.
         started = now_ns()
-        limits = time.monotonic() < self._limits_until
+        at = time.monotonic()
+        limits = at < self._limits_until or at < self._fair_until
         rows: list[DictRow] = []
         async with self._pool.connection() as conn:
             if not limits:
                 # The statement of before limits, prepared; it claims none under a limit, and
-                # says whether it saw one among its candidates.
+                # says whether it saw one among its candidates. When more than one tenant has
+                # READY work it claims nothing, and says so: the batch is then shared out by
+                # the statement below.
                 cursor = await conn.execute(Q["execution_claim_ready_unlimited"], params)
                 found = await cursor.fetchall()
                 rows = [r for r in found if r["execution_id"] is not None]
-                limits = bool(found and found[0]["limited_seen"])
-                if limits:
+                if found and found[0]["limited_seen"]:
                     self._limits_until = time.monotonic() + LIMITS_WINDOW
-                    params["limit"] = limit - len(rows)
+                    limits = True
+                if found and found[0]["tenants_seen"]:
+                    self._fair_until = time.monotonic() + FAIR_WINDOW
+                    limits = True
+                params["limit"] = limit - len(rows)
             if limits and params["limit"] > 0:
-                # Never prepared: a generic plan cannot see the batch size, and with the gate of
-                # the limits it read and sorted every READY row (bitmap scan, then sort) on each
-                # claim instead of walking executions_ready to the batch: 110 to 240 ms a claim
-                # against 1 to 2 ms with 17,000 READY (docs/scaling.md). Planning costs ~1 ms.
+                # Fair across tenants, and applies limits. Never prepared: a generic plan cannot
+                # see the batch size, and with the gate of the limits it read and sorted every
+                # READY row (bitmap scan, then sort) on each claim instead of walking the READY
+                # index to the batch: 110 to 240 ms a claim against 1 to 2 ms with 17,000 READY
+                # (docs/scaling.md). Planning costs ~1 ms.
                 cursor = await conn.execute(Q["execution_claim_ready"], params, prepare=False)
                 rows += await cursor.fetchall()
         claimed = [execution_from_row(r) for r in rows]

@@ -51,7 +51,13 @@ class SqliteClaims(SqliteConnection):
         }
         started = now_ns()
         async with self._tx() as conn:
-            cursor = await conn.execute(Q["execution_claim_ready"], params)
+            # Fair across tenants only while more than one has READY work: the fair statement
+            # costs a single tenant's drain ~45% more per claim (docs/flow-control.md).
+            cursor = await conn.execute(Q["execution_claim_tenants_spread"])
+            spread = await cursor.fetchone()
+            fair = spread is not None and bool(spread[0])
+            name = "execution_claim_ready_fair" if fair else "execution_claim_ready"
+            cursor = await conn.execute(Q[name], params)
             rows = list(await cursor.fetchall())
             if not rows:
                 return []

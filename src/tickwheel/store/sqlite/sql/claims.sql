@@ -76,6 +76,120 @@ FROM (
 WHERE executions.execution_id = c.execution_id AND executions.status = 'READY'
 RETURNING *;
 
+-- name: execution_claim_tenants_spread
+-- Whether more than one tenant has READY work: the first and the last entry of
+-- executions_ready_tenant (INDEXED BY: the (tenant, status) index would walk a tenant's finished
+-- rows to its READY ones). Read in the claim's transaction, so exact.
+SELECT (SELECT min(tenant) FROM executions INDEXED BY executions_ready_tenant
+        WHERE status = 'READY')
+    IS NOT (SELECT max(tenant) FROM executions INDEXED BY executions_ready_tenant
+            WHERE status = 'READY') AS spread;
+
+-- name: execution_claim_ready_fair
+-- execution_claim_ready, fair across tenants: the store runs it instead while more than one
+-- tenant has READY work (execution_claim_tenants_spread), so a single tenant's drain keeps the
+-- plain statement (one walk of executions_ready; this one cost ~45% more per claim there).
+-- Runs inside BEGIN IMMEDIATE: no other claimer can interleave, so the tokens are the counter's
+-- current value plus the claim position (1, 2, ...); the store then advances the counter by the
+-- number claimed (fencing_token_next). The candidates are limited before they are numbered, so
+-- a claim reads at most `limit` entries of the READY index per tenant, however long the queue.
+-- Fair across tenants (docs/flow-control.md, "Fair claiming"): tenants are the tenants with
+-- READY work, found by a skip scan of executions_ready_tenant (one probe per tenant); each gives
+-- its first `limit` claimable rows in claim order, and the batch takes the first of every tenant,
+-- then the second of every tenant, and so on (turn), so a deep backlog takes one turn like a
+-- single execution. Tokens follow that order (position).
+-- A worker that runs only some definitions names them (a JSON array); NULL means any.
+-- An execution with a concurrency limit (docs/flow-control.md) is passed over while its group
+-- holds `limit` slots or, with order fifo, while `limit` executions of its group that come before
+-- it (executeAt, then id) have not finished; among the candidates of one group only as many as
+-- the group has free slots are taken (n, their rank). The single writer makes these reads exact;
+-- the store then records the slots taken (concurrency_hold_insert).
+WITH RECURSIVE tenants (tenant) AS (
+    -- INDEXED BY: the (tenant, status) index would walk a tenant's finished rows to its READY.
+    SELECT (SELECT min(tenant) FROM executions INDEXED BY executions_ready_tenant
+            WHERE status = 'READY')
+    UNION ALL
+    SELECT (SELECT min(x.tenant) FROM executions x INDEXED BY executions_ready_tenant
+            WHERE x.status = 'READY' AND x.tenant > t.tenant)
+    FROM tenants t
+    WHERE t.tenant IS NOT NULL
+)
+UPDATE executions
+SET status = 'RUNNING', attempt_count = attempt_count + 1, lease_owner = :worker_id,
+    lease_expires_at = :lease_expires_at,
+    fencing_token = (SELECT value FROM counters WHERE name = 'fencing_token') + c.position,
+    started_at = coalesce(started_at, :now), updated_at = :now
+FROM (
+    SELECT execution_id, row_number() OVER (ORDER BY turn, priority DESC, ready_at) AS position
+    FROM (
+        SELECT execution_id, priority, ready_at, concurrency_limit, held, turn,
+            row_number() OVER (PARTITION BY tenant, definition_uri, concurrency_key
+                               ORDER BY priority DESC, ready_at, execution_id) AS n
+        FROM (
+          SELECT * FROM (
+            SELECT e.execution_id, e.priority, e.ready_at, e.tenant, e.definition_uri,
+                e.concurrency_key, e.concurrency_limit,
+                CASE WHEN e.concurrency_limit IS NULL THEN 0 ELSE (
+                    SELECT count(*) FROM concurrency_holds h
+                    WHERE h.tenant = e.tenant AND h.definition_uri = e.definition_uri
+                      AND h.concurrency_key = e.concurrency_key) END AS held,
+                row_number() OVER (PARTITION BY e.tenant ORDER BY e.priority DESC, e.ready_at)
+                    AS turn
+            FROM tenants t, executions e
+            WHERE t.tenant IS NOT NULL AND e.execution_id IN (
+            SELECT e.execution_id FROM executions e
+            WHERE e.status = 'READY' AND e.tenant = t.tenant
+              -- A paused tenant (no probe) is skipped whole, not probed row by row.
+              AND NOT EXISTS (SELECT 1 FROM pauses p
+                              WHERE p.tenant = t.tenant AND p.definition_uri = ''
+                                AND p.probe_execution_id IS NULL)
+              AND (:definition_uris IS NULL
+                   OR e.definition_uri IN (SELECT value FROM json_each(:definition_uris)))
+              -- Pauses (0017, docs/flow-control.md): a paused tenant or definition, or an
+              -- open circuit breaker, holds its READY rows back; a half-open breaker lets its
+              -- probe by.
+              AND NOT EXISTS (SELECT 1 FROM pauses p
+                              WHERE p.tenant = e.tenant
+                                AND p.definition_uri IN ('', e.definition_uri)
+                                AND p.probe_execution_id IS NOT e.execution_id)
+              AND (e.concurrency_limit IS NULL
+                   OR ((SELECT count(*) FROM concurrency_holds h
+                        WHERE h.tenant = e.tenant AND h.definition_uri = e.definition_uri
+                          AND h.concurrency_key = e.concurrency_key) < e.concurrency_limit
+                       AND (e.concurrency_order <> 'fifo'
+                            -- SQLite cannot bound a correlated count by the row's limit: the
+                            -- usual limit 1 asks for any earlier one, a larger limit counts.
+                            OR (e.concurrency_limit = 1 AND NOT EXISTS (
+                            SELECT 1 FROM executions p
+                            WHERE p.concurrency_limit IS NOT NULL
+                              AND p.status IN ('SCHEDULED', 'READY', 'RUNNING', 'RETRY_WAIT')
+                              AND p.tenant = e.tenant AND p.definition_uri = e.definition_uri
+                              AND p.concurrency_key = e.concurrency_key
+                              AND (p.execute_at < e.execute_at
+                                   OR (p.execute_at = e.execute_at
+                                       AND p.execution_id < e.execution_id))))
+                            OR (e.concurrency_limit > 1 AND (
+                            SELECT count(*) FROM executions p
+                            WHERE p.concurrency_limit IS NOT NULL
+                              AND p.status IN ('SCHEDULED', 'READY', 'RUNNING', 'RETRY_WAIT')
+                              AND p.tenant = e.tenant AND p.definition_uri = e.definition_uri
+                              AND p.concurrency_key = e.concurrency_key
+                              AND (p.execute_at < e.execute_at
+                                   OR (p.execute_at = e.execute_at
+                                       AND p.execution_id < e.execution_id))
+                            ) < e.concurrency_limit))))
+            ORDER BY e.priority DESC, e.ready_at
+            LIMIT :limit)
+          )
+          ORDER BY turn, priority DESC, ready_at
+          LIMIT :limit
+        )
+    )
+    WHERE concurrency_limit IS NULL OR held + n <= concurrency_limit
+) AS c
+WHERE executions.execution_id = c.execution_id AND executions.status = 'READY'
+RETURNING *;
+
 -- name: concurrency_hold_insert
 -- SQLite only (PostgreSQL takes its slots inside the claim statement): the slot a claimed
 -- execution holds, the lowest free one of its group, in the claim's write transaction.
