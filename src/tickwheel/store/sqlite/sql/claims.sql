@@ -37,10 +37,12 @@ FROM (
               -- Pauses (0017, docs/flow-control.md): a paused tenant or definition, or an
               -- open circuit breaker, holds its READY rows back; a half-open breaker lets its
               -- probe by.
-              AND NOT EXISTS (SELECT 1 FROM pauses p
-                              WHERE p.tenant = e.tenant
-                                AND p.definition_uri IN ('', e.definition_uri)
-                                AND p.probe_execution_id IS NOT e.execution_id)
+              -- The first test is run once: with no pause anywhere no row is probed.
+              AND (NOT EXISTS (SELECT 1 FROM pauses)
+                   OR NOT EXISTS (SELECT 1 FROM pauses p
+                                  WHERE p.tenant = e.tenant
+                                    AND p.definition_uri IN ('', e.definition_uri)
+                                    AND p.probe_execution_id IS NOT e.execution_id))
               AND (e.concurrency_limit IS NULL
                    OR ((SELECT count(*) FROM concurrency_holds h
                         WHERE h.tenant = e.tenant AND h.definition_uri = e.definition_uri
@@ -148,10 +150,12 @@ FROM (
               -- Pauses (0017, docs/flow-control.md): a paused tenant or definition, or an
               -- open circuit breaker, holds its READY rows back; a half-open breaker lets its
               -- probe by.
-              AND NOT EXISTS (SELECT 1 FROM pauses p
-                              WHERE p.tenant = e.tenant
-                                AND p.definition_uri IN ('', e.definition_uri)
-                                AND p.probe_execution_id IS NOT e.execution_id)
+              -- The first test is run once: with no pause anywhere no row is probed.
+              AND (NOT EXISTS (SELECT 1 FROM pauses)
+                   OR NOT EXISTS (SELECT 1 FROM pauses p
+                                  WHERE p.tenant = e.tenant
+                                    AND p.definition_uri IN ('', e.definition_uri)
+                                    AND p.probe_execution_id IS NOT e.execution_id))
               AND (e.concurrency_limit IS NULL
                    OR ((SELECT count(*) FROM concurrency_holds h
                         WHERE h.tenant = e.tenant AND h.definition_uri = e.definition_uri
