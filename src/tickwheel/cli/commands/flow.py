@@ -2,20 +2,38 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from collections.abc import Callable
+from typing import Annotated, TypeVar
 
 import typer
 from rich.table import Table
 
 from tickwheel.cli.context import JsonFlag, console, explain, print_json, state
+from tickwheel.client.flow import FlowSync
 from tickwheel.resources.flow import DefinitionFlowState, Pause, TenantFlowState
 
+T = TypeVar("T")
 tenant_app = typer.Typer(help="Pause or resume your whole tenant.", no_args_is_help=True)
 
 Reason = Annotated[str, typer.Option("--reason", help="shown with the pause")]
 OtherTenant = Annotated[
     str | None, typer.Option("--tenant", help="another tenant (operator key only)")
 ]
+
+
+def _on_flow(
+    ctx: typer.Context,
+    as_json: bool,
+    call: Callable[[FlowSync], T],
+    show: Callable[[T, bool], None],
+) -> None:
+    """Runs one call of the SDK's flow client and shows its answer; an error is explained."""
+    cli = state(ctx, as_json)
+    with cli.client() as client:
+        try:
+            show(call(client.flow), cli.as_json)
+        except Exception as exc:
+            raise explain(exc) from exc
 
 
 def _pause_line(p: Pause) -> str:
@@ -61,32 +79,17 @@ def _show_tenant(f: TenantFlowState, as_json: bool) -> None:
 def pause(ctx: typer.Context, name: str, reason: Reason = "", as_json: JsonFlag = False) -> None:
     """Pause a definition: nothing new of it starts until resumed; running attempts finish;
     due executions wait READY."""
-    cli = state(ctx, as_json)
-    with cli.client() as client:
-        try:
-            _show_definition(client.flow.pause(name, reason), cli.as_json)
-        except Exception as exc:
-            raise explain(exc) from exc
+    _on_flow(ctx, as_json, lambda flow: flow.pause(name, reason), _show_definition)
 
 
 def resume(ctx: typer.Context, name: str, as_json: JsonFlag = False) -> None:
     """Resume a paused definition; what it held back starts at once."""
-    cli = state(ctx, as_json)
-    with cli.client() as client:
-        try:
-            _show_definition(client.flow.resume(name), cli.as_json)
-        except Exception as exc:
-            raise explain(exc) from exc
+    _on_flow(ctx, as_json, lambda flow: flow.resume(name), _show_definition)
 
 
 def flow(ctx: typer.Context, name: str, as_json: JsonFlag = False) -> None:
     """A definition's pauses, circuit breaker and its transitions."""
-    cli = state(ctx, as_json)
-    with cli.client() as client:
-        try:
-            _show_definition(client.flow.state(name), cli.as_json)
-        except Exception as exc:
-            raise explain(exc) from exc
+    _on_flow(ctx, as_json, lambda flow: flow.state(name), _show_definition)
 
 
 def register(definitions_app: typer.Typer) -> None:
@@ -99,12 +102,7 @@ def tenant_pause(
     ctx: typer.Context, reason: Reason = "", tenant: OtherTenant = None, as_json: JsonFlag = False
 ) -> None:
     """Pause the whole tenant: nothing new of it starts until resumed (admin key)."""
-    cli = state(ctx, as_json)
-    with cli.client() as client:
-        try:
-            _show_tenant(client.flow.pause_tenant(reason, tenant), cli.as_json)
-        except Exception as exc:
-            raise explain(exc) from exc
+    _on_flow(ctx, as_json, lambda flow: flow.pause_tenant(reason, tenant), _show_tenant)
 
 
 @tenant_app.command("resume")
@@ -112,20 +110,10 @@ def tenant_resume(
     ctx: typer.Context, tenant: OtherTenant = None, as_json: JsonFlag = False
 ) -> None:
     """Resume the whole tenant."""
-    cli = state(ctx, as_json)
-    with cli.client() as client:
-        try:
-            _show_tenant(client.flow.resume_tenant(tenant), cli.as_json)
-        except Exception as exc:
-            raise explain(exc) from exc
+    _on_flow(ctx, as_json, lambda flow: flow.resume_tenant(tenant), _show_tenant)
 
 
 @tenant_app.command("show")
 def tenant_show(ctx: typer.Context, tenant: OtherTenant = None, as_json: JsonFlag = False) -> None:
     """The tenant's pauses and its definitions' circuit breakers."""
-    cli = state(ctx, as_json)
-    with cli.client() as client:
-        try:
-            _show_tenant(client.flow.tenant_state(tenant), cli.as_json)
-        except Exception as exc:
-            raise explain(exc) from exc
+    _on_flow(ctx, as_json, lambda flow: flow.tenant_state(tenant), _show_tenant)
