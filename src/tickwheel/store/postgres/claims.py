@@ -47,6 +47,8 @@ drain is one walk of executions_ready."""
 
 class PostgresClaims:
     _pool: AsyncConnectionPool[Conn]
+    _hot: AsyncConnectionPool[Conn]
+    """The pool of the claim and the one-statement finish (store.py, HOT_PLANNER)."""
     _signals: Signals
     _limits_until: float = 0.0
     """Until when (time.monotonic) claims apply concurrency limits: see LIMITS_WINDOW."""
@@ -76,7 +78,7 @@ class PostgresClaims:
         at = time.monotonic()
         limits = at < self._limits_until or at < self._fair_until
         rows: list[DictRow] = []
-        async with self._pool.connection() as conn:
+        async with self._hot.connection() as conn:
             if not limits:
                 # The statement of before limits, prepared; it claims none under a limit, and
                 # says whether it saw one among its candidates. When more than one tenant has
@@ -145,7 +147,7 @@ class PostgresClaims:
                 "skip_prefix": WORKFLOW_KEY_PREFIX,
                 **self._signals.ready_wakeup(),
             }
-            async with self._pool.connection() as conn:
+            async with self._hot.connection() as conn:
                 cursor = await conn.execute(Q["execution_finish_many"], params)
                 done.update(_by_key(await cursor.fetchall()))
         # The rest, and whatever the statement left (workflow task runs, whose outbox row

@@ -93,7 +93,14 @@ class Pool(AsyncConnectionPool[Conn]):
     """``AsyncConnectionPool`` with a connection check and ``Unavailable`` on outages."""
 
     def __init__(
-        self, url: str, *, min_size: int, max_size: int, timeout: float, reads: bool = False
+        self,
+        url: str,
+        *,
+        min_size: int,
+        max_size: int,
+        timeout: float,
+        reads: bool = False,
+        options: str | None = None,
     ) -> None:
         self._down = False
         # Callers waiting for a connection: the timer of each and its deadline at the start.
@@ -105,7 +112,8 @@ class Pool(AsyncConnectionPool[Conn]):
             open=False,
             timeout=timeout,
             connection_class=Conn,
-            kwargs={"autocommit": True, "row_factory": dict_row},
+            kwargs={"autocommit": True, "row_factory": dict_row}
+            | ({"options": options} if options else {}),
             check=self._check,
             configure=self._connected,
             reconnect_timeout=RECONNECT_SECONDS,
