@@ -27,7 +27,6 @@ from __future__ import annotations
 import uuid
 from collections import defaultdict
 from collections.abc import Hashable, Iterator, Sequence
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from tickwheel.domain.clock import Clock
@@ -36,18 +35,14 @@ from tickwheel.domain.sharding import SHARD_COUNT
 from tickwheel.engine.service import Service
 from tickwheel.engine.shard_leasing import ShardLeasing, shard_target
 from tickwheel.engine.timing_wheel import TimingWheel
+from tickwheel.engine.wheel_window import WheelWindow, _Fire, _Load
 from tickwheel.services.settings import SchedulerSettings
-from tickwheel.store.due import HINT_HORIZON, DueEntry, DueHints, DueSlice, Promotion
+from tickwheel.store.due import HINT_HORIZON, DueHints, DueSlice, Promotion
 from tickwheel.store.protocol import SchedulerStore, Topic
 
 __all__ = ["ALL_SHARDS", "Scheduler", "shard_target"]
 
 ALL_SHARDS: tuple[int, ...] = tuple(range(SHARD_COUNT))
-# A fresh shard's window starts this far back: the catch-all that runs first has promoted what
-# was due by the database's clock, and rows between its clock and ours are loaded and fired.
-LOAD_MARGIN = timedelta(seconds=1)
-# A hint's instant is rounded up to the millisecond: its sliver reaches back this far.
-HINT_SLIVER = timedelta(milliseconds=1)
 # An id the wheel fired but the database did not promote is tried again after 20, 40, ... ms
 # (the database's clock may lag ours), then left to the catch-all: it was cancelled, or
 # promoted by someone else, most likely.
@@ -57,27 +52,10 @@ RETRY_TRIES = 6
 FIRST_CHUNK = 32
 
 
-@dataclass(frozen=True, slots=True)
-class _Fire:
-    """A loaded execution (keyed by its id)."""
-
-    shard_id: int
-    tries: int = 0
-
-
-@dataclass(frozen=True, slots=True)
-class _Load:
-    """A marker: load this slice when its instant comes: a spread insert's span, or the rest of a
-    shard's window after a full page (``page``)."""
-
-    slice: DueSlice
-    page: bool = False
-
-
 PROBE_EVERY = timedelta(seconds=1)  # breakers to probe, executions to expire
 
 
-class Scheduler(Service, ShardLeasing):
+class Scheduler(Service, WheelWindow, ShardLeasing):
     name = "scheduler"
     store: SchedulerStore  # ShardLeasing needs only its ShardLeaseStore part
 
@@ -213,91 +191,7 @@ class Scheduler(Service, ShardLeasing):
         horizon = now + timedelta(seconds=self.max_sleep)
         return await self.store.execution_next_retry_at(self.shards, horizon)
 
-    # -- the wheel ------------------------------------------------------------------------------
-
-    async def _load(self, now: datetime, *, rebuild: bool) -> None:
-        """Extends the window to ``now + window``: from where it ended for the shards loaded,
-        from a little before now for shards new to this scheduler (or all, to rebuild)."""
-        if rebuild:
-            self._forget(list(self._keys))
-            self._loaded.clear()
-            self._paged.clear()
-        until = now + self.window
-        old_until = self.loaded_until
-        slices = []
-        for shard in self.shards:
-            if shard in self._paged:
-                continue  # its next page's marker loads up to the current end when it fires
-            if shard in self._loaded and old_until is not None:
-                if old_until < until:
-                    slices.append(DueSlice(shard, old_until, until))
-            else:
-                slices.append(DueSlice(shard, now - LOAD_MARGIN, until))
-        self.loaded_until = until if old_until is None else max(old_until, until)
-        self._next_refresh = now + self.refresh_every
-        await self._load_slices(slices)
-        self._loaded.update(self.shards)
-
-    async def _load_slices(self, slices: Sequence[DueSlice]) -> None:
-        assert self.wheel is not None
-        if not slices:
-            return
-        pages = await self.store.execution_due_window(slices, self.batch)
-        for part, rows in zip(slices, pages, strict=True):
-            for row in rows:
-                self._add(row.execution_id, row.execute_at, _Fire(row.shard_id), row.shard_id)
-            if len(rows) == self.batch:
-                self._next_page(part, rows[-1])
-
-    def _next_page(self, part: DueSlice, last: DueEntry) -> None:
-        """A full page: the rest of the slice is loaded when the wheel reaches its last row."""
-        rest = DueSlice(part.shard_id, last.execute_at, part.until, last.execution_id)
-        key = ("page", part.shard_id, last.execute_at, last.execution_id)
-        self._add(key, last.execute_at, _Load(rest, page=True), part.shard_id)
-        self._paged.add(part.shard_id)
-
-    def _take_hints(self) -> tuple[bool, list[DueSlice]]:
-        """The due hints for the shards served, inside the loaded window: their slivers, to load
-        at once; True when some may have been missed (the wheel is then rebuilt)."""
-        if self._hints is None:
-            return False, []
-        news = self._hints.take()
-        if news.lost:
-            return True, []
-        if self.loaded_until is None:
-            return False, []
-        # A hint comes after its insert committed, so its sliver can be read now, however far
-        # ahead its instant: one query per round for all of them, seconds before a herd's
-        # instant rather than on it (loading hundreds of slivers at the instant, then firing
-        # what they found, was most of a herd's first start). What the sliver holds that is
-        # already in the wheel (a page or an earlier hint loaded it) replaces its entry.
-        slivers = {
-            DueSlice(shard, at - HINT_SLIVER, at)
-            for shard, at in news.pairs
-            if shard in self._loaded and at <= self.loaded_until
-        }
-        for first, last in news.spans:
-            # An insert too spread to list: when its span begins, load the span of every shard
-            # (what is not due yet is kept in the wheel at its own instant).
-            until = min(last, self.loaded_until)
-            for shard in self._loaded if first <= until else ():
-                part = DueSlice(shard, first - HINT_SLIVER, until)
-                self._add(("span", shard, first, until), first, _Load(part), shard)
-        return False, sorted(slivers, key=lambda c: (c.until, c.shard_id))
-
-    def _add(self, key: Hashable, due: datetime, payload: object, shard: int) -> None:
-        assert self.wheel is not None
-        self.wheel.add(key, due, payload)
-        self._keys[shard].add(key)
-
-    def _forget(self, shard_ids: Sequence[int]) -> None:
-        """Drops the wheel's entries of shards no longer served."""
-        for shard in shard_ids:
-            for key in self._keys.pop(shard, ()):
-                if self.wheel is not None:
-                    self.wheel.remove(key)
-            self._loaded.discard(shard)
-            self._paged.discard(shard)
+    # -- the wheel (its window: engine/wheel_window.py) -----------------------------------------
 
     async def _fire(self, now: datetime) -> int:
         """Promotes everything the wheel holds that is due by ``now``: markers load their slice
@@ -334,11 +228,6 @@ class Scheduler(Service, ShardLeasing):
             yield ids[start : start + size]
             start += size
             size = min(size * 4, self.batch)
-
-    def _page_rest(self, rest: DueSlice) -> DueSlice:
-        """A page marker's slice reaches the window's current end, extended since it was set."""
-        until = self.loaded_until if self.loaded_until is not None else rest.until
-        return DueSlice(rest.shard_id, rest.after_at, max(until, rest.until), rest.after_id)
 
     async def _promote_ids(
         self, ids: list[uuid.UUID], fire: dict[uuid.UUID, _Fire], now: datetime

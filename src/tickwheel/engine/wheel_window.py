@@ -1,0 +1,143 @@
+"""The scheduler's window: which SCHEDULED executions its timing wheel holds, loaded by bounded
+walks of the due index (the window, its pages, the due hints' slivers and spans), and dropped for
+shards no longer served. Mixed into ``Scheduler`` (engine/scheduler.py), which fires the wheel
+and promotes."""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from tickwheel.engine.timing_wheel import TimingWheel
+from tickwheel.store.due import DueEntry, DueHints, DueSlice
+from tickwheel.store.protocol import SchedulerStore
+
+# A fresh shard's window starts this far back: the catch-all that runs first has promoted what
+# was due by the database's clock, and rows between its clock and ours are loaded and fired.
+LOAD_MARGIN = timedelta(seconds=1)
+# A hint's instant is rounded up to the millisecond: its sliver reaches back this far.
+HINT_SLIVER = timedelta(milliseconds=1)
+
+
+@dataclass(frozen=True, slots=True)
+class _Fire:
+    """A loaded execution (keyed by its id)."""
+
+    shard_id: int
+    tries: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class _Load:
+    """A marker: load this slice when its instant comes: a spread insert's span, or the rest of a
+    shard's window after a full page (``page``)."""
+
+    slice: DueSlice
+    page: bool = False
+
+
+class WheelWindow:
+    """The wheel's contents per shard. The attributes are the scheduler's."""
+
+    store: SchedulerStore
+    shards: list[int]
+    batch: int
+    window: timedelta
+    refresh_every: timedelta
+    wheel: TimingWheel | None
+    _hints: DueHints | None
+    _keys: dict[int, set[Hashable]]
+    _loaded: set[int]
+    _paged: set[int]
+    loaded_until: datetime | None
+    _next_refresh: datetime | None
+
+    async def _load(self, now: datetime, *, rebuild: bool) -> None:
+        """Extends the window to ``now + window``: from where it ended for the shards loaded,
+        from a little before now for shards new to this scheduler (or all, to rebuild)."""
+        if rebuild:
+            self._forget(list(self._keys))
+            self._loaded.clear()
+            self._paged.clear()
+        until = now + self.window
+        old_until = self.loaded_until
+        slices = []
+        for shard in self.shards:
+            if shard in self._paged:
+                continue  # its next page's marker loads up to the current end when it fires
+            if shard in self._loaded and old_until is not None:
+                if old_until < until:
+                    slices.append(DueSlice(shard, old_until, until))
+            else:
+                slices.append(DueSlice(shard, now - LOAD_MARGIN, until))
+        self.loaded_until = until if old_until is None else max(old_until, until)
+        self._next_refresh = now + self.refresh_every
+        await self._load_slices(slices)
+        self._loaded.update(self.shards)
+
+    async def _load_slices(self, slices: Sequence[DueSlice]) -> None:
+        assert self.wheel is not None
+        if not slices:
+            return
+        pages = await self.store.execution_due_window(slices, self.batch)
+        for part, rows in zip(slices, pages, strict=True):
+            for row in rows:
+                self._add(row.execution_id, row.execute_at, _Fire(row.shard_id), row.shard_id)
+            if len(rows) == self.batch:
+                self._next_page(part, rows[-1])
+
+    def _next_page(self, part: DueSlice, last: DueEntry) -> None:
+        """A full page: the rest of the slice is loaded when the wheel reaches its last row."""
+        rest = DueSlice(part.shard_id, last.execute_at, part.until, last.execution_id)
+        key = ("page", part.shard_id, last.execute_at, last.execution_id)
+        self._add(key, last.execute_at, _Load(rest, page=True), part.shard_id)
+        self._paged.add(part.shard_id)
+
+    def _take_hints(self) -> tuple[bool, list[DueSlice]]:
+        """The due hints for the shards served, inside the loaded window: their slivers, to load
+        at once; True when some may have been missed (the wheel is then rebuilt)."""
+        if self._hints is None:
+            return False, []
+        news = self._hints.take()
+        if news.lost:
+            return True, []
+        if self.loaded_until is None:
+            return False, []
+        # A hint comes after its insert committed, so its sliver can be read now, however far
+        # ahead its instant: one query per round for all of them, seconds before a herd's
+        # instant rather than on it (loading hundreds of slivers at the instant, then firing
+        # what they found, was most of a herd's first start). What the sliver holds that is
+        # already in the wheel (a page or an earlier hint loaded it) replaces its entry.
+        slivers = {
+            DueSlice(shard, at - HINT_SLIVER, at)
+            for shard, at in news.pairs
+            if shard in self._loaded and at <= self.loaded_until
+        }
+        for first, last in news.spans:
+            # An insert too spread to list: when its span begins, load the span of every shard
+            # (what is not due yet is kept in the wheel at its own instant).
+            until = min(last, self.loaded_until)
+            for shard in self._loaded if first <= until else ():
+                part = DueSlice(shard, first - HINT_SLIVER, until)
+                self._add(("span", shard, first, until), first, _Load(part), shard)
+        return False, sorted(slivers, key=lambda c: (c.until, c.shard_id))
+
+    def _add(self, key: Hashable, due: datetime, payload: object, shard: int) -> None:
+        assert self.wheel is not None
+        self.wheel.add(key, due, payload)
+        self._keys[shard].add(key)
+
+    def _forget(self, shard_ids: Sequence[int]) -> None:
+        """Drops the wheel's entries of shards no longer served."""
+        for shard in shard_ids:
+            for key in self._keys.pop(shard, ()):
+                if self.wheel is not None:
+                    self.wheel.remove(key)
+            self._loaded.discard(shard)
+            self._paged.discard(shard)
+
+    def _page_rest(self, rest: DueSlice) -> DueSlice:
+        """A page marker's slice reaches the window's current end, extended since it was set."""
+        until = self.loaded_until if self.loaded_until is not None else rest.until
+        return DueSlice(rest.shard_id, rest.after_at, max(until, rest.until), rest.after_id)
