@@ -154,6 +154,7 @@ _PG_TABLES = (
     "pauses",
     "circuit_breakers",
     "circuit_breaker_transitions",
+    "rate_limits",
 )
 
 

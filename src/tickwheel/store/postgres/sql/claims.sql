@@ -87,6 +87,15 @@ candidates AS MATERIALIZED (
                             AND p.definition_uri IN ('', e.definition_uri)
                             AND p.probe_execution_id IS DISTINCT FROM e.execution_id
                           OFFSET 0))
+      -- Rate limits (0020, docs/flow-control.md): a row under a bucket is claimed only when the
+      -- store's rate step names it (rate_ids, with tokens drawn); otherwise passed over. The
+      -- first test runs once per statement: with no bucket anywhere no row is probed.
+      AND (%(rate_ids)s::uuid[] IS NULL OR e.execution_id = ANY (%(rate_ids)s::uuid[]))
+      AND (%(rate_ids)s::uuid[] IS NOT NULL OR NOT EXISTS (SELECT 1 FROM rate_limits)
+           OR NOT EXISTS (SELECT 1 FROM rate_limits r
+                          WHERE r.tenant = e.tenant
+                            AND r.definition_uri IN ('', e.definition_uri)
+                          OFFSET 0))
       AND CASE WHEN e.concurrency_limit IS NULL THEN true ELSE
           (SELECT count(*) FROM concurrency_holds h
            WHERE h.tenant = e.tenant AND h.definition_uri = e.definition_uri
@@ -199,6 +208,12 @@ WITH candidates AS MATERIALIZED (
                           WHERE p.tenant = executions.tenant
                             AND p.definition_uri IN ('', executions.definition_uri)
                             AND p.probe_execution_id IS DISTINCT FROM executions.execution_id
+                          OFFSET 0))
+      -- Rate limits: as in execution_claim_ready (rows under a bucket are the rate step's).
+      AND (NOT EXISTS (SELECT 1 FROM rate_limits)
+           OR NOT EXISTS (SELECT 1 FROM rate_limits r
+                          WHERE r.tenant = executions.tenant
+                            AND r.definition_uri IN ('', executions.definition_uri)
                           OFFSET 0))
     ORDER BY priority DESC, ready_at
     LIMIT %(limit)s
