@@ -130,6 +130,23 @@ def read_rate_limit(raw: Any, path: str, errors: ErrorList) -> RateLimitSpec | N
     return RateLimitSpec(limit, period, burst)
 
 
+def sync_action(
+    stored: tuple[int, float, int, int | None] | None, version: int, spec: RateLimitSpec | None
+) -> str | None:
+    """What a submission of definition ``version`` (with ``spec``) must write to the bucket
+    stored as (limit, period, burst, source version): "set", "drop" or nothing (None). A bucket
+    from a newer version, or one set through the API, is left as it is."""
+    if stored is None:
+        return None if spec is None else "set"
+    limit, period, burst, source = stored
+    if source is None or source > version:
+        return None
+    if spec is None:
+        return "drop"
+    same = (limit, period, burst) == (spec.limit, spec.period, spec.capacity)
+    return None if same else "set"
+
+
 # -- the bucket -----------------------------------------------------------------------------------
 
 

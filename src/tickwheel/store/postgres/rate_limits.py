@@ -24,6 +24,7 @@ from tickwheel.domain.rate_limits import (
     draw,
     lanes,
     refilled,
+    sync_action,
 )
 from tickwheel.store.postgres.queries import PostgresQueries
 from tickwheel.store.postgres.rows import opt_aware
@@ -146,13 +147,16 @@ class PostgresRateLimits(PostgresQueries):
         key = (tenant, definition_uri, version)
         if key in self._rates_synced:
             return
-        if spec is None:
-            params = {"tenant": tenant, "definition_uri": definition_uri}
+        params = {"tenant": tenant, "definition_uri": definition_uri}
+        row = await self._one("rate_limit_get", params)
+        stored = None if row is None else _settings(row)
+        action = sync_action(stored, version, spec)
+        if action == "drop":
             async with self._tx() as conn:
                 await conn.execute(
                     Q["rate_limit_drop_definition"], {**params, "definition_version": version}
                 )
-        else:
+        elif action == "set" and spec is not None:
             await self.rate_limit_set(tenant, definition_uri, spec, version, now)
         self._rates_synced.add(key)
 
@@ -192,3 +196,13 @@ def _state(row: DictRow) -> BucketState:
 
 
 __all__: Sequence[str] = ("PostgresRateLimits",)
+
+
+def _settings(row: Any) -> tuple[int, float, int, int | None]:
+    version = row["definition_version"]
+    return (
+        int(row["rate_limit"]),
+        float(row["period_seconds"]),
+        int(row["burst"]),
+        None if version is None else int(version),
+    )

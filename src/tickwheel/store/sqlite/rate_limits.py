@@ -6,6 +6,7 @@ transaction, which serialises it with every other claimer; the arithmetic is
 from __future__ import annotations
 
 import json
+import logging
 import sqlite3
 import time
 from collections.abc import Awaitable, Callable
@@ -14,6 +15,7 @@ from typing import Any
 
 import aiosqlite
 
+from tickwheel.domain.errors import Unavailable
 from tickwheel.domain.rate_limits import (
     Bucket,
     BucketState,
@@ -23,6 +25,7 @@ from tickwheel.domain.rate_limits import (
     draw,
     lanes,
     refilled,
+    sync_action,
 )
 from tickwheel.store.protocol import Topic
 from tickwheel.store.sqlfile import load_queries
@@ -34,6 +37,8 @@ Q = load_queries("tickwheel.store.sqlite.sql")
 RATES_RECHECK = 1.0
 """Seconds a store trusts its last look at whether any bucket exists (as on PostgreSQL): rows
 under a bucket are passed over by the claim meanwhile, never started without a token."""
+
+_log = logging.getLogger(__name__)
 
 Claim = Callable[[aiosqlite.Connection, str, dict[str, Any]], Awaitable[list[sqlite3.Row]]]
 
@@ -135,14 +140,28 @@ class SqliteRateLimits(SqliteConnection):
         key = (tenant, definition_uri, version)
         if key in self._rates_synced:
             return
-        if spec is None:
-            params = {"tenant": tenant, "definition_uri": definition_uri}
-            async with self._tx() as conn:
-                await conn.execute(
-                    Q["rate_limit_drop_definition"], {**params, "definition_version": version}
-                )
-        else:
-            await self.rate_limit_set(tenant, definition_uri, spec, version, now)
+        params = {"tenant": tenant, "definition_uri": definition_uri}
+        row = await self._one("rate_limit_get", params)
+        stored = None if row is None else _settings(row)
+        action = sync_action(stored, version, spec)
+        try:
+            if action == "drop":
+                async with self._tx() as conn:
+                    await conn.execute(
+                        Q["rate_limit_drop_definition"], {**params, "definition_version": version}
+                    )
+            elif action == "set" and spec is not None:
+                await self.rate_limit_set(tenant, definition_uri, spec, version, now)
+        except Unavailable:
+            # A submission inside the caller's own write transaction (tickwheel.connect) on the
+            # same file: the bucket cannot be written now. The next submission tries again;
+            # until then this definition version's executions start without its limit.
+            _log.warning(
+                "rate limit of %s for %s not written (the database is busy): next submission",
+                definition_uri,
+                tenant,
+            )
+            return
         self._rates_synced.add(key)
 
     async def rate_limit_clear(self, tenant: str, definition_uri: str) -> bool:
@@ -180,3 +199,13 @@ class SqliteRateLimits(SqliteConnection):
 
     async def rate_limit_waiting(self) -> dict[str, int]:
         return {r["definition_uri"]: int(r["n"]) for r in await self._all("rate_limit_waiting", {})}
+
+
+def _settings(row: Any) -> tuple[int, float, int, int | None]:
+    version = row["definition_version"]
+    return (
+        int(row["rate_limit"]),
+        float(row["period_seconds"]),
+        int(row["burst"]),
+        None if version is None else int(version),
+    )

@@ -102,3 +102,9 @@ WHERE e.status = 'READY' AND EXISTS (SELECT 1 FROM rate_limits)
   AND EXISTS (SELECT 1 FROM rate_limits r
               WHERE r.tenant = e.tenant AND r.definition_uri IN ('', e.definition_uri))
 GROUP BY e.definition_uri;
+
+-- name: rate_limit_get
+-- One bucket's settings: a submission writes only when its definition version changes them.
+SELECT rate_limit, period_seconds, burst, definition_version
+FROM rate_limits
+WHERE tenant = %(tenant)s AND definition_uri = %(definition_uri)s;
