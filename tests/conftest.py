@@ -155,6 +155,7 @@ _PG_TABLES = (
     "circuit_breakers",
     "circuit_breaker_transitions",
     "rate_limits",
+    "tenant_weights",
 )
 
 

@@ -14,12 +14,14 @@ from typing import Any
 from tickwheel.domain.clock import Clock, SystemClock, store_now
 from tickwheel.domain.definition_refs import is_name, uri_of
 from tickwheel.domain.errors import ErrorList, FieldError, InvalidInput, NotFound
+from tickwheel.domain.fieldtypes import describe
 from tickwheel.domain.jsonvalues import text_problem
 from tickwheel.domain.pauses import TENANT_WIDE, DefinitionFlow, TenantFlow
 from tickwheel.domain.rate_limits import RateLimitSpec, read_rate_limit
 from tickwheel.store.protocol import Store
 
 MAX_REASON = 500
+MAX_WEIGHT = 100
 TRANSITIONS_SHOWN = 50
 
 
@@ -101,7 +103,21 @@ class FlowService:
             await self.store.pause_list(self.tenant),
             await self.store.circuit_breaker_list(self.tenant),
             await self.store.rate_limit_list(self.tenant, store_now(self.clock)),
+            await self.store.tenant_weight_get(self.tenant),
         )
+
+    async def weigh_tenant(self, weight: Any) -> TenantFlow:
+        """The tenant's share of a claim's batch while several tenants have READY work: it takes
+        ``weight`` executions per turn (1 to 100; None: back to 1). An operator's decision:
+        a tenant that set its own would take the others' share (the API requires an operator
+        key)."""
+        if weight is not None and (
+            isinstance(weight, bool) or not isinstance(weight, int) or not 1 <= weight <= MAX_WEIGHT
+        ):
+            problem = f"must be an integer from 1 to {MAX_WEIGHT}, got {describe(weight)}"
+            raise InvalidInput("the tenant weight is invalid", [FieldError("weight", problem)])
+        await self.store.tenant_weight_set(self.tenant, weight)
+        return await self.tenant_flow()
 
 
 def check_rate_limit(body: Any) -> RateLimitSpec:

@@ -133,6 +133,25 @@ class FlowClient:
         )
         return TenantFlowState.from_wire(data)
 
+    async def weigh_tenant(self, weight: int | None, tenant: str | None = None) -> TenantFlowState:
+        """The tenant's share of each claim while several tenants have READY work (``weight``
+        executions per turn, 1 to 100; None: back to 1). Operator keys only."""
+        if self._local is not None:
+            return TenantFlowState.of(await self._service(tenant).weigh_tenant(weight))
+        if weight is None:
+            data = await self._call(
+                TenantFlowState, "DELETE", "/v1/tenant/weight", **_tenant(tenant)
+            )
+        else:
+            data = await self._call(
+                TenantFlowState,
+                "PUT",
+                "/v1/tenant/weight",
+                json={"weight": weight},
+                **_tenant(tenant),
+            )
+        return TenantFlowState.from_wire(data)
+
 
 class FlowSync:
     """``Client.flow``: each method runs its ``FlowClient`` twin on the client's loop."""
@@ -178,4 +197,8 @@ class FlowSync:
 
     def unlimit_tenant_rate(self, tenant: str | None = None) -> TenantFlowState:
         result: TenantFlowState = self._run(self._inner.unlimit_tenant_rate(tenant))
+        return result
+
+    def weigh_tenant(self, weight: int | None, tenant: str | None = None) -> TenantFlowState:
+        result: TenantFlowState = self._run(self._inner.weigh_tenant(weight, tenant))
         return result

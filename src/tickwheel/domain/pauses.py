@@ -75,6 +75,8 @@ class TenantFlow:
     breakers: list[BreakerRecord]
     rate_limits: list[BucketState] = field(default_factory=list)
     """The tenant's own bucket (``TENANT_WIDE``) and its definitions'."""
+    weight: int = 1
+    """Executions it takes per turn in the fair claim."""
 
     @property
     def paused(self) -> bool:

@@ -145,6 +145,7 @@ class TenantFlowState(Resource):
     rate_limits: list[RateLimit] = Field(
         default_factory=list, description="the tenant's own (definition null) and its definitions'"
     )
+    weight: int = Field(1, description="executions it takes per turn in the fair claim")
 
     @classmethod
     def of(cls, f: TenantFlow) -> TenantFlowState:
@@ -154,6 +155,7 @@ class TenantFlowState(Resource):
             pauses=[Pause.of(p) for p in f.pauses],
             circuit_breakers=[CircuitBreaker.of_record(b) for b in f.breakers],
             rate_limits=[RateLimit.of(b) for b in f.rate_limits],
+            weight=f.weight,
         )
 
 
@@ -178,3 +180,9 @@ class RateLimitBody(BaseModel):
     burst: int | None = Field(
         None, strict=True, description="starts at once after a quiet spell; the limit if unset"
     )
+
+
+class WeightBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    weight: StrictInt = Field(description="executions per turn in the fair claim, 1 to 100")

@@ -104,7 +104,8 @@ class FlowStore(Protocol):
 
 
 class RateLimitStore(Protocol):
-    """Token buckets (issue 14, ``domain.rate_limits``); the claim draws on them."""
+    """Token buckets (issue 14, ``domain.rate_limits``), which the claim draws on, and tenants'
+    weights in the fair claim."""
 
     async def rate_limit_set(
         self,
@@ -146,4 +147,13 @@ class RateLimitStore(Protocol):
 
     async def rate_limit_waiting(self) -> dict[str, int]:
         """READY executions under a rate limit, per definition URI (the /metrics gauge)."""
+        ...
+
+    async def tenant_weight_set(self, tenant: str, weight: int | None) -> None:
+        """The tenant's weight in the fair claim (it takes ``weight`` executions per turn);
+        None: back to 1."""
+        ...
+
+    async def tenant_weight_get(self, tenant: str) -> int:
+        """1 unless set."""
         ...

@@ -19,6 +19,7 @@ from tickwheel.resources.flow import (
     PauseBody,
     RateLimitBody,
     TenantFlowState,
+    WeightBody,
 )
 
 router = APIRouter(prefix="/v1", tags=["flow control"])
@@ -127,3 +128,21 @@ async def tenant_rate(request: Request, who: Who, tenant: TenantParam = None) ->
     """The tenant's flow state; ``rateLimits`` holds its bucket and its definitions'."""
     who.require(Scope.READ)
     return TenantFlowState.of(await _service(request, who, tenant).tenant_flow())
+
+
+@router.put("/tenant/weight", response_model=TenantFlowState, responses=refusals(403, 422))
+async def weigh_tenant(
+    body: WeightBody, request: Request, who: Who, tenant: TenantParam = None
+) -> TenantFlowState:
+    """The tenant's share of each claim while several tenants have READY work: ``weight``
+    executions per turn (default 1). Operator keys only: a tenant raising its own weight would
+    take the others' share."""
+    who.require(Scope.OPERATOR)
+    return TenantFlowState.of(await _service(request, who, tenant).weigh_tenant(body.weight))
+
+
+@router.delete("/tenant/weight", response_model=TenantFlowState, responses=refusals(403, 422))
+async def unweigh_tenant(request: Request, who: Who, tenant: TenantParam = None) -> TenantFlowState:
+    """Back to weight 1 (operator keys only)."""
+    who.require(Scope.OPERATOR)
+    return TenantFlowState.of(await _service(request, who, tenant).weigh_tenant(None))

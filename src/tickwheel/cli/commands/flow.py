@@ -83,7 +83,8 @@ def _show_tenant(f: TenantFlowState, as_json: bool) -> None:
         print_json(f.to_wire())
         return
     word = "[yellow]paused[/]" if f.paused else "[green]running[/]"
-    console.print(f"tenant {f.tenant}: {word}")
+    weight = f", weight {f.weight} in the fair claim" if f.weight != 1 else ""
+    console.print(f"tenant {f.tenant}: {word}{weight}")
     for p in f.pauses:
         console.print(_pause_line(p))
     for b in f.circuit_breakers:
@@ -170,3 +171,15 @@ def tenant_clear_rate_limit(
 ) -> None:
     """Lift the tenant's own rate limit (definitions' rateLimit stay)."""
     _on_flow(ctx, as_json, lambda flow: flow.unlimit_tenant_rate(tenant), _show_tenant)
+
+
+@tenant_app.command("weight")
+def tenant_weight(
+    ctx: typer.Context,
+    weight: Annotated[int, typer.Argument(help="executions per turn in the fair claim, 1 to 100")],
+    tenant: OtherTenant = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Set the tenant's share of each claim while several tenants have READY work (operator
+    key; 1 is the default)."""
+    _on_flow(ctx, as_json, lambda flow: flow.weigh_tenant(weight, tenant), _show_tenant)

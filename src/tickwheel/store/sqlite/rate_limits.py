@@ -200,6 +200,18 @@ class SqliteRateLimits(SqliteConnection):
     async def rate_limit_waiting(self) -> dict[str, int]:
         return {r["definition_uri"]: int(r["n"]) for r in await self._all("rate_limit_waiting", {})}
 
+    async def tenant_weight_set(self, tenant: str, weight: int | None) -> None:
+        async with self._tx() as conn:
+            if weight is None:
+                await conn.execute(Q["tenant_weight_clear"], {"tenant": tenant})
+            else:
+                params = {"tenant": tenant, "weight": weight, "now": to_us(datetime.now(UTC))}
+                await conn.execute(Q["tenant_weight_set"], params)
+
+    async def tenant_weight_get(self, tenant: str) -> int:
+        row = await self._one("tenant_weight_get", {"tenant": tenant})
+        return 1 if row is None else int(row["weight"])
+
 
 def _settings(row: Any) -> tuple[int, float, int, int | None]:
     version = row["definition_version"]

@@ -59,7 +59,10 @@ candidates AS MATERIALIZED (
     SELECT f.execution_id, f.tenant, f.definition_uri, f.concurrency_key, f.concurrency_limit,
         f.priority, f.ready_at
     FROM (
-    SELECT c.*, row_number() OVER (PARTITION BY c.tenant ORDER BY c.priority DESC, c.ready_at)
+    -- A tenant of weight w (tenant_weights, 0020; 1 when unset) takes w rows per turn.
+    SELECT c.*, (row_number() OVER (PARTITION BY c.tenant ORDER BY c.priority DESC, c.ready_at)
+                 - 1) / coalesce((SELECT w.weight FROM tenant_weights w
+                                  WHERE w.tenant = c.tenant), 1)
         AS turn
     FROM unnest(ARRAY(SELECT tenant FROM tenants WHERE tenant IS NOT NULL)) AS t (tenant)
     CROSS JOIN LATERAL (

@@ -108,3 +108,14 @@ GROUP BY e.definition_uri;
 SELECT rate_limit, period_seconds, burst, definition_version
 FROM rate_limits
 WHERE tenant = %(tenant)s AND definition_uri = %(definition_uri)s;
+
+-- name: tenant_weight_set
+INSERT INTO tenant_weights (tenant, weight, updated_at)
+VALUES (%(tenant)s, %(weight)s, now())
+ON CONFLICT (tenant) DO UPDATE SET weight = EXCLUDED.weight, updated_at = EXCLUDED.updated_at;
+
+-- name: tenant_weight_clear
+DELETE FROM tenant_weights WHERE tenant = %(tenant)s;
+
+-- name: tenant_weight_get
+SELECT weight FROM tenant_weights WHERE tenant = %(tenant)s;

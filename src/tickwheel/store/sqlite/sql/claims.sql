@@ -144,7 +144,11 @@ FROM (
                     SELECT count(*) FROM concurrency_holds h
                     WHERE h.tenant = e.tenant AND h.definition_uri = e.definition_uri
                       AND h.concurrency_key = e.concurrency_key) END AS held,
-                row_number() OVER (PARTITION BY e.tenant ORDER BY e.priority DESC, e.ready_at)
+                -- A tenant of weight w (tenant_weights, 0020; 1 when unset) takes w rows per
+                -- turn.
+                (row_number() OVER (PARTITION BY e.tenant ORDER BY e.priority DESC, e.ready_at)
+                 - 1) / coalesce((SELECT w.weight FROM tenant_weights w
+                                  WHERE w.tenant = e.tenant), 1)
                     AS turn
             FROM tenants t, executions e
             WHERE t.tenant IS NOT NULL AND e.execution_id IN (

@@ -93,3 +93,14 @@ GROUP BY e.definition_uri;
 SELECT rate_limit, period_seconds, burst, definition_version
 FROM rate_limits
 WHERE tenant = :tenant AND definition_uri = :definition_uri;
+
+-- name: tenant_weight_set
+INSERT INTO tenant_weights (tenant, weight, updated_at)
+VALUES (:tenant, :weight, :now)
+ON CONFLICT (tenant) DO UPDATE SET weight = excluded.weight, updated_at = excluded.updated_at;
+
+-- name: tenant_weight_clear
+DELETE FROM tenant_weights WHERE tenant = :tenant;
+
+-- name: tenant_weight_get
+SELECT weight FROM tenant_weights WHERE tenant = :tenant;
