@@ -293,6 +293,7 @@ async def test_claim_candidates_use_the_ready_partial_index(
         "concurrency_holds_pkey",
         "pauses_pkey",
         "rate_limits_pkey",
+        "tenant_weights_pkey",  # a tenant's weight, per row of the (bounded) candidates
     }, limited
     claimed = await store.execution_claim_ready("w1", 10, LEASE)
     assert [e.priority for e in claimed] == [4] * 10
