@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
 from tickwheel.domain.breaker import BreakerState
-from tickwheel.domain.clock import Clock
+from tickwheel.domain.clock import Clock, store_now
 from tickwheel.domain.pauses import TENANT_WIDE
 from tickwheel.domain.rate_limits import EPSILON
 from tickwheel.domain.states import TERMINAL
@@ -50,11 +50,11 @@ async def refresh_queue_gauges(store: Store, clock: Clock, metrics: Metrics) -> 
         metrics.breakers.labels(str(state)).set(breakers.get(state, 0))
     metrics.concurrency_waiting.set(waiting)
     metrics.concurrency_held.set(held)
-    await _rate_limit_gauges(store, metrics)
+    await _rate_limit_gauges(store, metrics, store_now(clock))
 
 
-async def _rate_limit_gauges(store: Store, metrics: Metrics) -> None:
-    buckets = await store.rate_limit_list(None)
+async def _rate_limit_gauges(store: Store, metrics: Metrics, now: datetime | None) -> None:
+    buckets = await store.rate_limit_list(None, now)
     tokens: dict[str, float] = {}
     for b in buckets:
         label = (

@@ -173,7 +173,7 @@ class PostgresRateLimits(PostgresQueries):
         self, tenant: str | None, now: datetime | None = None
     ) -> list[BucketState]:
         if tenant is None:
-            rows = await self._all("rate_limit_all", {})
+            rows = await self._all("rate_limit_all", {"now": opt_aware(now)})
         else:
             rows = await self._all("rate_limit_list", {"tenant": tenant, "now": opt_aware(now)})
         return [_state(r) for r in rows]

@@ -89,7 +89,9 @@ ORDER BY definition_uri;
 -- name: rate_limit_all
 -- Every bucket (the /metrics gauges), refilled to now.
 SELECT tenant, definition_uri, rate_limit, period_seconds, burst, definition_version, tokens,
-    greatest(0, extract(epoch FROM (now() - refilled_at)))::float8 AS elapsed, now() AS at
+    greatest(0, extract(epoch FROM (coalesce(%(now)s::timestamptz, now()) - refilled_at)))::float8
+        AS elapsed,
+    coalesce(%(now)s::timestamptz, now()) AS at
 FROM rate_limits
 ORDER BY tenant, definition_uri;
 
