@@ -118,3 +118,17 @@ async def test_waiting_counts_the_ready_rows_under_a_bucket(store: Store) -> Non
     await store.execution_insert_many([new_execution(d=definition("other"))])
     await store.execution_claim_ready("w1", 10, LEASE, T0)
     assert await store.rate_limit_waiting() == {GREET: 2}
+
+
+async def test_a_rate_limit_and_a_concurrency_limit_hold_together(store: Store) -> None:
+    from tests.store.test_concurrency import keyed
+
+    await store.rate_limit_set("acme", "registry://jobs/sync", RateLimitSpec(3, 1.0), 1, T0)
+    # Two customers, limit 1 each (fifo): at most 2 run, and at most 3 start per second.
+    await store.execution_insert_many([keyed(c, n) for n in range(3) for c in ("a", "b")])
+    first = await store.execution_claim_ready("w1", 10, LEASE, T0)
+    assert sorted(e.concurrency.key for e in first if e.concurrency) == ["a", "b"]
+    # Both keys busy: nothing starts, and the token the rate step did not spend stays.
+    assert await store.execution_claim_ready("w1", 10, LEASE, T0) == []
+    [bucket] = await store.rate_limit_list("acme", T0)
+    assert bucket.tokens == pytest.approx(1.0)
