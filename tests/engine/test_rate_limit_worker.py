@@ -74,9 +74,7 @@ async def test_a_worker_waiting_for_a_token_sleeps_until_it_comes(store: Store) 
         # One start (the full bucket), then about one claim per 0.25 s while the fake clock
         # stands still: a polling loop would make hundreds.
         assert counting.started == 1
-        print(
-            f"\nclaims in 1 s, the only work waiting for a token (4 a second): {counting.claims}"
-        )
+        print(f"\nclaims in 1 s, the only work waiting for a token (4 a second): {counting.claims}")
         assert 2 <= counting.claims <= 10, counting.claims
         claims = counting.claims
         clock.advance(0.25)  # a token is due: the next wake-up takes it
