@@ -98,3 +98,7 @@ async def test_rate_limits_show_with_their_tokens_on_the_page_and_the_list(dash:
         listing = await http.get("/dashboard/definitions")
         assert '<span class="badge paused">rate limited</span>' in listing.text
         assert 'id="tenant-rate"' in listing.text and "3 tokens now" in listing.text
+        assert 'id="tenant-weight"' not in listing.text
+        await dash.store.tenant_weight_set("acme", 4)
+        listing = await http.get("/dashboard/definitions")
+        assert "weight in the fair claim: 4 executions per turn" in listing.text

@@ -59,6 +59,7 @@ async def list_states(request: Request, session: Session) -> dict[str, Any]:
         "flow_states": states,
         "tenant_paused": tenant.paused,
         "tenant_rate": None if tenant_rate is None else RateLimit.of(tenant_rate).to_wire(),
+        "tenant_weight": tenant.weight,
     }
 
 
