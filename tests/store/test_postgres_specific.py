@@ -288,12 +288,13 @@ async def test_claim_candidates_use_the_ready_partial_index(
         ("Index Only Scan", "executions", "executions_ready_tenant")
     }, limited
     gate = set(_scans(gated)) - set(_scans(gated, gates=False))
+    # rate_limits and tenant_weights hold a few rows at most (none here): the planner may read
+    # them whole, by their key or not.
+    gate = {g for g in gate if g[1] not in ("rate_limits", "tenant_weights")}
     assert {index for _, _, index in gate} <= {
         "executions_concurrency_queue",
         "concurrency_holds_pkey",
         "pauses_pkey",
-        "rate_limits_pkey",
-        "tenant_weights_pkey",  # a tenant's weight, per row of the (bounded) candidates
     }, limited
     claimed = await store.execution_claim_ready("w1", 10, LEASE)
     assert [e.priority for e in claimed] == [4] * 10
