@@ -154,6 +154,8 @@ _PG_TABLES = (
     "pauses",
     "circuit_breakers",
     "circuit_breaker_transitions",
+    "rate_limits",
+    "tenant_weights",
 )
 
 

@@ -135,3 +135,42 @@ def test_a_start_by_that_passes_while_paused_ends_expired(
     assert expired["error"]["message"] == "not started by its startBy"
     assert expired["startBy"] and expired["attemptCount"] == 0
     assert cli_json(server, "tenant", "resume")["paused"] is False
+
+
+def test_rate_limits_through_the_cli(server: ServerProcess, tmp_path: Path) -> None:
+    """A definition file's rateLimit holds a burst of submissions to its budget on a real
+    server; the tenant's own limit is set, shown and lifted by the CLI."""
+    limited = {**PAY, "name": "paced", "rateLimit": {"limit": 4, "period": "1s", "burst": 2}}
+    del limited["circuitBreaker"]
+    spec = tmp_path / "paced.json"
+    spec.write_text(json.dumps(limited))
+    cli(server, "definitions", "apply", str(spec))
+    shown = cli_json(server, "tenant", "rate-limit", "50", "--period", "2s", "--burst", "5")
+    [mine] = shown["rateLimits"]
+    assert (mine["definition"], mine["limit"], mine["period"], mine["burst"]) == (None, 50, 2, 5)
+    with httpx.Client(base_url=server.url, headers=server.headers(), timeout=10) as http:
+        ids = []
+        for _ in range(6):
+            r = http.post(
+                "/v1/executions", json={"definitionUri": "registry://jobs/paced", "inputs": UP}
+            )
+            assert r.status_code == 201, r.text
+            ids.append(r.json()["executionId"])
+        starts = sorted(
+            datetime.fromisoformat(
+                wait_on_api(server, f"/v1/executions/{i}", lambda e: e["status"] == "SUCCEEDED")[
+                    "startedAt"
+                ].replace("Z", "+00:00")
+            )
+            for i in ids
+        )
+    # Burst 2, then 4 a second: six starts take at least a second.
+    assert (starts[-1] - starts[0]).total_seconds() >= 0.95, starts
+    text = cli(server, "tenant", "show").stdout
+    assert "rate limit of the whole tenant: 50 per 2s, burst 5" in text, text
+    assert "rate limit of paced: 4 per 1s, burst 2" in text, text
+    flow = cli_json(server, "definitions", "flow", "paced")
+    assert [r["definition"] for r in flow["rateLimits"]] == [None, "paced"]
+    assert cli_json(server, "tenant", "clear-rate-limit")["rateLimits"][0]["definition"] == "paced"
+    refused = run_cli("tenant", "rate-limit", "0", cwd=server.directory, server=server)
+    assert refused.returncode != 0 and "limit" in refused.stdout + refused.stderr, describe(refused)

@@ -76,3 +76,29 @@ async def test_another_tenants_definition_has_no_flow_page(dash: Dash) -> None:
         assert r.status_code == 404
         assert (await http.get("/dashboard/definitions/payroll")).status_code == 404
     assert await dash.store.pause_list("globex") == []
+
+
+async def test_rate_limits_show_with_their_tokens_on_the_page_and_the_list(dash: Dash) -> None:
+    from tickwheel.domain.rate_limits import RateLimitSpec
+
+    uri = "registry://jobs/greet"
+    await submit(dash)
+    await submit(dash)
+    # (As if greet's file set it: a submission of a version without rateLimit drops it.)
+    await dash.store.rate_limit_set("acme", uri, RateLimitSpec(2, 1.0), 1, T0)
+    await dash.store.rate_limit_set("acme", "", RateLimitSpec(50, 60.0, 5), None, T0)
+    assert len(await dash.store.execution_claim_ready("w1", 5, timedelta(seconds=30), T0)) == 2
+    http, _ = await dash.signed_in(await dash.key(Scope.READ))
+    async with aclosing(http):
+        page = await http.get(GREET)
+        assert 'id="rate-limits"' in page.text
+        assert "Rate limit of greet: 2 per 1 s, burst 2" in page.text
+        assert "0 tokens now</span>, 2 used" in page.text
+        assert "Rate limit of the whole tenant: 50 per 60 s, burst 5" in page.text
+        listing = await http.get("/dashboard/definitions")
+        assert '<span class="badge paused">rate limited</span>' in listing.text
+        assert 'id="tenant-rate"' in listing.text and "3 tokens now" in listing.text
+        assert 'id="tenant-weight"' not in listing.text
+        await dash.store.tenant_weight_set("acme", 4)
+        listing = await http.get("/dashboard/definitions")
+        assert "weight in the fair claim: 4 executions per turn" in listing.text

@@ -81,3 +81,23 @@ async def test_gauges_count_executions_waiting_for_a_concurrency_limit(store: St
     assert await gauges.run_once() == 1
     assert metrics.value("tickwheel_concurrency_waiting") == 2
     assert metrics.value("tickwheel_concurrency_slots_held") == 1
+
+
+async def test_rate_limit_gauges_show_tokens_and_what_waits(store: Store) -> None:
+    from tickwheel.domain.rate_limits import RateLimitSpec
+
+    clock = FakeClock(T0)
+    metrics = Metrics()
+    gauges = QueueGauges(store, clock, metrics=metrics, idle_after=60)
+    await gauges.run_once()
+    assert metrics.value("tickwheel_rate_limit_buckets_empty") == 0
+    await store.rate_limit_set("acme", "registry://jobs/greet", RateLimitSpec(2, 1.0), 1, T0)
+    await store.rate_limit_set("acme", "", RateLimitSpec(100, 1.0), None, T0)
+    await store.execution_insert_many([new_execution(now=T0) for _ in range(5)])
+    assert len(await store.execution_claim_ready("w", 10, timedelta(seconds=30), T0)) == 2
+    metrics.render()
+    assert await gauges.run_once() == 1
+    assert metrics.value("tickwheel_rate_limited_waiting", definition="greet") == 3
+    assert metrics.value("tickwheel_rate_limit_tokens", definition="greet") == 0
+    assert metrics.value("tickwheel_rate_limit_tokens", definition="(tenant)") == 98
+    assert metrics.value("tickwheel_rate_limit_buckets_empty") == 1

@@ -57,3 +57,21 @@ async def test_concurrency_limits_apply_to_the_fair_claim(store: Store) -> None:
     await store.execution_insert_many([new_execution("other") for _ in range(2)])
     claimed = await store.execution_claim_ready("w0", 10, LEASE, T0 + timedelta(seconds=5))
     assert sorted(e.tenant for e in claimed) == ["acme", "other", "other"]
+
+
+async def test_weights_share_the_batch_in_proportion(store: Store) -> None:
+    await store.execution_insert_many([new_execution("heavy") for _ in range(200)])
+    await store.execution_insert_many([new_execution("light") for _ in range(200)])
+    await store.tenant_weight_set("heavy", 3)
+    assert await store.tenant_weight_get("heavy") == 3
+    assert await store.tenant_weight_get("light") == 1
+    counts = {"heavy": 0, "light": 0}
+    for _ in range(10):
+        for e in await store.execution_claim_ready("w0", 8, LEASE, T0 + timedelta(seconds=1)):
+            counts[e.tenant] += 1
+    assert sum(counts.values()) == 80
+    assert counts == {"heavy": 60, "light": 20}  # 3:1, each claim of 8 two turns of 3 + 1
+    await store.tenant_weight_set("heavy", None)
+    assert await store.tenant_weight_get("heavy") == 1
+    again = await store.execution_claim_ready("w0", 8, LEASE, T0 + timedelta(seconds=1))
+    assert sum(e.tenant == "heavy" for e in again) == 4

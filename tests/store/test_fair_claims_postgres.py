@@ -48,7 +48,14 @@ async def test_a_paused_tenants_backlog_is_not_walked_by_the_fair_claim(
         await conn.execute("BEGIN")
         cursor = await conn.execute(
             "EXPLAIN (ANALYZE, FORMAT JSON) " + Q["execution_claim_ready"],
-            {"worker_id": "w0", "limit": 10, "lease": LEASE, "now": None, "definition_uris": None},
+            {
+                "worker_id": "w0",
+                "limit": 10,
+                "lease": LEASE,
+                "now": None,
+                "definition_uris": None,
+                "rate_ids": None,
+            },
             prepare=False,
         )
         [(plan,)] = await cursor.fetchall()

@@ -213,11 +213,15 @@ async def test_claims_and_the_due_walk_still_read_only_the_partial_indexes(
                     "lease": LEASE,
                     "now": None,
                     "definition_uris": None,
+                    "rate_ids": None,
                 },
             )
             [candidates] = [p for p in claim["Plans"] if p.get("Subplan Name") == "CTE candidates"]
-            # Besides the READY indexes, the pause clause probes the (small) pauses table's key.
-            scans = {s for s in _scans(candidates, gates=False) if s[2] != "pauses"}
+            # Besides the READY indexes, the pause and rate-limit clauses probe their (small)
+            # tables.
+            scans = {
+                s for s in _scans(candidates, gates=False) if s[2] not in ("pauses", "rate_limits")
+            }
             assert scans and {kind for kind, *_ in scans} <= {"Index Scan", "Index Only Scan"}, (
                 query,
                 claim,

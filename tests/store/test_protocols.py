@@ -21,6 +21,7 @@ from tickwheel.store.postgres.api_keys import PostgresApiKeys
 from tickwheel.store.postgres.definitions import PostgresDefinitions
 from tickwheel.store.postgres.flow import PostgresFlow
 from tickwheel.store.postgres.promotion import PostgresPromotion
+from tickwheel.store.postgres.rate_limits import PostgresRateLimits
 from tickwheel.store.postgres.running import PostgresRunning
 from tickwheel.store.postgres.shard_leases import PostgresShardLeases
 from tickwheel.store.postgres.store import PostgresStore
@@ -29,6 +30,7 @@ from tickwheel.store.sqlite.api_keys import SqliteApiKeys
 from tickwheel.store.sqlite.definitions import SqliteDefinitions
 from tickwheel.store.sqlite.flow import SqliteFlow
 from tickwheel.store.sqlite.promotion import SqlitePromotion
+from tickwheel.store.sqlite.rate_limits import SqliteRateLimits
 from tickwheel.store.sqlite.running import SqliteRunning
 from tickwheel.store.sqlite.shard_leases import SqliteShardLeases
 from tickwheel.store.sqlite.store import SqliteStore
@@ -48,6 +50,7 @@ PARTS = [
     engine_protocol.WorkerRegistryStore,
     running_protocol.RunningStore,
     flow_protocol.FlowStore,
+    flow_protocol.RateLimitStore,
 ]
 MIXINS = {
     execution_protocol.DefinitionStore: (PostgresDefinitions, SqliteDefinitions),
@@ -57,6 +60,7 @@ MIXINS = {
     engine_protocol.WorkerRegistryStore: (PostgresWorkerRegistry, SqliteWorkerRegistry),
     running_protocol.RunningStore: (PostgresRunning, SqliteRunning),
     flow_protocol.FlowStore: (PostgresFlow, SqliteFlow),
+    flow_protocol.RateLimitStore: (PostgresRateLimits, SqliteRateLimits),
 }
 
 

@@ -18,6 +18,7 @@ from typing import Any
 
 from tickwheel.app.context import TenantContext
 from tickwheel.app.outcomes import ItemOutcome, Outcome, Written
+from tickwheel.domain.clock import store_now
 from tickwheel.domain.definition_refs import require_name, stored_name
 from tickwheel.domain.definitions import Definition
 from tickwheel.domain.errors import Conflict, FieldError, InvalidInput, NotFound, TickwheelError
@@ -162,6 +163,15 @@ class ExecutionService(TenantContext):
                     [FieldError("definitionUri", "no such definition (register it first)")],
                 )
             definition = cache[(name, version)] = stored.definition
+            # Its rate limit's bucket for this tenant, before its first execution can be READY
+            # (once per process and definition version: the store remembers).
+            await self.store.rate_limit_sync(
+                self.tenant,
+                definition.uri,
+                definition.version,
+                definition.rate_limit,
+                store_now(self.clock),
+            )
         item = prepare_execution(request, definition, self.tenant, now)
         # The submitter's trace, continued by the attempts; not part of the request, so not of
         # its fingerprint either: a retry from another trace is the same request.

@@ -8,14 +8,20 @@ definition is unknown here (NotFound), as everywhere else."""
 
 from __future__ import annotations
 
-from tickwheel.domain.clock import Clock, SystemClock
+from collections.abc import Mapping
+from typing import Any
+
+from tickwheel.domain.clock import Clock, SystemClock, store_now
 from tickwheel.domain.definition_refs import is_name, uri_of
-from tickwheel.domain.errors import FieldError, InvalidInput, NotFound
+from tickwheel.domain.errors import ErrorList, FieldError, InvalidInput, NotFound
+from tickwheel.domain.fieldtypes import describe
 from tickwheel.domain.jsonvalues import text_problem
 from tickwheel.domain.pauses import TENANT_WIDE, DefinitionFlow, TenantFlow
+from tickwheel.domain.rate_limits import RateLimitSpec, read_rate_limit
 from tickwheel.store.protocol import Store
 
 MAX_REASON = 500
+MAX_WEIGHT = 100
 TRANSITIONS_SHOWN = 50
 
 
@@ -64,7 +70,12 @@ class FlowService:
         transitions = await self.store.circuit_breaker_transitions(
             self.tenant, uri, TRANSITIONS_SHOWN
         )
-        return DefinitionFlow(name, pauses, breaker, transitions)
+        buckets = [
+            b
+            for b in await self.store.rate_limit_list(self.tenant, store_now(self.clock))
+            if b.definition_uri in (uri, TENANT_WIDE)
+        ]
+        return DefinitionFlow(name, pauses, breaker, transitions, buckets)
 
     async def pause_tenant(self, reason: str = "") -> TenantFlow:
         await self.store.pause_set(self.tenant, TENANT_WIDE, check_reason(reason), self.clock.now())
@@ -74,9 +85,49 @@ class FlowService:
         await self.store.pause_clear(self.tenant, TENANT_WIDE)
         return await self.tenant_flow()
 
+    async def limit_tenant_rate(self, body: Any) -> TenantFlow:
+        """At most ``limit`` starts per ``period`` for the whole tenant, whatever the definition
+        (each definition's own ``rateLimit`` applies too). Setting it again changes the limit
+        and keeps the tokens, at most the new burst."""
+        spec = check_rate_limit(body)
+        await self.store.rate_limit_set(self.tenant, TENANT_WIDE, spec, None, store_now(self.clock))
+        return await self.tenant_flow()
+
+    async def unlimit_tenant_rate(self) -> TenantFlow:
+        await self.store.rate_limit_clear(self.tenant, TENANT_WIDE)
+        return await self.tenant_flow()
+
     async def tenant_flow(self) -> TenantFlow:
         return TenantFlow(
             self.tenant,
             await self.store.pause_list(self.tenant),
             await self.store.circuit_breaker_list(self.tenant),
+            await self.store.rate_limit_list(self.tenant, store_now(self.clock)),
+            await self.store.tenant_weight_get(self.tenant),
         )
+
+    async def weigh_tenant(self, weight: Any) -> TenantFlow:
+        """The tenant's share of a claim's batch while several tenants have READY work: it takes
+        ``weight`` executions per turn (1 to 100; None: back to 1). An operator's decision:
+        a tenant that set its own would take the others' share (the API requires an operator
+        key)."""
+        if weight is not None and (
+            isinstance(weight, bool) or not isinstance(weight, int) or not 1 <= weight <= MAX_WEIGHT
+        ):
+            problem = f"must be an integer from 1 to {MAX_WEIGHT}, got {describe(weight)}"
+            raise InvalidInput("the tenant weight is invalid", [FieldError("weight", problem)])
+        await self.store.tenant_weight_set(self.tenant, weight)
+        return await self.tenant_flow()
+
+
+def check_rate_limit(body: Any) -> RateLimitSpec:
+    """A rate limit as the API takes it (the keys of a definition's ``rateLimit``); InvalidInput
+    naming each bad field otherwise."""
+    errors = ErrorList()
+    if not isinstance(body, Mapping):
+        errors.add("", "must be an object with limit, and optionally period and burst")
+    spec = read_rate_limit(body, "", errors) if isinstance(body, Mapping) else None
+    if spec is None:
+        items = [FieldError(e.path.lstrip("."), e.message) for e in errors.items]
+        raise InvalidInput("the rate limit is invalid", items or errors.items)
+    return spec

@@ -104,6 +104,54 @@ class FlowClient:
         data = await self._call(TenantFlowState, "GET", "/v1/tenant/flow", **_tenant(tenant))
         return TenantFlowState.from_wire(data)
 
+    async def limit_tenant_rate(
+        self,
+        limit: int,
+        period: float | str = 1.0,
+        burst: int | None = None,
+        tenant: str | None = None,
+    ) -> TenantFlowState:
+        """At most ``limit`` starts of the tenant's executions per ``period`` (seconds, or
+        ``"1s"``, ``"500ms"``, ``"1m"``); ``burst`` at once after a quiet spell (``limit`` when
+        unset). Bad values raise the API's 422 as ``InvalidInput``, and change nothing."""
+        body: dict[str, Any] = {"limit": limit, "period": period}
+        if burst is not None:
+            body["burst"] = burst
+        if self._local is not None:
+            return TenantFlowState.of(await self._service(tenant).limit_tenant_rate(body))
+        data = await self._call(
+            TenantFlowState, "PUT", "/v1/tenant/rate-limit", json=body, **_tenant(tenant)
+        )
+        return TenantFlowState.from_wire(data)
+
+    async def unlimit_tenant_rate(self, tenant: str | None = None) -> TenantFlowState:
+        """Lifts the tenant's own rate limit (definitions' ``rateLimit`` stay)."""
+        if self._local is not None:
+            return TenantFlowState.of(await self._service(tenant).unlimit_tenant_rate())
+        data = await self._call(
+            TenantFlowState, "DELETE", "/v1/tenant/rate-limit", **_tenant(tenant)
+        )
+        return TenantFlowState.from_wire(data)
+
+    async def weigh_tenant(self, weight: int | None, tenant: str | None = None) -> TenantFlowState:
+        """The tenant's share of each claim while several tenants have READY work (``weight``
+        executions per turn, 1 to 100; None: back to 1). Operator keys only."""
+        if self._local is not None:
+            return TenantFlowState.of(await self._service(tenant).weigh_tenant(weight))
+        if weight is None:
+            data = await self._call(
+                TenantFlowState, "DELETE", "/v1/tenant/weight", **_tenant(tenant)
+            )
+        else:
+            data = await self._call(
+                TenantFlowState,
+                "PUT",
+                "/v1/tenant/weight",
+                json={"weight": weight},
+                **_tenant(tenant),
+            )
+        return TenantFlowState.from_wire(data)
+
 
 class FlowSync:
     """``Client.flow``: each method runs its ``FlowClient`` twin on the client's loop."""
@@ -133,4 +181,24 @@ class FlowSync:
 
     def tenant_state(self, tenant: str | None = None) -> TenantFlowState:
         result: TenantFlowState = self._run(self._inner.tenant_state(tenant))
+        return result
+
+    def limit_tenant_rate(
+        self,
+        limit: int,
+        period: float | str = 1.0,
+        burst: int | None = None,
+        tenant: str | None = None,
+    ) -> TenantFlowState:
+        result: TenantFlowState = self._run(
+            self._inner.limit_tenant_rate(limit, period, burst, tenant)
+        )
+        return result
+
+    def unlimit_tenant_rate(self, tenant: str | None = None) -> TenantFlowState:
+        result: TenantFlowState = self._run(self._inner.unlimit_tenant_rate(tenant))
+        return result
+
+    def weigh_tenant(self, weight: int | None, tenant: str | None = None) -> TenantFlowState:
+        result: TenantFlowState = self._run(self._inner.weigh_tenant(weight, tenant))
         return result

@@ -1,7 +1,8 @@
-"""Pauses and circuit breakers on the dashboard (docs/flow-control.md): the definition page's
-flow panel (paused badge, pauses, breaker state and transitions, a Pause or Resume button) and
-the state column of the definitions list. The button goes through ``app.flow.FlowService``, the
-same service as ``POST /v1/definitions/{name}/pause``, with the same admin scope."""
+"""Pauses, circuit breakers and rate limits on the dashboard (docs/flow-control.md): the
+definition page's flow panel (paused badge, pauses, breaker state and transitions, rate limits
+with their tokens, a Pause or Resume button) and the state column of the definitions list. The
+button goes through ``app.flow.FlowService``, the same service as ``POST
+/v1/definitions/{name}/pause``, with the same admin scope."""
 
 from __future__ import annotations
 
@@ -18,7 +19,8 @@ from tickwheel.domain.definition_refs import stored_name
 from tickwheel.domain.errors import Forbidden, NotFound, TickwheelError
 from tickwheel.domain.models import Scope
 from tickwheel.domain.pauses import TENANT_WIDE
-from tickwheel.resources.flow import DefinitionFlowState
+from tickwheel.domain.rate_limits import EPSILON
+from tickwheel.resources.flow import DefinitionFlowState, RateLimit
 
 router = APIRouter(prefix="/dashboard", include_in_schema=False)
 Sess = Annotated[Session, Depends(session_of)]
@@ -49,7 +51,16 @@ async def list_states(request: Request, session: Session) -> dict[str, Any]:
     for p in tenant.pauses:
         if p.definition_uri != TENANT_WIDE and p.kind == "manual":
             states[stored_name(p.definition_uri)] = "paused"
-    return {"flow_states": states, "tenant_paused": tenant.paused}
+    for r in tenant.rate_limits:
+        if r.definition_uri != TENANT_WIDE and r.tokens < 1.0 - EPSILON:
+            states.setdefault(stored_name(r.definition_uri), "rate limited")
+    tenant_rate = next((r for r in tenant.rate_limits if r.definition_uri == TENANT_WIDE), None)
+    return {
+        "flow_states": states,
+        "tenant_paused": tenant.paused,
+        "tenant_rate": None if tenant_rate is None else RateLimit.of(tenant_rate).to_wire(),
+        "tenant_weight": tenant.weight,
+    }
 
 
 @router.post("/definitions/{name}/{action}")

@@ -48,3 +48,10 @@ class FakeClock:
     async def sleep(self, seconds: float) -> None:
         self.advance(max(0.0, seconds))
         await asyncio.sleep(0)
+
+
+def store_now(clock: Clock) -> datetime | None:
+    """The ``now`` handed to the store's time-dependent writes: None with the system clock, so
+    that the database's clock decides (nodes with skewed clocks still agree); a test's fake
+    clock otherwise."""
+    return None if isinstance(clock, SystemClock) else clock.now()

@@ -190,10 +190,11 @@ def _xml_document(data: str | bytes, errors: ErrorList) -> dict[str, Any]:
             doc[key] = _xml_execution(child, errors)
         elif key == "retry":
             doc[key] = _xml_retry(child, errors)
-        elif key == "circuitBreaker":
-            # <circuitBreaker consecutiveFailures="5" coolDown="60s"/>: attributes only.
+        elif key in ("circuitBreaker", "rateLimit"):
+            # <circuitBreaker consecutiveFailures="5" coolDown="60s"/>, <rateLimit limit="10"
+            # period="1s"/>: attributes only.
             if len(child):
-                errors.add(key, "<circuitBreaker> takes attributes, not elements")
+                errors.add(key, f"<{key}> takes attributes, not elements")
             doc[key] = {k: number_from_text(v) for k, v in child.attrib.items()}
         elif key == "concurrency":  # <concurrency key="${{ inputs.c }}" limit="1" order="fifo"/>
             _xml_text(child, key, errors)

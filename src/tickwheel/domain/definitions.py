@@ -50,6 +50,7 @@ from tickwheel.domain.fieldtypes import (
     read_str,
     validate_values,
 )
+from tickwheel.domain.rate_limits import RateLimitSpec, read_rate_limit
 
 __all__ = [
     "ISOLATIONS",
@@ -90,6 +91,7 @@ _TOP_KEYS = (
     "startBy",
     "deadline",
     "concurrency",
+    "rateLimit",
 )
 _RETRY_KEYS = ("maxAttempts", "baseDelay", "maxDelay", "retryOn", "maxLostAttempts")
 MAX_LOST_ATTEMPTS: Final = 5
@@ -135,6 +137,8 @@ class Definition:
     """``deadline`` of a submission that names none: this many seconds after its executeAt."""
     concurrency: ConcurrencySpec | None = None
     """How many of its executions may run at once, per key (domain/concurrency.py)."""
+    rate_limit: RateLimitSpec | None = None
+    """How many of its executions may start per period, per tenant (domain/rate_limits.py)."""
 
     def __post_init__(self) -> None:
         # Own copies, read-only by type (Mapping); plain dicts so that definitions pickle and copy.
@@ -184,6 +188,7 @@ def _build(doc: Any, errors: ErrorList) -> Definition:
     start_within = _read_within(doc.get("startBy"), "startBy", errors)
     deadline_within = _read_within(doc.get("deadline"), "deadline", errors)
     concurrency = read_concurrency(doc.get("concurrency"), "concurrency", errors, inputs)
+    rate_limit = read_rate_limit(doc.get("rateLimit"), "rateLimit", errors)
     if (
         errors.items
         or name is None
@@ -208,6 +213,7 @@ def _build(doc: Any, errors: ErrorList) -> Definition:
         start_within=start_within,
         deadline_within=deadline_within,
         concurrency=concurrency,
+        rate_limit=rate_limit,
     )
 
 
@@ -313,6 +319,8 @@ def definition_to_document(d: Definition) -> dict[str, Any]:
         doc["deadline"] = float(d.deadline_within)
     if d.concurrency is not None:
         doc["concurrency"] = d.concurrency.to_document()
+    if d.rate_limit is not None:
+        doc["rateLimit"] = d.rate_limit.to_document()
     return doc
 
 

@@ -4,11 +4,12 @@ data that the store returns, the application layer assembles and the API shows."
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 
 from tickwheel.domain.breaker import Breaker, BreakerState
+from tickwheel.domain.rate_limits import BucketState
 
 TENANT_WIDE = ""
 """The ``definition_uri`` of a pause of the whole tenant."""
@@ -59,6 +60,8 @@ class DefinitionFlow:
     """The definition's own pauses and the tenant's: any one of them holds it back."""
     breaker: Breaker | None
     transitions: list[BreakerTransitionRecord]
+    rate_limits: list[BucketState] = field(default_factory=list)
+    """The buckets its starts draw on for this tenant: its own and the tenant's."""
 
     @property
     def paused(self) -> bool:
@@ -70,6 +73,10 @@ class TenantFlow:
     tenant: str
     pauses: list[PauseRecord]
     breakers: list[BreakerRecord]
+    rate_limits: list[BucketState] = field(default_factory=list)
+    """The tenant's own bucket (``TENANT_WIDE``) and its definitions'."""
+    weight: int = 1
+    """Executions it takes per turn in the fair claim."""
 
     @property
     def paused(self) -> bool:

@@ -10,17 +10,19 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
 from tickwheel.domain.breaker import BreakerState
-from tickwheel.domain.clock import Clock
+from tickwheel.domain.clock import Clock, store_now
+from tickwheel.domain.pauses import TENANT_WIDE
+from tickwheel.domain.rate_limits import EPSILON
 from tickwheel.domain.states import TERMINAL
 from tickwheel.engine.service import Service
 from tickwheel.engine.worker import ALIVE_WITHIN
-from tickwheel.observability.metrics import Metrics
+from tickwheel.observability.metrics import Metrics, definition_label
 from tickwheel.store.protocol import Store
 
 FINISHED_WINDOW = timedelta(minutes=5)
@@ -48,6 +50,25 @@ async def refresh_queue_gauges(store: Store, clock: Clock, metrics: Metrics) -> 
         metrics.breakers.labels(str(state)).set(breakers.get(state, 0))
     metrics.concurrency_waiting.set(waiting)
     metrics.concurrency_held.set(held)
+    await _rate_limit_gauges(store, metrics, store_now(clock))
+
+
+async def _rate_limit_gauges(store: Store, metrics: Metrics, now: datetime | None) -> None:
+    buckets = await store.rate_limit_list(None, now)
+    tokens: dict[str, float] = {}
+    for b in buckets:
+        label = (
+            "(tenant)" if b.definition_uri == TENANT_WIDE else definition_label(b.definition_uri)
+        )
+        tokens[label] = tokens.get(label, 0.0) + b.tokens
+    metrics.rate_limit_tokens.clear()
+    for label, value in tokens.items():
+        metrics.rate_limit_tokens.labels(label).set(value)
+    metrics.rate_limit_empty.set(sum(1 for b in buckets if b.tokens < 1.0 - EPSILON))
+    metrics.rate_limited_waiting.clear()
+    if buckets:
+        for uri, n in (await store.rate_limit_waiting()).items():
+            metrics.rate_limited_waiting.labels(definition_label(uri)).inc(n)
 
 
 class ScrapeMarker(Collector):

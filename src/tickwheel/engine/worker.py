@@ -45,7 +45,7 @@ from tickwheel.engine.runners.attempt_state import AttemptState
 from tickwheel.engine.service import Service
 from tickwheel.observability.logs import bind, execution_fields
 from tickwheel.services.settings import WorkerSettings
-from tickwheel.store.engine_protocol import RELEASED_AT_SHUTDOWN, RELEASED_UNSTARTED
+from tickwheel.store.engine_protocol import RELEASED_AT_SHUTDOWN, RELEASED_UNSTARTED, retry_after
 from tickwheel.store.protocol import Topic, WorkerStore
 
 REPORT_EVERY = 5.0
@@ -58,6 +58,9 @@ SETTLE_TURNS = 4
 AHEAD_SHORT = 0.05
 """Seconds an attempt may last and count as short. A worker claims ahead only while its last
 ``concurrency`` attempts were all short (``WorkerSettings.claim_ahead``)."""
+RATE_SLACK = 0.002
+"""Seconds past a rate limit's next token that a worker claims again: the token is there by
+then whatever the rounding of the clocks."""
 
 
 class Worker(Service):
@@ -110,6 +113,8 @@ class Worker(Service):
         # The last claim came back short (or none was made yet): claim for any free slot, and
         # wait for a READY signal rather than for slots.
         self._queue_empty = True
+        # Seconds until a rate limit that held work back has a token again (None: none did).
+        self._retry_after: float | None = None
         self._slots_wanted = 1
         self._slots_free: asyncio.Future[None] | None = None
         self.results = ResultBuffer(
@@ -194,6 +199,7 @@ class Worker(Service):
             self.worker_id, free, self.lease, self.store_now(), self.definition_uris
         )
         self._queue_empty = len(claimed) < free
+        self._retry_after = retry_after(claimed)
         debug = self.log.isEnabledFor(logging.DEBUG)
         for execution in claimed:
             assert execution.fencing_token is not None
@@ -309,8 +315,13 @@ class Worker(Service):
 
     async def _wait_for_work(self) -> None:
         """Nothing more to take: sleeps until work becomes READY (LISTEN/NOTIFY on PostgreSQL,
-        in-process events on SQLite), polling at most every ``poll`` seconds, or until stopped."""
-        ready = asyncio.ensure_future(self.store.wait_for(Topic.READY, self.poll))
+        in-process events on SQLite), polling at most every ``poll`` seconds, or until stopped.
+        Work held back by an empty rate-limit bucket is claimable when its next token comes: the
+        claim said when, and the sleep ends then (one claim per token, not a poll loop)."""
+        timeout = self.poll
+        if self._retry_after is not None:
+            timeout = min(timeout, self._retry_after + RATE_SLACK)
+        ready = asyncio.ensure_future(self.store.wait_for(Topic.READY, timeout))
         stopped = asyncio.ensure_future(self._stopping.wait())
         _, pending = await asyncio.wait((ready, stopped), return_when=asyncio.FIRST_COMPLETED)
         for task in pending:

@@ -139,6 +139,26 @@ class Metrics:
             "Concurrency slots held now: RUNNING executions under a limit (refreshed at scrape).",
             registry=r,
         )
+        self.rate_limited_waiting = Gauge(
+            "tickwheel_rate_limited_waiting",
+            "READY executions under a rate limit (their definition's or their tenant's), "
+            "waiting for a token or for a claim (refreshed at scrape).",
+            ["definition"],
+            registry=r,
+        )
+        self.rate_limit_tokens = Gauge(
+            "tickwheel_rate_limit_tokens",
+            "Tokens the rate-limit buckets hold now (starts they would allow at once), summed "
+            "over tenants; definition '(tenant)' for tenants' own buckets (refreshed at scrape).",
+            ["definition"],
+            registry=r,
+        )
+        self.rate_limit_empty = Gauge(
+            "tickwheel_rate_limit_buckets_empty",
+            "Rate-limit buckets holding less than one token: their work waits (refreshed at "
+            "scrape).",
+            registry=r,
+        )
         self.lease_expirations = Counter(
             "tickwheel_lease_expirations",
             "RUNNING attempts the reaper found with an expired lease and recovered.",

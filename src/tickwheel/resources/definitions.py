@@ -35,6 +35,9 @@ class Definition(Resource):
     concurrency: dict[str, Any] | None = omitted_when_none(
         "{key, limit, order}: at most `limit` of its executions per key run at once"
     )
+    rate_limit: dict[str, Any] | None = omitted_when_none(
+        "{limit, period, burst?}: at most `limit` of its executions start per period, per tenant"
+    )
     content_hash: str
     created_at: Instant
     owner: str | None

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import uuid
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, StrictStr
 
 from tickwheel.domain.breaker import Breaker
 from tickwheel.domain.definition_refs import stored_name
@@ -16,6 +16,7 @@ from tickwheel.domain.pauses import (
     PauseRecord,
     TenantFlow,
 )
+from tickwheel.domain.rate_limits import BucketState
 from tickwheel.resources.base import Instant, Resource, omitted_when_none
 
 
@@ -79,6 +80,34 @@ class BreakerTransition(Resource):
         return cls(from_state=str(t.from_state), to_state=str(t.to_state), reason=t.reason, at=t.at)
 
 
+class RateLimit(Resource):
+    """A token bucket: at most ``limit`` starts per ``period`` seconds, up to ``burst`` at
+    once after a quiet spell; ``tokens`` is what it holds now (the starts it would allow at
+    once), its current use is ``burst - tokens``."""
+
+    definition: str | None = Field(description="the definition's name; null: the whole tenant")
+    limit: int
+    period: float = Field(description="seconds")
+    burst: int
+    tokens: float = Field(description="tokens now (refilled to `at`)")
+    at: Instant
+    source: str = Field(description="definition (its rateLimit, version N) or api")
+    definition_version: int | None = omitted_when_none("the version whose rateLimit it is")
+
+    @classmethod
+    def of(cls, b: BucketState) -> RateLimit:
+        return cls(
+            definition=None if b.definition_uri == TENANT_WIDE else stored_name(b.definition_uri),
+            limit=b.spec.limit,
+            period=b.spec.period,
+            burst=b.spec.capacity,
+            tokens=round(b.tokens, 3),
+            at=b.at,
+            source="api" if b.source_version is None else "definition",
+            definition_version=b.source_version,
+        )
+
+
 class DefinitionFlowState(Resource):
     """Whether a definition runs for this tenant: its pauses (its own and the tenant's), its
     circuit breaker and the breaker's latest transitions, newest first."""
@@ -90,6 +119,9 @@ class DefinitionFlowState(Resource):
         "left out until the definition's breaker counted an attempt"
     )
     transitions: list[BreakerTransition]
+    rate_limits: list[RateLimit] = Field(
+        default_factory=list, description="the buckets its starts draw on: its own, the tenant's"
+    )
 
     @classmethod
     def of(cls, f: DefinitionFlow) -> DefinitionFlowState:
@@ -99,6 +131,7 @@ class DefinitionFlowState(Resource):
             pauses=[Pause.of(p) for p in f.pauses],
             circuit_breaker=None if f.breaker is None else CircuitBreaker.of(f.name, f.breaker),
             transitions=[BreakerTransition.of(t) for t in f.transitions],
+            rate_limits=[RateLimit.of(b) for b in f.rate_limits],
         )
 
 
@@ -109,6 +142,10 @@ class TenantFlowState(Resource):
     paused: bool
     pauses: list[Pause]
     circuit_breakers: list[CircuitBreaker]
+    rate_limits: list[RateLimit] = Field(
+        default_factory=list, description="the tenant's own (definition null) and its definitions'"
+    )
+    weight: int = Field(1, description="executions it takes per turn in the fair claim")
 
     @classmethod
     def of(cls, f: TenantFlow) -> TenantFlowState:
@@ -117,6 +154,8 @@ class TenantFlowState(Resource):
             paused=f.paused,
             pauses=[Pause.of(p) for p in f.pauses],
             circuit_breakers=[CircuitBreaker.of_record(b) for b in f.breakers],
+            rate_limits=[RateLimit.of(b) for b in f.rate_limits],
+            weight=f.weight,
         )
 
 
@@ -126,3 +165,24 @@ class PauseBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     reason: str = Field("", max_length=500, strict=True, description="shown with the pause")
+
+
+class RateLimitBody(BaseModel):
+    """A tenant's rate limit: the keys of a definition's ``rateLimit``. Ranges are checked by
+    the application (422 naming the field, nothing changed)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    limit: int = Field(strict=True, description="starts per period, 1 to 1,000,000")
+    period: StrictInt | StrictFloat | StrictStr = Field(
+        1.0, description='seconds, or "1s", "500ms", "1m", "1h"; 1 ms to 1 day'
+    )
+    burst: int | None = Field(
+        None, strict=True, description="starts at once after a quiet spell; the limit if unset"
+    )
+
+
+class WeightBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    weight: StrictInt = Field(description="executions per turn in the fair claim, 1 to 100")

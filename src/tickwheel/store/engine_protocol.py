@@ -27,6 +27,22 @@ RELEASED_UNSTARTED = "claimed ahead and not started within a third of its lease"
 """The message of an attempt a worker claimed ahead of its slots and gave back unstarted."""
 
 
+class ClaimBatch(list[Execution]):
+    """A claim's executions, with when to claim again when rate limits held some back."""
+
+    retry_after: float | None = None
+    """Seconds until the first empty rate-limit bucket has a token again (None: none empty). A
+    worker whose claim came back short sleeps until then, or a wake-up, rather than polling."""
+
+    def __init__(self, items: list[Execution], retry_after: float | None = None) -> None:
+        super().__init__(items)
+        self.retry_after = retry_after
+
+
+def retry_after(claimed: list[Execution]) -> float | None:
+    return claimed.retry_after if isinstance(claimed, ClaimBatch) else None
+
+
 class ClaimStore(Protocol):
     """A worker's side of an execution: claimed, kept alive under its fencing token, finished or
     handed back."""
@@ -42,7 +58,9 @@ class ClaimStore(Protocol):
         """Claims up to ``limit`` READY executions (highest priority, then longest ready) in one
         short transaction: each becomes RUNNING with a new, strictly increasing fencing token, a
         lease, and a RUNNING Attempt row. ``now=None`` uses the database's clock.
-        ``definition_uris`` limits the claim to those definitions (None: any)."""
+        ``definition_uris`` limits the claim to those definitions (None: any). An execution
+        under a rate limit starts only with a token of its buckets; when one is empty the answer
+        may be a ``ClaimBatch`` whose ``retry_after`` says when its next token comes."""
         ...
 
     async def attempt_finish_many(

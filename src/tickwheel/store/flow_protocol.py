@@ -18,6 +18,7 @@ from tickwheel.domain.pauses import (
     PauseKind,
     PauseRecord,
 )
+from tickwheel.domain.rate_limits import BucketState, RateLimitSpec
 
 __all__ = [
     "TENANT_WIDE",
@@ -26,6 +27,7 @@ __all__ = [
     "FlowStore",
     "PauseKind",
     "PauseRecord",
+    "RateLimitStore",
 ]
 
 
@@ -98,4 +100,60 @@ class FlowStore(Protocol):
         """RUNNING -> EXPIRED for an execution its worker claimed after its startBy (it does not
         run it); the attempt is ABANDONED with ``error``. False, and nothing written, when the
         token is stale."""
+        ...
+
+
+class RateLimitStore(Protocol):
+    """Token buckets (issue 14, ``domain.rate_limits``), which the claim draws on, and tenants'
+    weights in the fair claim."""
+
+    async def rate_limit_set(
+        self,
+        tenant: str,
+        definition_uri: str,
+        spec: RateLimitSpec,
+        definition_version: int | None,
+        now: datetime | None = None,
+    ) -> None:
+        """The bucket of ``definition_uri`` (``TENANT_WIDE``: the tenant's own, set through the
+        API with ``definition_version`` None). A new bucket starts full; a changed one keeps its
+        tokens, at most the new burst. A definition's bucket follows its newest version: an
+        older version's spec changes nothing."""
+        ...
+
+    async def rate_limit_sync(
+        self,
+        tenant: str,
+        definition_uri: str,
+        version: int,
+        spec: RateLimitSpec | None,
+        now: datetime | None = None,
+    ) -> None:
+        """At a submission: the bucket of the definition version submitted, made or changed
+        (``spec``) or dropped (None, a version without a limit). Once per process and tenant,
+        definition and version: later calls cost nothing."""
+        ...
+
+    async def rate_limit_clear(self, tenant: str, definition_uri: str) -> bool:
+        """Removes a bucket (what it held back is claimable at once). False when there was none."""
+        ...
+
+    async def rate_limit_list(
+        self, tenant: str | None, now: datetime | None = None
+    ) -> list[BucketState]:
+        """A tenant's buckets (None: every tenant's), tokens refilled to ``now`` (else the
+        database's clock)."""
+        ...
+
+    async def rate_limit_waiting(self) -> dict[str, int]:
+        """READY executions under a rate limit, per definition URI (the /metrics gauge)."""
+        ...
+
+    async def tenant_weight_set(self, tenant: str, weight: int | None) -> None:
+        """The tenant's weight in the fair claim (it takes ``weight`` executions per turn);
+        None: back to 1."""
+        ...
+
+    async def tenant_weight_get(self, tenant: str) -> int:
+        """1 unless set."""
         ...

@@ -16,7 +16,7 @@ from tickwheel.store.engine_protocol import (
     WorkerRegistryStore,
 )
 from tickwheel.store.execution_protocol import ApiKeyStore, DefinitionStore, ExecutionStore
-from tickwheel.store.flow_protocol import FlowStore
+from tickwheel.store.flow_protocol import FlowStore, RateLimitStore
 from tickwheel.store.records import (
     SHARED,
     AttemptResult,
@@ -90,6 +90,7 @@ class Store(
     WorkerRegistryStore,
     RunningStore,
     FlowStore,
+    RateLimitStore,
     Protocol,
 ):
     """Everything one backend implements; composition roots hold it and hand each service the

@@ -14,7 +14,13 @@ from tickwheel.api.error_schema import refusals
 from tickwheel.app.flow import FlowService
 from tickwheel.domain.errors import Forbidden, InvalidInput
 from tickwheel.domain.models import Scope
-from tickwheel.resources.flow import DefinitionFlowState, PauseBody, TenantFlowState
+from tickwheel.resources.flow import (
+    DefinitionFlowState,
+    PauseBody,
+    RateLimitBody,
+    TenantFlowState,
+    WeightBody,
+)
 
 router = APIRouter(prefix="/v1", tags=["flow control"])
 Who = Annotated[Principal, Depends(principal)]
@@ -93,3 +99,50 @@ async def tenant_flow(request: Request, who: Who, tenant: TenantParam = None) ->
     """The tenant's pauses and its definitions' circuit breakers."""
     who.require(Scope.READ)
     return TenantFlowState.of(await _service(request, who, tenant).tenant_flow())
+
+
+@router.put("/tenant/rate-limit", response_model=TenantFlowState, responses=refusals(403, 422))
+async def limit_tenant_rate(
+    body: RateLimitBody, request: Request, who: Who, tenant: TenantParam = None
+) -> TenantFlowState:
+    """At most ``limit`` executions of the tenant start per ``period``, whatever their
+    definition (a definition's own ``rateLimit`` applies too); one budget for every worker.
+    Work over the limit stays READY and starts when tokens return."""
+    who.require(Scope.ADMIN)
+    raw = body.model_dump(exclude_none=True)
+    service = _service(request, who, tenant)
+    return TenantFlowState.of(await service.limit_tenant_rate(raw))
+
+
+@router.delete("/tenant/rate-limit", response_model=TenantFlowState, responses=refusals(403, 422))
+async def unlimit_tenant_rate(
+    request: Request, who: Who, tenant: TenantParam = None
+) -> TenantFlowState:
+    """Lifts the tenant's rate limit (definitions' own stay); what it held back starts now."""
+    who.require(Scope.ADMIN)
+    return TenantFlowState.of(await _service(request, who, tenant).unlimit_tenant_rate())
+
+
+@router.get("/tenant/rate-limit", response_model=TenantFlowState, responses=refusals(403, 422))
+async def tenant_rate(request: Request, who: Who, tenant: TenantParam = None) -> TenantFlowState:
+    """The tenant's flow state; ``rateLimits`` holds its bucket and its definitions'."""
+    who.require(Scope.READ)
+    return TenantFlowState.of(await _service(request, who, tenant).tenant_flow())
+
+
+@router.put("/tenant/weight", response_model=TenantFlowState, responses=refusals(403, 422))
+async def weigh_tenant(
+    body: WeightBody, request: Request, who: Who, tenant: TenantParam = None
+) -> TenantFlowState:
+    """The tenant's share of each claim while several tenants have READY work: ``weight``
+    executions per turn (default 1). Operator keys only: a tenant raising its own weight would
+    take the others' share."""
+    who.require(Scope.OPERATOR)
+    return TenantFlowState.of(await _service(request, who, tenant).weigh_tenant(body.weight))
+
+
+@router.delete("/tenant/weight", response_model=TenantFlowState, responses=refusals(403, 422))
+async def unweigh_tenant(request: Request, who: Who, tenant: TenantParam = None) -> TenantFlowState:
+    """Back to weight 1 (operator keys only)."""
+    who.require(Scope.OPERATOR)
+    return TenantFlowState.of(await _service(request, who, tenant).weigh_tenant(None))

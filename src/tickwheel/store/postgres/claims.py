@@ -22,7 +22,9 @@ from psycopg_pool import AsyncConnectionPool
 from tickwheel.domain.models import Execution
 from tickwheel.domain.states import ExecutionStatus
 from tickwheel.observability.tracing import now_ns, record_claims
+from tickwheel.store.engine_protocol import ClaimBatch
 from tickwheel.store.postgres.notify import Signals, topics_for
+from tickwheel.store.postgres.rate_limits import PostgresRateLimits
 from tickwheel.store.postgres.rows import execution_from_row, jsonb, opt_aware, require_aware
 from tickwheel.store.postgres.webhooks import webhook_outbox_execution_failed
 from tickwheel.store.postgres.workflows import workflow_event_record
@@ -45,7 +47,7 @@ READY work of more than one tenant; then back to the unlimited statement, whose 
 drain is one walk of executions_ready."""
 
 
-class PostgresClaims:
+class PostgresClaims(PostgresRateLimits):
     _pool: AsyncConnectionPool[Conn]
     _hot: AsyncConnectionPool[Conn]
     """The pool of the claim and the one-statement finish (store.py, HOT_PLANNER)."""
@@ -70,6 +72,7 @@ class PostgresClaims:
             "lease": lease,
             "now": opt_aware(now),
             "definition_uris": list(definition_uris) if definition_uris is not None else None,
+            "rate_ids": None,
         }
         # Autocommit: the statement is its own transaction. Its candidates stay locked until it
         # commits, so a cancel racing this claim either locked its row first (the row is skipped
@@ -78,22 +81,29 @@ class PostgresClaims:
         at = time.monotonic()
         limits = at < self._limits_until or at < self._fair_until
         rows: list[DictRow] = []
+        wait: float | None = None
         async with self._hot.connection() as conn:
-            if not limits:
+            if await self.rates_present(conn):
+                # Rate limits (docs/flow-control.md): the rows under a bucket start only here,
+                # with tokens drawn under the buckets' locks; the statements below pass them over.
+                rows, wait = await self.claim_rated(conn, params, Q["execution_claim_ready"])
+                params["limit"] = limit - len(rows)
+            if not limits and params["limit"] > 0:
                 # The statement of before limits, prepared; it claims none under a limit, and
                 # says whether it saw one among its candidates. When more than one tenant has
                 # READY work it claims nothing, and says so: the batch is then shared out by
                 # the statement below.
                 cursor = await conn.execute(Q["execution_claim_ready_unlimited"], params)
                 found = await cursor.fetchall()
-                rows = [r for r in found if r["execution_id"] is not None]
+                plain = [r for r in found if r["execution_id"] is not None]
+                rows += plain
                 if found and found[0]["limited_seen"]:
                     self._limits_until = time.monotonic() + LIMITS_WINDOW
                     limits = True
                 if found and found[0]["tenants_seen"]:
                     self._fair_until = time.monotonic() + FAIR_WINDOW
                     limits = True
-                params["limit"] = limit - len(rows)
+                params["limit"] -= len(plain)
             if limits and params["limit"] > 0:
                 # Fair across tenants, and applies limits. Never prepared: a generic plan cannot
                 # see the batch size, and with the gate of the limits it read and sorted every
@@ -104,7 +114,7 @@ class PostgresClaims:
                 rows += await cursor.fetchall()
         claimed = [execution_from_row(r) for r in rows]
         record_claims(claimed, started)
-        return claimed
+        return claimed if wait is None else ClaimBatch(claimed, wait)
 
     async def attempt_count_lost(self, execution_ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, int]:
         if not execution_ids:

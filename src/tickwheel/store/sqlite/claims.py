@@ -8,19 +8,22 @@ a claim are the counter's next values, drawn in the same transaction."""
 from __future__ import annotations
 
 import json
+import sqlite3
 import uuid
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import aiosqlite
 
 from tickwheel.domain.models import Execution
 from tickwheel.domain.states import ExecutionStatus
 from tickwheel.observability.tracing import now_ns, record_claims
+from tickwheel.store.engine_protocol import ClaimBatch
 from tickwheel.store.protocol import AttemptResult, Topic
 from tickwheel.store.sqlfile import load_queries
 from tickwheel.store.sqlite.codec import opt_us, to_us
-from tickwheel.store.sqlite.connection import SqliteConnection
+from tickwheel.store.sqlite.rate_limits import SqliteRateLimits
 from tickwheel.store.sqlite.rows import execution_row
 from tickwheel.store.sqlite.webhooks import webhook_outbox_execution_failed
 from tickwheel.store.sqlite.workflows import workflow_event_record
@@ -28,7 +31,7 @@ from tickwheel.store.sqlite.workflows import workflow_event_record
 Q = load_queries("tickwheel.store.sqlite.sql")
 
 
-class SqliteClaims(SqliteConnection):
+class SqliteClaims(SqliteRateLimits):
     _signal: Callable[[Topic], None]
 
     async def execution_claim_ready(
@@ -40,7 +43,7 @@ class SqliteClaims(SqliteConnection):
         definition_uris: Sequence[str] | None = None,
     ) -> list[Execution]:
         at = now or datetime.now(UTC)
-        params = {
+        params: dict[str, Any] = {
             "worker_id": worker_id,
             "limit": limit,
             "lease_expires_at": to_us(at + lease),
@@ -48,39 +51,29 @@ class SqliteClaims(SqliteConnection):
             "definition_uris": json.dumps(list(definition_uris))
             if definition_uris is not None
             else None,
+            "rate_ids": None,
         }
         started = now_ns()
+        wait: float | None = None
         async with self._tx() as conn:
-            # Fair across tenants only while more than one has READY work: the fair statement
-            # costs a single tenant's drain ~45% more per claim (docs/flow-control.md).
-            cursor = await conn.execute(Q["execution_claim_tenants_spread"])
-            spread = await cursor.fetchone()
-            fair = spread is not None and bool(spread[0])
-            name = "execution_claim_ready_fair" if fair else "execution_claim_ready"
-            cursor = await conn.execute(Q[name], params)
-            rows = list(await cursor.fetchall())
-            if not rows:
-                return []
-            await conn.execute(Q["fencing_token_next"], {"n": len(rows)})
-            # The slots the executions with a limit now hold: the trigger of migration 0018
-            # frees each when its execution leaves RUNNING, whichever way it does.
-            for r in rows:
-                if r["concurrency_limit"] is not None:
-                    await conn.execute(
-                        Q["concurrency_hold_insert"],
-                        {
-                            "tenant": r["tenant"],
-                            "definition_uri": r["definition_uri"],
-                            "concurrency_key": r["concurrency_key"],
-                            "execution_id": r["execution_id"],
-                        },
-                    )
-            ids = [r["execution_id"] for r in rows]
-            await conn.execute(Q["attempt_insert"], {"execution_ids": json.dumps(ids), **params})
+            # Rate limits (docs/flow-control.md): the rows under a bucket start only through the
+            # rate step, which draws their tokens in this write transaction; the statements
+            # below pass them over.
+            rows, wait = await self.claim_rated(conn, params, _claim)
+            params["limit"] = limit - len(rows)
+            if params["limit"] > 0:
+                # Fair across tenants only while more than one has READY work: the fair
+                # statement costs a single tenant's drain ~45% more per claim
+                # (docs/flow-control.md).
+                cursor = await conn.execute(Q["execution_claim_tenants_spread"])
+                spread = await cursor.fetchone()
+                fair = spread is not None and bool(spread[0])
+                name = "execution_claim_ready_fair" if fair else "execution_claim_ready"
+                rows += await _claim(conn, Q[name], params)
         # RETURNING comes in no particular order: tokens follow the claim order.
         claimed = sorted((execution_row(r) for r in rows), key=_token)
         record_claims(claimed, started)
-        return claimed
+        return claimed if wait is None else ClaimBatch(claimed, wait)
 
     async def attempt_count_lost(self, execution_ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, int]:
         if not execution_ids:
@@ -122,6 +115,32 @@ class SqliteClaims(SqliteConnection):
         if ExecutionStatus.RETRY_WAIT in statuses:
             self._signal(Topic.DUE)  # the scheduler may be asleep past the retry's time
         return accepted
+
+
+async def _claim(conn: aiosqlite.Connection, sql: str, params: dict[str, Any]) -> list[sqlite3.Row]:
+    """One claim statement with what goes with it in the transaction: the fencing tokens it drew,
+    the concurrency slots it took and the attempt rows."""
+    cursor = await conn.execute(sql, params)
+    rows = list(await cursor.fetchall())
+    if not rows:
+        return []
+    await conn.execute(Q["fencing_token_next"], {"n": len(rows)})
+    # The slots the executions with a limit now hold: the trigger of migration 0018 frees each
+    # when its execution leaves RUNNING, whichever way it does.
+    for r in rows:
+        if r["concurrency_limit"] is not None:
+            await conn.execute(
+                Q["concurrency_hold_insert"],
+                {
+                    "tenant": r["tenant"],
+                    "definition_uri": r["definition_uri"],
+                    "concurrency_key": r["concurrency_key"],
+                    "execution_id": r["execution_id"],
+                },
+            )
+    ids = [r["execution_id"] for r in rows]
+    await conn.execute(Q["attempt_insert"], {"execution_ids": json.dumps(ids), **params})
+    return rows
 
 
 async def _finish_one(

@@ -59,7 +59,10 @@ candidates AS MATERIALIZED (
     SELECT f.execution_id, f.tenant, f.definition_uri, f.concurrency_key, f.concurrency_limit,
         f.priority, f.ready_at
     FROM (
-    SELECT c.*, row_number() OVER (PARTITION BY c.tenant ORDER BY c.priority DESC, c.ready_at)
+    -- A tenant of weight w (tenant_weights, 0020; 1 when unset) takes w rows per turn.
+    SELECT c.*, (row_number() OVER (PARTITION BY c.tenant ORDER BY c.priority DESC, c.ready_at)
+                 - 1) / coalesce((SELECT w.weight FROM tenant_weights w
+                                  WHERE w.tenant = c.tenant), 1)
         AS turn
     FROM unnest(ARRAY(SELECT tenant FROM tenants WHERE tenant IS NOT NULL)) AS t (tenant)
     CROSS JOIN LATERAL (
@@ -86,6 +89,15 @@ candidates AS MATERIALIZED (
                           WHERE p.tenant = e.tenant
                             AND p.definition_uri IN ('', e.definition_uri)
                             AND p.probe_execution_id IS DISTINCT FROM e.execution_id
+                          OFFSET 0))
+      -- Rate limits (0020, docs/flow-control.md): a row under a bucket is claimed only when the
+      -- store's rate step names it (rate_ids, with tokens drawn); otherwise passed over. The
+      -- first test runs once per statement: with no bucket anywhere no row is probed.
+      AND (%(rate_ids)s::uuid[] IS NULL OR e.execution_id = ANY (%(rate_ids)s::uuid[]))
+      AND (%(rate_ids)s::uuid[] IS NOT NULL OR NOT EXISTS (SELECT 1 FROM rate_limits)
+           OR NOT EXISTS (SELECT 1 FROM rate_limits r
+                          WHERE r.tenant = e.tenant
+                            AND r.definition_uri IN ('', e.definition_uri)
                           OFFSET 0))
       AND CASE WHEN e.concurrency_limit IS NULL THEN true ELSE
           (SELECT count(*) FROM concurrency_holds h
@@ -199,6 +211,12 @@ WITH candidates AS MATERIALIZED (
                           WHERE p.tenant = executions.tenant
                             AND p.definition_uri IN ('', executions.definition_uri)
                             AND p.probe_execution_id IS DISTINCT FROM executions.execution_id
+                          OFFSET 0))
+      -- Rate limits: as in execution_claim_ready (rows under a bucket are the rate step's).
+      AND (NOT EXISTS (SELECT 1 FROM rate_limits)
+           OR NOT EXISTS (SELECT 1 FROM rate_limits r
+                          WHERE r.tenant = executions.tenant
+                            AND r.definition_uri IN ('', executions.definition_uri)
                           OFFSET 0))
     ORDER BY priority DESC, ready_at
     LIMIT %(limit)s

@@ -43,6 +43,15 @@ FROM (
                                   WHERE p.tenant = e.tenant
                                     AND p.definition_uri IN ('', e.definition_uri)
                                     AND p.probe_execution_id IS NOT e.execution_id))
+              -- Rate limits (0020, docs/flow-control.md): a row under a bucket is claimed only
+              -- when the store's rate step names it (rate_ids, with tokens drawn). The first
+              -- test is run once: with no bucket anywhere no row is probed.
+              AND (:rate_ids IS NULL
+                   OR e.execution_id IN (SELECT value FROM json_each(:rate_ids)))
+              AND (:rate_ids IS NOT NULL OR NOT EXISTS (SELECT 1 FROM rate_limits)
+                   OR NOT EXISTS (SELECT 1 FROM rate_limits r
+                                  WHERE r.tenant = e.tenant
+                                    AND r.definition_uri IN ('', e.definition_uri)))
               AND (e.concurrency_limit IS NULL
                    OR ((SELECT count(*) FROM concurrency_holds h
                         WHERE h.tenant = e.tenant AND h.definition_uri = e.definition_uri
@@ -135,7 +144,11 @@ FROM (
                     SELECT count(*) FROM concurrency_holds h
                     WHERE h.tenant = e.tenant AND h.definition_uri = e.definition_uri
                       AND h.concurrency_key = e.concurrency_key) END AS held,
-                row_number() OVER (PARTITION BY e.tenant ORDER BY e.priority DESC, e.ready_at)
+                -- A tenant of weight w (tenant_weights, 0020; 1 when unset) takes w rows per
+                -- turn.
+                (row_number() OVER (PARTITION BY e.tenant ORDER BY e.priority DESC, e.ready_at)
+                 - 1) / coalesce((SELECT w.weight FROM tenant_weights w
+                                  WHERE w.tenant = e.tenant), 1)
                     AS turn
             FROM tenants t, executions e
             WHERE t.tenant IS NOT NULL AND e.execution_id IN (
@@ -156,6 +169,15 @@ FROM (
                                   WHERE p.tenant = e.tenant
                                     AND p.definition_uri IN ('', e.definition_uri)
                                     AND p.probe_execution_id IS NOT e.execution_id))
+              -- Rate limits (0020, docs/flow-control.md): a row under a bucket is claimed only
+              -- when the store's rate step names it (rate_ids, with tokens drawn). The first
+              -- test is run once: with no bucket anywhere no row is probed.
+              AND (:rate_ids IS NULL
+                   OR e.execution_id IN (SELECT value FROM json_each(:rate_ids)))
+              AND (:rate_ids IS NOT NULL OR NOT EXISTS (SELECT 1 FROM rate_limits)
+                   OR NOT EXISTS (SELECT 1 FROM rate_limits r
+                                  WHERE r.tenant = e.tenant
+                                    AND r.definition_uri IN ('', e.definition_uri)))
               AND (e.concurrency_limit IS NULL
                    OR ((SELECT count(*) FROM concurrency_holds h
                         WHERE h.tenant = e.tenant AND h.definition_uri = e.definition_uri
