@@ -83,6 +83,11 @@ def sync_sleeper() -> dict[str, bool]:
     return {"late": True}
 
 
+async def naps(seconds: float) -> dict[str, float]:
+    await asyncio.sleep(seconds)
+    return {"slept": seconds}
+
+
 async def async_sleeper() -> None:
     try:
         await asyncio.sleep(30)

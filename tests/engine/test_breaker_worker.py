@@ -47,7 +47,8 @@ async def start(store: Store, **extra: Any) -> tuple[Worker, ExecutionService, F
         clock,
         worker_id="w1",
         runners=default_runners(policy=TEST_POLICY),
-        settings=WorkerSettings(concurrency=1),
+        # One claim per step: the tests follow the breaker one attempt at a time.
+        settings=WorkerSettings(concurrency=1, claim_ahead=False),
     )
     worker.metrics = Metrics()
     return worker, ExecutionService(store, "acme", clock), clock

@@ -137,7 +137,8 @@ async def test_short_jobs_are_claimed_a_full_set_of_slots_at_a_time(store: Store
         cast(Store, counting),
         FakeClock(T0),
         worker_id="w1",
-        settings=WorkerSettings(concurrency=10, poll=0.05),
+        # The claims' sizes without claiming ahead (test_claim_ahead.py has it on).
+        settings=WorkerSettings(concurrency=10, poll=0.05, claim_ahead=False),
     )
     outcomes = await store.execution_insert_many(
         [new_execution(d=quick, inputs={"a": i, "b": 1}) for i in range(100)]

@@ -25,6 +25,7 @@ import random
 import socket
 import time
 import uuid
+from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 
@@ -44,7 +45,7 @@ from tickwheel.engine.runners.attempt_state import AttemptState
 from tickwheel.engine.service import Service
 from tickwheel.observability.logs import bind, execution_fields
 from tickwheel.services.settings import WorkerSettings
-from tickwheel.store.engine_protocol import retry_after
+from tickwheel.store.engine_protocol import RELEASED_AT_SHUTDOWN, RELEASED_UNSTARTED, retry_after
 from tickwheel.store.protocol import Topic, WorkerStore
 
 REPORT_EVERY = 5.0
@@ -54,6 +55,9 @@ ALIVE_WITHIN = 3 * REPORT_EVERY
 
 SETTLE_TURNS = 4
 """Event-loop turns a worker with queued work gives finishing attempts before it claims."""
+AHEAD_SHORT = 0.05
+"""Seconds an attempt may last and count as short. A worker claims ahead only while its last
+``concurrency`` attempts were all short (``WorkerSettings.claim_ahead``)."""
 RATE_SLACK = 0.002
 """Seconds past a rate limit's next token that a worker claims again: the token is there by
 then whatever the rounding of the clocks."""
@@ -90,6 +94,13 @@ class Worker(Service):
         self.max_inline_output = settings.max_inline_output
         self.cancel_grace = settings.cancel_grace
         self.running: dict[uuid.UUID, tuple[asyncio.Task[None], int]] = {}
+        # Claimed ahead, not started yet, with when each was claimed (time.monotonic).
+        self.waiting: deque[tuple[Execution, float]] = deque()
+        self.claim_ahead = settings.claim_ahead
+        self._began: dict[uuid.UUID, float] = {}
+        self._short_run = 0  # attempts in a row that were short
+        self._held_check: asyncio.TimerHandle | None = None
+        self._releasing: set[asyncio.Task[int]] = set()
         self.definitions = DefinitionCache(store)
         self.stale_writes = 0
         self.finished = 0
@@ -138,6 +149,27 @@ class Worker(Service):
     def free_slots(self) -> int:
         return self.concurrency - len(self.running) - self.blocked_slots
 
+    def _claimable(self) -> int:
+        """How many a claim may take now: the free slots, and while attempts are short a batch
+        ahead, less what waits already.
+
+        Claiming ahead hides the claim's round trip behind the batch that runs: a claim sent
+        when slots are free finds its batch's attempts done during its own round trip (a no-op
+        takes microseconds), and the worker then waits on the database with nothing to run.
+        Only short attempts are claimed ahead of (``AHEAD_SHORT``): an execution claimed ahead
+        waits for a slot with its lease running and no heartbeat, so it must not wait long; one
+        that waits a third of a lease anyway is released (``_check_held``)."""
+        ahead = self.concurrency if self._ahead_ok() else 0
+        return self.free_slots + ahead - len(self.waiting)
+
+    def _ahead_ok(self) -> bool:
+        """The last ``concurrency`` attempts were short, and so far is every one running (the
+        oldest is first in ``_began``)."""
+        if not self.claim_ahead or self._short_run < self.concurrency:
+            return False
+        oldest = next(iter(self._began.values()), None)
+        return oldest is None or time.monotonic() - oldest <= AHEAD_SHORT
+
     async def report(self) -> None:
         """Tells the registry this worker is up and how busy it is. A failed report is logged,
         never raised: claiming must go on even when the registry write does not."""
@@ -160,7 +192,7 @@ class Worker(Service):
         due = self._reported_at is None or time.monotonic() - self._reported_at >= self.report_every
         if due and not self.stopping:
             await self.report()
-        free = self.free_slots
+        free = self._claimable()
         if free <= 0 or self.stopping:
             return 0
         claimed = await self.store.execution_claim_ready(
@@ -176,36 +208,94 @@ class Worker(Service):
             self.metrics.started(execution.definition_uri, execution.attempt_count, late)
             if debug:
                 self.log.debug("claimed", extra=execution_fields(execution, self.worker_id))
-            task = asyncio.create_task(
-                self._attempt(execution), name=f"attempt-{execution.execution_id}"
-            )
-            self.running[execution.execution_id] = (task, execution.fencing_token)
-            task.add_done_callback(self._forget(execution.execution_id))
+            if self.free_slots > 0 and not self.waiting:
+                self._start(execution)
+            else:
+                self._hold(execution)
         return len(claimed)
+
+    def _start(self, execution: Execution) -> None:
+        assert execution.fencing_token is not None
+        task = asyncio.create_task(
+            self._attempt(execution), name=f"attempt-{execution.execution_id}"
+        )
+        self.running[execution.execution_id] = (task, execution.fencing_token)
+        self._began[execution.execution_id] = time.monotonic()
+        task.add_done_callback(self._forget(execution.execution_id))
 
     def _forget(self, execution_id: uuid.UUID) -> Callable[[asyncio.Task[None]], None]:
         def done(_: asyncio.Task[None]) -> None:
             self.running.pop(execution_id, None)
+            began = self._began.pop(execution_id, None)
+            if began is not None:
+                short = time.monotonic() - began <= AHEAD_SHORT
+                self._short_run = self._short_run + 1 if short else 0
+            # What was claimed ahead takes the slot at once, not at the next round.
+            while self.waiting and self.free_slots > 0 and not self.stopping:
+                self._start(self.waiting.popleft()[0])
             waiter = self._slots_free
-            if waiter is not None and not waiter.done() and self.free_slots >= self._slots_wanted:
+            if waiter is not None and not waiter.done() and self._claimable() >= self._slots_wanted:
                 waiter.set_result(None)
 
         return done
+
+    def _hold(self, execution: Execution) -> None:
+        """Keeps an execution claimed ahead until a slot frees up."""
+        self.waiting.append((execution, time.monotonic()))
+        if self._held_check is None:
+            self._held_check = asyncio.get_running_loop().call_later(
+                self._hold_limit, self._check_held
+            )
+
+    @property
+    def _hold_limit(self) -> float:
+        return self.lease.total_seconds() / 3
+
+    def _check_held(self) -> None:
+        """Releases (back to READY, no attempt burnt) what waited a third of a lease for a
+        slot: the attempts ahead of it turned out long, and its lease has no heartbeat."""
+        self._held_check = None
+        limit = time.monotonic() - self._hold_limit
+        stale: list[Execution] = []
+        while self.waiting and self.waiting[0][1] <= limit:
+            stale.append(self.waiting.popleft()[0])
+        if stale:
+            task = asyncio.ensure_future(self._release(stale, RELEASED_UNSTARTED))
+            self._releasing.add(task)
+            task.add_done_callback(self._releasing.discard)
+        if self.waiting:
+            delay = self.waiting[0][1] + self._hold_limit - time.monotonic()
+            self._held_check = asyncio.get_running_loop().call_later(
+                max(0.0, delay), self._check_held
+            )
+
+    async def _release(self, executions: Sequence[Execution], why: str) -> int:
+        released = 0
+        for execution in executions:
+            assert execution.fencing_token is not None
+            try:
+                if await self.store.execution_release(
+                    execution.execution_id, execution.fencing_token, self.store_now(), why
+                ):
+                    released += 1
+            except Exception as exc:  # its lease expires and the reaper takes it back
+                self.log.warning("an execution claimed ahead was not released: %s", exc)
+        return released
 
     async def idle(self, did: int) -> None:
         if self.stopping:
             return
         if self._queue_empty:
-            if self.free_slots > 0:
+            if self._claimable() > 0:
                 await self._wait_for_work()
             else:
                 await self._wait_for_slots(1, self.poll)
             return
         # More work is queued. A claim per freed slot would cost a round trip per execution:
         # wait for a slot, then briefly for ``low_water`` of them, and claim them together.
-        if self.free_slots <= 0:
+        if self._claimable() <= 0:
             await self._wait_for_slots(1, self.poll)
-        if 0 < self.free_slots < self.low_water:
+        if 0 < self._claimable() < self.low_water:
             await self._wait_for_slots(self.low_water, self.claim_wait)
         await self._settle()
 
@@ -250,7 +340,11 @@ class Worker(Service):
 
     async def drain(self) -> None:
         """Waits for every attempt in flight and reports every result (tests; shutdown)."""
-        while self.running:
+        while self.running or self.waiting:
+            while self.waiting and self.free_slots > 0:
+                self._start(self.waiting.popleft()[0])
+            if not self.running:
+                break  # every slot is held by a stuck thread
             await asyncio.gather(*(task for task, _ in list(self.running.values())))
         await self.flush()
 
@@ -259,6 +353,11 @@ class Worker(Service):
         finished attempt, then cancels the rest and releases them to READY without burning an
         attempt. Returns how many it released."""
         self.stop()
+        held = [execution for execution, _ in self.waiting]
+        self.waiting.clear()
+        if self._held_check is not None:
+            self._held_check.cancel()
+            self._held_check = None
         pending = [task for task, _ in self.running.values()]
         if pending:
             await asyncio.wait(pending, timeout=grace)
@@ -267,7 +366,9 @@ class Worker(Service):
             task.cancel()
         await asyncio.gather(*(task for task, _ in left.values()), return_exceptions=True)
         await self.flush()
-        released = 0
+        released = await self._release(held, RELEASED_AT_SHUTDOWN)
+        if self._releasing:
+            await asyncio.gather(*self._releasing, return_exceptions=True)
         for execution_id, (_, token) in left.items():
             if await self.store.execution_release(execution_id, token, self.store_now()):
                 released += 1

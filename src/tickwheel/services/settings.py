@@ -49,6 +49,9 @@ class WorkerSettings:
     """Seconds a finished attempt may wait to share a transaction with others."""
     cancel_grace: float = 10.0
     """A cancelled command or container: seconds between SIGTERM and SIGKILL."""
+    claim_ahead: bool = True
+    """While attempts are short, claim the next slots' work while this batch runs (one round trip
+    hidden behind the batch); see engine/worker.py."""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -21,6 +21,11 @@ from tickwheel.store.records import (
     WorkerInfo,
 )
 
+RELEASED_AT_SHUTDOWN = "worker shut down"
+"""The message of an attempt given back by a worker that stopped."""
+RELEASED_UNSTARTED = "claimed ahead and not started within a third of its lease"
+"""The message of an attempt a worker claimed ahead of its slots and gave back unstarted."""
+
 
 class ClaimBatch(list[Execution]):
     """A claim's executions, with when to claim again when rate limits held some back."""
@@ -68,10 +73,15 @@ class ClaimStore(Protocol):
         ...
 
     async def execution_release(
-        self, execution_id: uuid.UUID, fencing_token: int, now: datetime | None = None
+        self,
+        execution_id: uuid.UUID,
+        fencing_token: int,
+        now: datetime | None = None,
+        why: str = RELEASED_AT_SHUTDOWN,
     ) -> bool:
-        """RUNNING -> READY without burning an attempt (graceful shutdown): the attempt is
-        ABANDONED and the budget grows by one."""
+        """RUNNING -> READY without burning an attempt (graceful shutdown, or claimed ahead and
+        not started in time): the attempt is ABANDONED with ``why`` and the budget grows by
+        one."""
         ...
 
 

@@ -24,6 +24,7 @@ from tickwheel.domain.models import (
 from tickwheel.domain.states import AttemptStatus, ExecutionStatus
 from tickwheel.domain.submission import NewExecution
 from tickwheel.store.due import hint_pairs
+from tickwheel.store.engine_protocol import RELEASED_AT_SHUTDOWN
 from tickwheel.store.migrate import Migration, load_migrations, pending
 from tickwheel.store.postgres.api_keys import PostgresApiKeys
 from tickwheel.store.postgres.caller_tx import PostgresCallerTx
@@ -358,7 +359,11 @@ class PostgresStore(
             return [r.execution_id for r in moved]
 
     async def execution_release(
-        self, execution_id: uuid.UUID, fencing_token: int, now: datetime | None = None
+        self,
+        execution_id: uuid.UUID,
+        fencing_token: int,
+        now: datetime | None = None,
+        why: str = RELEASED_AT_SHUTDOWN,
     ) -> bool:
         params: dict[str, Any] = {
             "execution_id": execution_id,
@@ -372,7 +377,7 @@ class PostgresStore(
                 return False
             params["attempt_number"] = row["attempt_count"]
             params["attempt_status"] = str(AttemptStatus.ABANDONED)
-            params["error"] = Jsonb({"kind": "released", "message": "worker shut down"})
+            params["error"] = Jsonb({"kind": "released", "message": why})
             await conn.execute(Q["attempt_finish"], params)
             topics.add(Topic.READY)
         return True

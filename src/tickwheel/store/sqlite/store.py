@@ -25,6 +25,7 @@ from tickwheel.domain.models import (
 from tickwheel.domain.states import ExecutionStatus
 from tickwheel.domain.submission import NewExecution
 from tickwheel.store.due import DueFanout
+from tickwheel.store.engine_protocol import RELEASED_AT_SHUTDOWN
 from tickwheel.store.migrate import load_migrations, pending
 from tickwheel.store.protocol import AttemptResult, InsertOutcome, Topic
 from tickwheel.store.sqlfile import load_queries
@@ -343,7 +344,11 @@ class SqliteStore(
         return reaped
 
     async def execution_release(
-        self, execution_id: uuid.UUID, fencing_token: int, now: datetime | None = None
+        self,
+        execution_id: uuid.UUID,
+        fencing_token: int,
+        now: datetime | None = None,
+        why: str = RELEASED_AT_SHUTDOWN,
     ) -> bool:
         params = {
             "execution_id": str(execution_id),
@@ -361,7 +366,7 @@ class SqliteStore(
                     **params,
                     "attempt_number": row["attempt_count"],
                     "attempt_status": "ABANDONED",
-                    "error": json.dumps({"kind": "released", "message": "worker shut down"}),
+                    "error": json.dumps({"kind": "released", "message": why}),
                 },
             )
         self._signal(Topic.READY)

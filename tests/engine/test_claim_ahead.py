@@ -1,0 +1,173 @@
+"""Claiming ahead (engine/worker.py, ``WorkerSettings.claim_ahead``): while attempts are short a
+worker claims the next batch while this one runs, never runs more than its concurrency at once,
+runs each execution once; while they are long it claims only free slots; and what it claimed
+ahead and could not start within a third of a lease goes back to READY without an attempt
+burnt."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+from typing import Any, cast
+
+import pytest
+
+from tests.factories import T0, definition, new_execution, stored
+from tickwheel.domain.clock import FakeClock
+from tickwheel.domain.definitions import Definition
+from tickwheel.domain.models import Execution
+from tickwheel.domain.states import AttemptStatus, ExecutionStatus
+from tickwheel.engine import worker as worker_module
+from tickwheel.engine.worker import Worker
+from tickwheel.services.settings import WorkerSettings
+from tickwheel.store.engine_protocol import RELEASED_AT_SHUTDOWN, RELEASED_UNSTARTED
+from tickwheel.store.protocol import Store
+
+
+class Recording:
+    """The store, with each claim (slots asked, executions got), each release, and the most
+    attempts the worker ever had running at once."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.claims: list[tuple[int, int]] = []
+        self.released: list[Execution] = []
+        self.worker: Worker | None = None
+        self.most_running = 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.store, name)
+
+    async def execution_claim_ready(
+        self,
+        worker_id: str,
+        limit: int,
+        lease: timedelta,
+        now: datetime | None = None,
+        definition_uris: Sequence[str] | None = None,
+    ) -> list[Execution]:
+        got = await self.store.execution_claim_ready(worker_id, limit, lease, now, definition_uris)
+        self.claims.append((limit, len(got)))
+        return got
+
+    async def execution_release(
+        self, execution_id: Any, token: int, now: Any = None, why: str = RELEASED_AT_SHUTDOWN
+    ) -> bool:
+        done = await self.store.execution_release(execution_id, token, now, why)
+        if done:
+            found = await self.store.execution_get("acme", execution_id)
+            assert found is not None
+            self.released.append(found)
+        return done
+
+
+def napping() -> Definition:
+    return definition(
+        inputs={"seconds": "number"},
+        outputs={"slept": "number"},
+        execution={"type": "python", "entrypoint": "tests.engine.jobs_for_tests:naps"},
+    )
+
+
+async def _run(worker: Worker, recording: Recording, done: int, timeout: float = 30.0) -> None:
+    running = asyncio.create_task(worker.run())
+    deadline = time.monotonic() + timeout
+    try:
+        while worker.finished < done:
+            recording.most_running = max(recording.most_running, len(worker.running))
+            assert time.monotonic() < deadline, (worker.finished, recording.claims)
+            await asyncio.sleep(0.001)
+    finally:
+        await worker.shutdown(grace=5)
+        await running
+
+
+async def _attempts(store: Store, executions: list[Execution]) -> list[list[AttemptStatus]]:
+    return [
+        [a.status for a in await store.attempt_list("acme", e.execution_id)] for e in executions
+    ]
+
+
+async def test_short_attempts_are_claimed_ahead_each_run_once_never_past_concurrency(
+    store: Store,
+) -> None:
+    d = napping()
+    assert await store.definition_insert(stored(d))
+    recording = Recording(store)
+    worker = Worker(
+        cast(Store, recording),
+        FakeClock(T0),
+        worker_id="w1",
+        settings=WorkerSettings(concurrency=4, poll=0.05),
+    )
+    outcomes = await store.execution_insert_many(
+        [new_execution(d=d, inputs={"seconds": 0}) for _ in range(120)]
+    )
+    executions = [o.execution for o in outcomes]
+    await _run(worker, recording, len(executions))
+    assert await _attempts(store, executions) == [[AttemptStatus.SUCCEEDED]] * 120
+    assert worker.stale_writes == 0
+    # Ahead: claims asked for more than the slots (at most a batch more), and never more than
+    # the concurrency ran at once.
+    assert max(asked for asked, _ in recording.claims) > 4, recording.claims
+    assert max(asked for asked, _ in recording.claims) <= 8, recording.claims
+    assert recording.most_running <= 4
+    assert recording.released == []
+
+
+async def test_long_attempts_are_never_claimed_ahead(store: Store) -> None:
+    d = napping()
+    assert await store.definition_insert(stored(d))
+    recording = Recording(store)
+    worker = Worker(
+        cast(Store, recording),
+        FakeClock(T0),
+        worker_id="w1",
+        settings=WorkerSettings(concurrency=2, poll=0.05),
+    )
+    outcomes = await store.execution_insert_many(
+        [new_execution(d=d, inputs={"seconds": 0.08}) for _ in range(8)]
+    )
+    await _run(worker, recording, len(outcomes))
+    assert all(asked <= 2 for asked, _ in recording.claims), recording.claims
+
+
+async def test_what_waited_a_third_of_a_lease_goes_back_to_ready_with_no_attempt_burnt(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Four quick attempts make the worker claim ahead; the next two are long, so the two it
+    claimed ahead of them wait past a third of the (short) lease and are released; they run
+    later. The long ones still count as short for their first 0.3 s (not 0.05), so that the
+    claim ahead of them is made on a loaded machine too."""
+    monkeypatch.setattr(worker_module, "AHEAD_SHORT", 0.3)
+    d = napping()
+    assert await store.definition_insert(stored(d))
+    recording = Recording(store)
+    worker = Worker(
+        cast(Store, recording),
+        FakeClock(T0),
+        worker_id="w1",
+        settings=WorkerSettings(concurrency=2, poll=0.05, lease=timedelta(seconds=1.2)),
+    )
+    quick = [new_execution(d=d, inputs={"seconds": 0}, execute_in=-10 + i) for i in range(4)]
+    slow = [new_execution(d=d, inputs={"seconds": 1.0}, execute_in=-5 + i) for i in range(2)]
+    later = [new_execution(d=d, inputs={"seconds": 0}, execute_in=-2 + i) for i in range(2)]
+    outcomes = await store.execution_insert_many([*quick, *slow, *later])
+    executions = [o.execution for o in outcomes]
+    await _run(worker, recording, len(executions))
+    assert recording.released, recording.claims
+    for released in recording.released:
+        # Given back unstarted: READY again, its budget one larger (the attempt is not spent).
+        assert released.status is ExecutionStatus.READY
+        assert released.max_attempts == d.retry.max_attempts + 1
+        attempts = await store.attempt_list("acme", released.execution_id)
+        assert attempts[0].status is AttemptStatus.ABANDONED
+        assert attempts[0].error is not None
+        assert attempts[0].error["message"] == RELEASED_UNSTARTED
+    for e in executions:
+        statuses = [a.status for a in await store.attempt_list("acme", e.execution_id)]
+        assert statuses[-1] is AttemptStatus.SUCCEEDED
+        assert set(statuses[:-1]) <= {AttemptStatus.ABANDONED}
+    assert worker.stale_writes == 0
