@@ -174,3 +174,22 @@ def test_rate_limits_through_the_cli(server: ServerProcess, tmp_path: Path) -> N
     assert cli_json(server, "tenant", "clear-rate-limit")["rateLimits"][0]["definition"] == "paced"
     refused = run_cli("tenant", "rate-limit", "0", cwd=server.directory, server=server)
     assert refused.returncode != 0 and "limit" in refused.stdout + refused.stderr, describe(refused)
+
+
+def test_a_tenants_weight_through_the_cli(server: ServerProcess) -> None:
+    """The operator key the server made sets a tenant's weight in the fair claim, `tenant show`
+    prints it, a weight out of range is refused with nothing changed, and clearing it (weight
+    1) takes it off the show."""
+    tenant = str(cli_json(server, "tenant", "show")["tenant"])
+    shown = cli_json(server, "tenant", "weight", "3", "--tenant", tenant)
+    assert (shown["tenant"], shown["weight"]) == (tenant, 3)
+    assert "weight 3 in the fair claim" in cli(server, "tenant", "show").stdout
+    refused = run_cli(
+        "tenant", "weight", "0", "--tenant", tenant, cwd=server.directory, server=server
+    )
+    assert refused.returncode != 0 and "weight" in refused.stdout + refused.stderr, describe(
+        refused
+    )
+    assert cli_json(server, "tenant", "show")["weight"] == 3
+    assert cli_json(server, "tenant", "weight", "1", "--tenant", tenant)["weight"] == 1
+    assert "in the fair claim" not in cli(server, "tenant", "show").stdout
