@@ -7,13 +7,15 @@ import os
 from dataclasses import dataclass, replace
 from enum import IntEnum
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
 
-from tickwheel.client.sync import Client
 from tickwheel.domain.errors import TickwheelError
+
+if TYPE_CHECKING:
+    from tickwheel.client.sync import Client
 
 console = Console()
 err_console = Console(stderr=True)
@@ -64,6 +66,9 @@ class CliState:
     as_json: bool
 
     def client(self) -> Client:
+        # Imported here: the role commands (worker, scheduler) never talk to the API.
+        from tickwheel.client.sync import Client
+
         return Client(self.url, self.api_key)
 
 

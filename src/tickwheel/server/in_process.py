@@ -5,24 +5,24 @@ client per tenant (they are built on the client, never on the engine)."""
 from __future__ import annotations
 
 import asyncio
+from typing import TYPE_CHECKING
 
-from tickwheel.api.inprocess_workflows import InProcessWorkflowsTransport
-from tickwheel.client.client import AsyncClient
-from tickwheel.client.transports.inprocess import InProcessTransport
 from tickwheel.config import Settings
-from tickwheel.cron.service import ClientFor, CronService
-from tickwheel.engine.pruner import Pruner
-from tickwheel.engine.reaper import Reaper
-from tickwheel.engine.runners import default_runners
 from tickwheel.engine.runners.secrets import Secrets
-from tickwheel.engine.scheduler import Scheduler
 from tickwheel.engine.service import Service
-from tickwheel.engine.webhooks import WebhookSender
-from tickwheel.engine.worker import Worker
-from tickwheel.store.cron_protocol import CronStore
 from tickwheel.store.factory import cron_store_for, webhook_store_for, workflow_store_for
 from tickwheel.store.protocol import Store
-from tickwheel.workflows.orchestrator import Orchestrator
+
+if TYPE_CHECKING:
+    from tickwheel.client.client import AsyncClient
+    from tickwheel.cron.service import ClientFor, CronService
+    from tickwheel.engine.worker import Worker
+    from tickwheel.store.cron_protocol import CronStore
+    from tickwheel.workflows.orchestrator import Orchestrator
+
+# The services are imported where a process builds them: a worker needs neither the scheduler
+# nor the client (its HTTP stack and resource models) that the Cron Service and the
+# orchestrator are built on, and its first claim waits for every import before it.
 
 
 class Engine:
@@ -47,6 +47,11 @@ class Engine:
         self.cron = in_process_cron(store, settings) if cron else None
         self.orchestrator = in_process_orchestrator(store, settings) if orchestrator else None
         if scheduler:
+            from tickwheel.engine.pruner import Pruner
+            from tickwheel.engine.reaper import Reaper
+            from tickwheel.engine.scheduler import Scheduler
+            from tickwheel.engine.webhooks import WebhookSender
+
             # Leased: the role process shares the shards with other schedulers; the all-in-one
             # server is the only scheduler of its database and promotes over every shard.
             promoter = Scheduler(store, leased=leased, settings=settings.scheduler_settings())
@@ -60,6 +65,9 @@ class Engine:
             if pruning is not None:  # retention beside the scheduler, hourly
                 self.services.append(Pruner(store, cron=cron_store_for(store), settings=pruning))
         if worker:
+            from tickwheel.engine.runners import default_runners
+            from tickwheel.engine.worker import Worker
+
             # Job threads for every slot plus as many again for sync jobs stuck past their
             # timeout (as the Worker's own default); every runner applies the run policy.
             runners = default_runners(
@@ -116,6 +124,8 @@ def in_process_cron(store: Store, settings: Settings) -> CronService:
 def in_process_orchestrator(store: Store, settings: Settings) -> Orchestrator:
     """The workflow orchestrator inside ``tickwheel server`` (or ``tickwheel orchestrator``):
     every tenant's runs, each through an in-process client bound to that tenant."""
+    from tickwheel.workflows.orchestrator import Orchestrator
+
     return Orchestrator(
         workflow_store_for(store),
         store,
@@ -127,6 +137,10 @@ def in_process_orchestrator(store: Store, settings: Settings) -> Orchestrator:
 def tenant_clients(store: Store, settings: Settings) -> ClientFor:
     """One in-process client per tenant, made on first use. Its ``client.workflows`` starts
     workflow runs in process too (the Cron Service's workflow-targeted jobs)."""
+    from tickwheel.api.inprocess_workflows import InProcessWorkflowsTransport
+    from tickwheel.client.client import AsyncClient
+    from tickwheel.client.transports.inprocess import InProcessTransport
+
     clients: dict[str, AsyncClient] = {}
     workflows = workflow_store_for(store)
 
@@ -143,6 +157,8 @@ def tenant_clients(store: Store, settings: Settings) -> ClientFor:
 def cron_service(
     cron: CronStore, client_for: ClientFor, settings: Settings, tenant: str | None
 ) -> CronService:
+    from tickwheel.cron.service import CronService
+
     return CronService(
         cron,
         client_for,
