@@ -42,7 +42,7 @@ from tickwheel.engine.reporting import Finished, ResultBuffer, record_finished
 from tickwheel.engine.runners import JobContext, Runner, RunOutcome, default_runners, run_attempt
 from tickwheel.engine.runners.attempt_state import AttemptState
 from tickwheel.engine.service import Service
-from tickwheel.observability.logs import bind, execution_fields
+from tickwheel.observability.logs import bind_execution, execution_fields
 from tickwheel.services.settings import WorkerSettings
 from tickwheel.store.protocol import Topic, WorkerStore
 
@@ -169,9 +169,9 @@ class Worker(Service):
             self.metrics.started(execution.definition_uri, execution.attempt_count, late)
             if debug:
                 self.log.debug("claimed", extra=execution_fields(execution, self.worker_id))
-            task = asyncio.create_task(
-                self._attempt(execution), name=f"attempt-{execution.execution_id}"
-            )
+            # Unnamed: a name per task (``attempt-<id>``) cost a uuid's formatting per attempt;
+            # the attempt's log lines name the execution (bind_execution).
+            task = asyncio.create_task(self._attempt(execution))
             self.running[execution.execution_id] = (task, execution.fencing_token)
             task.add_done_callback(self._forget(execution.execution_id))
         return len(claimed)
@@ -291,15 +291,7 @@ class Worker(Service):
         assert token is not None
         # This task's own context: whatever is logged while the attempt runs (runners included)
         # names the execution, its attempt, token and this worker.
-        bind(execution_fields(execution, self.worker_id))
-        ctx = JobContext(
-            execution_id=execution.execution_id,
-            attempt=execution.attempt_count,
-            fencing_token=token,
-            definition_uri=execution.definition_uri,
-            definition_version=execution.definition_version,
-            state=AttemptState(execution.checkpoint, cancel_grace=self.cancel_grace),
-        )
+        bind_execution(execution, self.worker_id)
         started = self.clock.now()
         if execution.cancel_requested_at is not None:
             # Asked to stop while an earlier attempt was finishing: it does not run again.
@@ -308,16 +300,26 @@ class Worker(Service):
         if (execution.start_by or execution.deadline) and (late := too_late(execution)):
             await self._too_late(execution, late)
             return
-        definition = await self.definitions.get(execution)
+        definition = self.definitions.known(execution)
         if definition is None:
-            gone = RunOutcome(ok=False, kind="permanent", message="the definition is gone")
-            self._report(execution, None, gone, started)
-            return
+            definition = await self.definitions.get(execution)
+            if definition is None:
+                gone = RunOutcome(ok=False, kind="permanent", message="the definition is gone")
+                self._report(execution, None, gone, started)
+                return
+        ctx = JobContext(
+            execution_id=execution.execution_id,
+            attempt=execution.attempt_count,
+            fencing_token=token,
+            definition_uri=execution.definition_uri,
+            definition_version=execution.definition_version,
+            state=AttemptState(execution.checkpoint, cancel_grace=self.cancel_grace),
+        )
         # The first heartbeat is due a third of a lease from now; most attempts are over long
-        # before, so it is a timer, and a task only for attempts that outlive it.
+        # before, so a task is started only for attempts that outlive it (engine/heartbeat.py).
         this = asyncio.current_task()
         assert this is not None
-        beat = self.heartbeats.schedule(execution, token, this, ctx.state)
+        self.heartbeats.schedule(execution, token, this, ctx.state)
         outcome: RunOutcome | None = None
         try:
             outcome = await run_attempt(
@@ -336,7 +338,6 @@ class Worker(Service):
                 self._stale(execution, "the lease was lost while the handler ran")
                 return
         finally:
-            beat.cancel()
             self.heartbeats.stop(execution.execution_id)
         if outcome is None or (ctx.cancelled and not outcome.ok):
             self._report_cancelled(execution, started)
@@ -380,15 +381,16 @@ class Worker(Service):
         outcome: RunOutcome,
         started: datetime,
     ) -> None:
+        ended = self.clock.now()
         result = attempt_result(
             execution,
             definition,
             outcome,
             max_inline_output=self.max_inline_output,
-            now=self.clock.now(),
+            now=ended,
             uniform=self.uniform,
         )
-        seconds = (self.clock.now() - started).total_seconds()
+        seconds = (ended - started).total_seconds()
         breaker = definition.circuit_breaker if definition is not None else None
         self.results.add(Finished(execution, result, seconds, breaker))
 

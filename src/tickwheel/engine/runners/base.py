@@ -193,6 +193,8 @@ async def run_attempt(
     ``trace_context`` is the claimed execution's stored W3C context: the attempt's span
     (docs/tracing.md) continues the submitter's trace when there is one.
     """
+    if not trace_context:  # no trace to continue: no span (attempt_span would yield None)
+        return await _run_attempt(definition, inputs, ctx, runners)
     uri = ctx.definition_uri
     with attempt_span(ctx.execution_id, uri, ctx.attempt, ctx.fencing_token, trace_context) as span:
         outcome = await _run_attempt(definition, inputs, ctx, runners)
@@ -238,6 +240,9 @@ async def _run_attempt(
 def check_outputs(definition: Definition, outcome: RunOutcome) -> RunOutcome:
     """``outcome`` with its output checked against ``definition.outputs`` (defaults applied)."""
     output: Any = {} if outcome.output is None else outcome.output
+    if not definition.outputs and type(output) is dict and not output:
+        # Nothing declared, nothing returned (a no-op's outcome): nothing to check or apply.
+        return outcome if outcome.output is output else RunOutcome(ok=True, output=output)
     if not isinstance(output, dict):
         got = json_type_name(output)
         return failure("invalid_output", f"outputs must be a JSON object, got {got}")
