@@ -30,6 +30,7 @@ from tickwheel.domain.fieldtypes import json_type_name
 from tickwheel.domain.jsonvalues import readable
 from tickwheel.domain.running import MAX_SNOOZE, Snooze
 from tickwheel.engine.runners.attempt_state import AttemptState
+from tickwheel.engine.runners.timeouts import timeouts
 from tickwheel.observability.tracing import attempt_span, mark_outcome
 
 __all__ = [
@@ -215,20 +216,29 @@ async def _run_attempt(
     if runner is None:
         return failure("permanent", f"no runner for execution type {kind!r}")
     outcome: RunOutcome | None = None
+    # As ``asyncio.timeout(definition.timeout)`` would, with one timer for all attempts.
+    limits = timeouts()
+    limit = limits.start(definition.timeout)
     try:
-        async with asyncio.timeout(definition.timeout) as deadline:
+        try:
             outcome = await runner.run(definition, inputs, ctx)
+        finally:
+            expired = limits.end(limit)
+    except asyncio.CancelledError:
+        if not expired or limit.others:
+            raise  # not (only) our limit: a shutdown, a lost lease, a cancel
     except Exception as exc:
-        # Our deadline ends as TimeoutError; anything else escaping is a runner bug, which must
-        # not take the worker down with it (a runner turns the job's own errors into outcomes).
-        if not (isinstance(exc, TimeoutError) and deadline.expired()):
+        # Past our limit, the runner's TimeoutError is the timeout's; anything else escaping is
+        # a runner bug, which must not take the worker down with it (a runner turns the job's
+        # own errors into outcomes).
+        if not (isinstance(exc, TimeoutError) and expired):
             return failure(
                 "error",
                 f"the {kind} runner failed: {type(exc).__name__}: {exc}",
                 exception=type(exc).__qualname__,
                 traceback=traceback_tail(exc),
             )
-    if outcome is None or deadline.expired():
+    if outcome is None or expired:
         return failure(
             "timeout",
             f"timed out after {definition.timeout:g} s (the definition's timeout)",
