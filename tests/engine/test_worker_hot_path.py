@@ -7,8 +7,10 @@ logged, and are the same fields."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import logging
+import pickle
 import time
 import uuid
 from datetime import UTC, datetime, timedelta
@@ -20,8 +22,9 @@ from tickwheel.domain.models import Execution
 from tickwheel.domain.states import AttemptStatus, ExecutionStatus
 from tickwheel.engine.heartbeat import Heartbeats
 from tickwheel.engine.outcomes import attempt_result, output_size
-from tickwheel.engine.runners import RunOutcome
+from tickwheel.engine.runners import JobContext, RunOutcome
 from tickwheel.engine.runners.attempt_state import AttemptState
+from tickwheel.engine.runners.base import job_context, succeeded
 from tickwheel.observability.logs import bind, bind_execution, execution_fields, record_fields
 from tickwheel.store.running_protocol import Beat
 
@@ -181,3 +184,26 @@ async def test_fields_bound_for_an_attempt_are_made_when_a_record_is_logged() ->
     assert fields["attempt"] == 2 and fields["fencing_token"] == 41
     # The attempt's task had its own context: nothing leaked into this one.
     assert record_fields(logging.makeLogRecord({"msg": "x"})) == {}
+
+
+def test_the_outcome_and_context_built_per_attempt_are_the_dataclasses_own() -> None:
+    output = {"n": 1}
+    fast = succeeded(output)
+    assert fast == RunOutcome(ok=True, output=output) and fast.output is output
+    assert type(fast) is RunOutcome and fast.error() is None
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        fast.ok = False  # type: ignore[misc]
+    execution_id, state = uuid.uuid4(), AttemptState({"at": 3})
+    ctx = job_context(execution_id, 2, 41, "registry://jobs/job", 5, state)
+    assert ctx == JobContext(
+        execution_id=execution_id,
+        attempt=2,
+        fencing_token=41,
+        definition_uri="registry://jobs/job",
+        definition_version=5,
+        state=state,
+    )
+    assert ctx.state is state and ctx.checkpoint == {"at": 3} and not ctx.cancelled
+    assert pickle.loads(pickle.dumps(ctx)).checkpoint == {"at": 3}  # isolation: process
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        ctx.attempt = 3  # type: ignore[misc]

@@ -39,8 +39,9 @@ from tickwheel.engine.definition_cache import DefinitionCache
 from tickwheel.engine.heartbeat import Heartbeats
 from tickwheel.engine.outcomes import attempt_result
 from tickwheel.engine.reporting import Finished, ResultBuffer, record_finished
-from tickwheel.engine.runners import JobContext, Runner, RunOutcome, default_runners, run_attempt
+from tickwheel.engine.runners import Runner, RunOutcome, default_runners, run_attempt
 from tickwheel.engine.runners.attempt_state import AttemptState
+from tickwheel.engine.runners.base import job_context
 from tickwheel.engine.service import Service
 from tickwheel.observability.logs import bind_execution, execution_fields
 from tickwheel.services.settings import WorkerSettings
@@ -307,13 +308,13 @@ class Worker(Service):
                 gone = RunOutcome(ok=False, kind="permanent", message="the definition is gone")
                 self._report(execution, None, gone, started)
                 return
-        ctx = JobContext(
-            execution_id=execution.execution_id,
-            attempt=execution.attempt_count,
-            fencing_token=token,
-            definition_uri=execution.definition_uri,
-            definition_version=execution.definition_version,
-            state=AttemptState(execution.checkpoint, cancel_grace=self.cancel_grace),
+        ctx = job_context(
+            execution.execution_id,
+            execution.attempt_count,
+            token,
+            execution.definition_uri,
+            execution.definition_version,
+            AttemptState(execution.checkpoint, cancel_grace=self.cancel_grace),
         )
         # The first heartbeat is due a third of a lease from now; most attempts are over long
         # before, so a task is started only for attempts that outlive it (engine/heartbeat.py).

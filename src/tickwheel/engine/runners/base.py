@@ -11,6 +11,7 @@ cleans up what it started (threads aside, which cannot be stopped) before lettin
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import traceback
 import uuid
@@ -39,11 +40,13 @@ __all__ = [
     "Runner",
     "check_outputs",
     "failure",
+    "job_context",
     "jsonable",
     "returned",
     "run_attempt",
     "shorten",
     "snoozed",
+    "succeeded",
     "traceback_tail",
 ]
 
@@ -120,6 +123,44 @@ class RunOutcome:
         return error
 
 
+_SUCCEEDED = dict(vars(RunOutcome(ok=True, output={})))
+
+
+def succeeded(output: dict[str, Any]) -> RunOutcome:
+    """``RunOutcome(ok=True, output=output)``, which needs no check: built from a checked one.
+    Made for every successful attempt, and a frozen dataclass's ``__init__`` (a
+    ``object.__setattr__`` per field, then ``__post_init__``) costs more than the copy."""
+    outcome: RunOutcome = object.__new__(RunOutcome)
+    vars(outcome).update(_SUCCEEDED, output=output)
+    return outcome
+
+
+def job_context(
+    execution_id: uuid.UUID,
+    attempt: int,
+    fencing_token: int,
+    definition_uri: str,
+    definition_version: int,
+    state: AttemptState,
+) -> JobContext:
+    """``JobContext(...)`` with every field given, built without the frozen dataclass's
+    ``__init__`` (one per attempt; it has no ``__post_init__``)."""
+    ctx: JobContext = object.__new__(JobContext)
+    vars(ctx).update(
+        execution_id=execution_id,
+        attempt=attempt,
+        fencing_token=fencing_token,
+        definition_uri=definition_uri,
+        definition_version=definition_version,
+        state=state,
+    )
+    return ctx
+
+
+if hasattr(JobContext, "__post_init__") or len(dataclasses.fields(JobContext)) != 6:
+    raise TypeError("JobContext changed: update job_context")
+
+
 class Runner(Protocol):
     """Runs one attempt of one execution type. Never raises for the job's failure."""
 
@@ -145,14 +186,14 @@ def returned(result: Any, entrypoint: str) -> RunOutcome:
     if isinstance(result, Snooze):
         return snoozed(result)
     if result is None:
-        return RunOutcome(ok=True, output={})
+        return succeeded({})
     if not isinstance(result, dict):
         got = shorten(type(result).__name__, 100)
         return failure(
             "invalid_output",
             f"entrypoint {entrypoint!r} returned {got}; it must return a dict or None",
         )
-    return RunOutcome(ok=True, output=result)
+    return succeeded(result)
 
 
 def shorten(text: str, limit: int = MESSAGE_LIMIT) -> str:
@@ -252,7 +293,7 @@ def check_outputs(definition: Definition, outcome: RunOutcome) -> RunOutcome:
     output: Any = {} if outcome.output is None else outcome.output
     if not definition.outputs and type(output) is dict and not output:
         # Nothing declared, nothing returned (a no-op's outcome): nothing to check or apply.
-        return outcome if outcome.output is output else RunOutcome(ok=True, output=output)
+        return outcome if outcome.output is output else succeeded(output)
     if not isinstance(output, dict):
         got = json_type_name(output)
         return failure("invalid_output", f"outputs must be a JSON object, got {got}")
