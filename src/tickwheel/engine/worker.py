@@ -74,6 +74,8 @@ class Worker(Service, Attempts):
         # Job threads for every slot plus as many again for sync jobs stuck past their timeout;
         # once those spares are used up, each further stuck thread takes a slot out of service.
         self.runners = runners or default_runners(max_threads=2 * concurrency)
+        # The runners that can leave threads stuck (the python runner): read on every claim.
+        self._stuck_counters = [r for r in self.runners.values() if hasattr(r, "stuck_threads")]
         self.uniform = uniform
         self.poll = settings.poll
         self.definition_uris = list(definition_uris) if definition_uris is not None else None
@@ -115,7 +117,10 @@ class Worker(Service, Attempts):
 
     @property
     def stuck_threads(self) -> int:
-        return sum(getattr(runner, "stuck_threads", 0) for runner in self.runners.values())
+        stuck = 0
+        for runner in self._stuck_counters:
+            stuck += runner.stuck_threads
+        return stuck
 
     @property
     def blocked_slots(self) -> int:
