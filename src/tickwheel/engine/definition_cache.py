@@ -19,6 +19,12 @@ class DefinitionCache:
         self._definitions: dict[_Key, Definition] = {}
         self._lookups: dict[_Key, asyncio.Future[StoredDefinition | None]] = {}
 
+    def known(self, execution: Execution) -> Definition | None:
+        """The definition when it is cached (no await: what nearly every attempt needs)."""
+        return self._definitions.get(
+            (execution.tenant, execution.definition_uri, execution.definition_version)
+        )
+
     async def get(self, execution: Execution) -> Definition | None:
         # Resolved for the execution's tenant: its own definition of the name, else the shared.
         key = (execution.tenant, execution.definition_uri, execution.definition_version)

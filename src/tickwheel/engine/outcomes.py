@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import uuid
 from datetime import datetime
+from typing import Any
 
 from tickwheel.domain.backoff import Uniform
 from tickwheel.domain.definitions import Definition, RetryPolicy
@@ -17,6 +18,19 @@ from tickwheel.store.protocol import AttemptResult
 
 # When a definition cannot be found, the failure is permanent: nothing to retry with.
 _NO_RETRY = RetryPolicy(max_attempts=1)
+
+
+_COMPACT = json.JSONEncoder(separators=(",", ":"))
+"""The output's JSON as the size is counted: compact, ASCII (``ensure_ascii``), so its length in
+characters is its length in bytes. One encoder for all: ``json.dumps`` with any argument builds
+one per call."""
+
+
+def output_size(output: Any) -> int:
+    """Bytes of ``output`` as compact JSON: what decides inline or by reference."""
+    if type(output) is dict and not output:  # most outputs: nothing to encode
+        return 2
+    return len(_COMPACT.encode(output))
 
 
 def output_reference(execution_id: uuid.UUID) -> str:
@@ -36,7 +50,7 @@ def attempt_result(
     token = execution.fencing_token
     assert token is not None
     if outcome.ok:
-        size = len(json.dumps(outcome.output, separators=(",", ":")).encode())
+        size = output_size(outcome.output)
         # A large output stays out of the hot executions row; the row keeps a reference.
         large = size > max_inline_output
         return AttemptResult(

@@ -27,23 +27,18 @@ import time
 import uuid
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
-from datetime import datetime
 
 from tickwheel.domain.backoff import Uniform
 from tickwheel.domain.clock import Clock
-from tickwheel.domain.definitions import Definition
 from tickwheel.domain.models import Execution
-from tickwheel.engine import cancellation
+from tickwheel.engine.attempt import Attempts
 from tickwheel.engine.breakers import BreakerCounts
-from tickwheel.engine.deadlines import TooLate, deadline_result, expire_claimed, too_late
 from tickwheel.engine.definition_cache import DefinitionCache
 from tickwheel.engine.heartbeat import Heartbeats
-from tickwheel.engine.outcomes import attempt_result
 from tickwheel.engine.reporting import Finished, ResultBuffer, record_finished
-from tickwheel.engine.runners import JobContext, Runner, RunOutcome, default_runners, run_attempt
-from tickwheel.engine.runners.attempt_state import AttemptState
+from tickwheel.engine.runners import Runner, default_runners
 from tickwheel.engine.service import Service
-from tickwheel.observability.logs import bind, execution_fields
+from tickwheel.observability.logs import execution_fields
 from tickwheel.services.settings import WorkerSettings
 from tickwheel.store.engine_protocol import RELEASED_AT_SHUTDOWN, RELEASED_UNSTARTED, retry_after
 from tickwheel.store.protocol import Topic, WorkerStore
@@ -63,7 +58,7 @@ RATE_SLACK = 0.002
 then whatever the rounding of the clocks."""
 
 
-class Worker(Service):
+class Worker(Service, Attempts):
     name = "worker"
 
     def __init__(
@@ -88,6 +83,8 @@ class Worker(Service):
         # Job threads for every slot plus as many again for sync jobs stuck past their timeout;
         # once those spares are used up, each further stuck thread takes a slot out of service.
         self.runners = runners or default_runners(max_threads=2 * concurrency)
+        # The runners that can leave threads stuck (the python runner): read on every claim.
+        self._stuck_counters = [r for r in self.runners.values() if hasattr(r, "stuck_threads")]
         self.uniform = uniform
         self.poll = settings.poll
         self.definition_uris = list(definition_uris) if definition_uris is not None else None
@@ -138,7 +135,10 @@ class Worker(Service):
 
     @property
     def stuck_threads(self) -> int:
-        return sum(getattr(runner, "stuck_threads", 0) for runner in self.runners.values())
+        stuck = 0
+        for runner in self._stuck_counters:
+            stuck += runner.stuck_threads
+        return stuck
 
     @property
     def blocked_slots(self) -> int:
@@ -216,9 +216,9 @@ class Worker(Service):
 
     def _start(self, execution: Execution) -> None:
         assert execution.fencing_token is not None
-        task = asyncio.create_task(
-            self._attempt(execution), name=f"attempt-{execution.execution_id}"
-        )
+        # Unnamed: a name per task (``attempt-<id>``) cost a uuid's formatting per attempt;
+        # the attempt's log lines name the execution (bind_execution).
+        task = asyncio.create_task(self._attempt(execution))
         self.running[execution.execution_id] = (task, execution.fencing_token)
         self._began[execution.execution_id] = time.monotonic()
         task.add_done_callback(self._forget(execution.execution_id))
@@ -396,122 +396,3 @@ class Worker(Service):
         record_finished(item, self.metrics, self.log, self.worker_id)
         if item.breaker is not None:
             self.breakers.add(item)
-
-    # -- one attempt ----------------------------------------------------------------------------
-
-    async def _attempt(self, execution: Execution) -> None:
-        token = execution.fencing_token
-        assert token is not None
-        # This task's own context: whatever is logged while the attempt runs (runners included)
-        # names the execution, its attempt, token and this worker.
-        bind(execution_fields(execution, self.worker_id))
-        ctx = JobContext(
-            execution_id=execution.execution_id,
-            attempt=execution.attempt_count,
-            fencing_token=token,
-            definition_uri=execution.definition_uri,
-            definition_version=execution.definition_version,
-            state=AttemptState(execution.checkpoint, cancel_grace=self.cancel_grace),
-        )
-        started = self.clock.now()
-        if execution.cancel_requested_at is not None:
-            # Asked to stop while an earlier attempt was finishing: it does not run again.
-            self._report_cancelled(execution, started)
-            return
-        if (execution.start_by or execution.deadline) and (late := too_late(execution)):
-            await self._too_late(execution, late)
-            return
-        definition = await self.definitions.get(execution)
-        if definition is None:
-            gone = RunOutcome(ok=False, kind="permanent", message="the definition is gone")
-            self._report(execution, None, gone, started)
-            return
-        # The first heartbeat is due a third of a lease from now; most attempts are over long
-        # before, so it is a timer, and a task only for attempts that outlive it.
-        this = asyncio.current_task()
-        assert this is not None
-        beat = self.heartbeats.schedule(execution, token, this, ctx.state)
-        outcome: RunOutcome | None = None
-        try:
-            outcome = await run_attempt(
-                definition,
-                execution.inputs,
-                ctx,
-                runners=self.runners,
-                trace_context=execution.trace_context,  # the claim returns the whole row
-            )
-        except asyncio.CancelledError:
-            lost = self.heartbeats.take_lost(execution.execution_id)
-            if not lost and not ctx.cancelled:
-                raise  # shutdown cancelled us: the caller releases the execution
-            this.uncancel()
-            if lost:
-                self._stale(execution, "the lease was lost while the handler ran")
-                return
-        finally:
-            beat.cancel()
-            self.heartbeats.stop(execution.execution_id)
-        if outcome is None or (ctx.cancelled and not outcome.ok):
-            self._report_cancelled(execution, started)
-            return
-        if not outcome.ok and ctx.state.has_pending:
-            # The checkpoint must outlive the failure (or the snooze): the next attempt starts
-            # from it. One write, only when something is waiting.
-            await self.heartbeats.beat_once(execution, token, ctx.state)
-        if outcome.snooze is not None:
-            await self._snooze(execution, outcome)
-            return
-        self._report(execution, definition, outcome, started)
-
-    async def _snooze(self, execution: Execution, outcome: RunOutcome) -> None:
-        try:
-            done = await cancellation.snooze(
-                self.store, execution, outcome, self.clock.now(), self.store_now()
-            )
-        except Exception as exc:  # the lease expires and the reaper retries it: at least once
-            self.log.warning("snooze not recorded: %s", exc)
-            return
-        if not done:
-            self._stale(execution, "the snooze came with a stale fencing token")
-
-    async def _too_late(self, execution: Execution, late: TooLate) -> None:
-        """Claimed after its startBy or deadline (engine/deadlines.py): not run."""
-        if late is TooLate.DEADLINE:
-            return self.results.add(Finished(execution, deadline_result(execution), 0.0))
-        if not await expire_claimed(self.store, execution, self.store_now()):
-            self._stale(execution, "the expiry came with a stale fencing token")
-
-    def _report_cancelled(self, execution: Execution, started: datetime) -> None:
-        result = cancellation.cancelled_result(execution, execution.cancel_requested_at)
-        seconds = (self.clock.now() - started).total_seconds()
-        self.results.add(Finished(execution, result, seconds))
-
-    def _report(
-        self,
-        execution: Execution,
-        definition: Definition | None,
-        outcome: RunOutcome,
-        started: datetime,
-    ) -> None:
-        result = attempt_result(
-            execution,
-            definition,
-            outcome,
-            max_inline_output=self.max_inline_output,
-            now=self.clock.now(),
-            uniform=self.uniform,
-        )
-        seconds = (self.clock.now() - started).total_seconds()
-        breaker = definition.circuit_breaker if definition is not None else None
-        self.results.add(Finished(execution, result, seconds, breaker))
-
-    def _stale(self, execution: Execution, why: str) -> None:
-        self.stale_writes += 1
-        self.metrics.stale_fencing.inc()
-        self.log.warning(
-            "%s: result of attempt %d dropped (fencing token %s)",
-            why,
-            execution.attempt_count,
-            execution.fencing_token,
-            extra=execution_fields(execution, self.worker_id),
-        )

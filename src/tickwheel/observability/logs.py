@@ -23,7 +23,9 @@ EXECUTION_FIELDS = ("execution_id", "attempt", "fencing_token", "worker_id")
 FORMAT_ENV = "TICKWHEEL_LOG_FORMAT"
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
-_bound: ContextVar[dict[str, Any] | None] = ContextVar("tickwheel_log_fields", default=None)
+_bound: ContextVar[dict[str, Any] | _Execution | None] = ContextVar(
+    "tickwheel_log_fields", default=None
+)
 # What every LogRecord has; anything else on a record came from ``extra``.
 _STANDARD = set(vars(logging.makeLogRecord({}))) | {"message", "asctime", "taskName"}
 
@@ -42,12 +44,45 @@ def bind(fields: dict[str, Any]) -> None:
     """Attaches ``fields`` to every record logged from now on in this task (and the tasks it
     creates after this call). A task runs in a copy of its creator's context, so binding in an
     attempt's task never leaks into the worker's loop or into other attempts."""
-    _bound.set({**(_bound.get() or {}), **fields})
+    _bound.set({**_bound_fields(), **fields})
+
+
+def bind_execution(execution: Execution, worker_id: str | None) -> None:
+    """``bind(execution_fields(execution, worker_id))``, with the fields made only when a
+    record is logged: a worker binds them for every attempt, and most attempts log nothing."""
+    _bound.set(_Execution(_bound.get(), execution, worker_id))
+
+
+class _Execution:
+    """Fields bound by ``bind_execution``, over those bound before it."""
+
+    __slots__ = ("execution", "fields", "under", "worker_id")
+
+    def __init__(
+        self, under: dict[str, Any] | _Execution | None, execution: Execution, worker_id: str | None
+    ) -> None:
+        self.under = under
+        self.execution = execution
+        self.worker_id = worker_id
+        self.fields: dict[str, Any] | None = None
+
+    def resolve(self) -> dict[str, Any]:
+        if self.fields is None:
+            under = self.under.resolve() if isinstance(self.under, _Execution) else self.under
+            self.fields = {**(under or {}), **execution_fields(self.execution, self.worker_id)}
+        return self.fields
+
+
+def _bound_fields() -> dict[str, Any]:
+    bound = _bound.get()
+    if isinstance(bound, _Execution):
+        return bound.resolve()
+    return bound or {}
 
 
 def record_fields(record: logging.LogRecord) -> dict[str, Any]:
     """The extra fields of ``record``: its own ``extra`` first, then the bound ones."""
-    fields = {k: v for k, v in (_bound.get() or {}).items() if v is not None}
+    fields = {k: v for k, v in _bound_fields().items() if v is not None}
     for key, value in vars(record).items():
         if key not in _STANDARD and not key.startswith("_") and value is not None:
             fields[key] = value

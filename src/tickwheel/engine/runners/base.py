@@ -11,6 +11,7 @@ cleans up what it started (threads aside, which cannot be stopped) before lettin
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import traceback
 import uuid
@@ -30,6 +31,7 @@ from tickwheel.domain.fieldtypes import json_type_name
 from tickwheel.domain.jsonvalues import readable
 from tickwheel.domain.running import MAX_SNOOZE, Snooze
 from tickwheel.engine.runners.attempt_state import AttemptState
+from tickwheel.engine.runners.timeouts import timeouts
 from tickwheel.observability.tracing import attempt_span, mark_outcome
 
 __all__ = [
@@ -38,11 +40,13 @@ __all__ = [
     "Runner",
     "check_outputs",
     "failure",
+    "job_context",
     "jsonable",
     "returned",
     "run_attempt",
     "shorten",
     "snoozed",
+    "succeeded",
     "traceback_tail",
 ]
 
@@ -119,6 +123,44 @@ class RunOutcome:
         return error
 
 
+_SUCCEEDED = dict(vars(RunOutcome(ok=True, output={})))
+
+
+def succeeded(output: dict[str, Any]) -> RunOutcome:
+    """``RunOutcome(ok=True, output=output)``, which needs no check: built from a checked one.
+    Made for every successful attempt, and a frozen dataclass's ``__init__`` (a
+    ``object.__setattr__`` per field, then ``__post_init__``) costs more than the copy."""
+    outcome: RunOutcome = object.__new__(RunOutcome)
+    vars(outcome).update(_SUCCEEDED, output=output)
+    return outcome
+
+
+def job_context(
+    execution_id: uuid.UUID,
+    attempt: int,
+    fencing_token: int,
+    definition_uri: str,
+    definition_version: int,
+    state: AttemptState,
+) -> JobContext:
+    """``JobContext(...)`` with every field given, built without the frozen dataclass's
+    ``__init__`` (one per attempt; it has no ``__post_init__``)."""
+    ctx: JobContext = object.__new__(JobContext)
+    vars(ctx).update(
+        execution_id=execution_id,
+        attempt=attempt,
+        fencing_token=fencing_token,
+        definition_uri=definition_uri,
+        definition_version=definition_version,
+        state=state,
+    )
+    return ctx
+
+
+if hasattr(JobContext, "__post_init__") or len(dataclasses.fields(JobContext)) != 6:
+    raise TypeError("JobContext changed: update job_context")
+
+
 class Runner(Protocol):
     """Runs one attempt of one execution type. Never raises for the job's failure."""
 
@@ -144,14 +186,14 @@ def returned(result: Any, entrypoint: str) -> RunOutcome:
     if isinstance(result, Snooze):
         return snoozed(result)
     if result is None:
-        return RunOutcome(ok=True, output={})
+        return succeeded({})
     if not isinstance(result, dict):
         got = shorten(type(result).__name__, 100)
         return failure(
             "invalid_output",
             f"entrypoint {entrypoint!r} returned {got}; it must return a dict or None",
         )
-    return RunOutcome(ok=True, output=result)
+    return succeeded(result)
 
 
 def shorten(text: str, limit: int = MESSAGE_LIMIT) -> str:
@@ -193,6 +235,8 @@ async def run_attempt(
     ``trace_context`` is the claimed execution's stored W3C context: the attempt's span
     (docs/tracing.md) continues the submitter's trace when there is one.
     """
+    if not trace_context:  # no trace to continue: no span (attempt_span would yield None)
+        return await _run_attempt(definition, inputs, ctx, runners)
     uri = ctx.definition_uri
     with attempt_span(ctx.execution_id, uri, ctx.attempt, ctx.fencing_token, trace_context) as span:
         outcome = await _run_attempt(definition, inputs, ctx, runners)
@@ -213,20 +257,29 @@ async def _run_attempt(
     if runner is None:
         return failure("permanent", f"no runner for execution type {kind!r}")
     outcome: RunOutcome | None = None
+    # As ``asyncio.timeout(definition.timeout)`` would, with one timer for all attempts.
+    limits = timeouts()
+    limit = limits.start(definition.timeout)
     try:
-        async with asyncio.timeout(definition.timeout) as deadline:
+        try:
             outcome = await runner.run(definition, inputs, ctx)
+        finally:
+            expired = limits.end(limit)
+    except asyncio.CancelledError:
+        if not expired or limit.others:
+            raise  # not (only) our limit: a shutdown, a lost lease, a cancel
     except Exception as exc:
-        # Our deadline ends as TimeoutError; anything else escaping is a runner bug, which must
-        # not take the worker down with it (a runner turns the job's own errors into outcomes).
-        if not (isinstance(exc, TimeoutError) and deadline.expired()):
+        # Past our limit, the runner's TimeoutError is the timeout's; anything else escaping is
+        # a runner bug, which must not take the worker down with it (a runner turns the job's
+        # own errors into outcomes).
+        if not (isinstance(exc, TimeoutError) and expired):
             return failure(
                 "error",
                 f"the {kind} runner failed: {type(exc).__name__}: {exc}",
                 exception=type(exc).__qualname__,
                 traceback=traceback_tail(exc),
             )
-    if outcome is None or deadline.expired():
+    if outcome is None or expired:
         return failure(
             "timeout",
             f"timed out after {definition.timeout:g} s (the definition's timeout)",
@@ -238,6 +291,9 @@ async def _run_attempt(
 def check_outputs(definition: Definition, outcome: RunOutcome) -> RunOutcome:
     """``outcome`` with its output checked against ``definition.outputs`` (defaults applied)."""
     output: Any = {} if outcome.output is None else outcome.output
+    if not definition.outputs and type(output) is dict and not output:
+        # Nothing declared, nothing returned (a no-op's outcome): nothing to check or apply.
+        return outcome if outcome.output is output else succeeded(output)
     if not isinstance(output, dict):
         got = json_type_name(output)
         return failure("invalid_output", f"outputs must be a JSON object, got {got}")

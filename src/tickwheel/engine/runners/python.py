@@ -185,6 +185,8 @@ class PythonRunner:
     @property
     def stuck_threads(self) -> int:
         """Threads still running a job whose attempt already ended (timed out or cancelled)."""
+        if not self._abandoned:  # read on every claim: nearly always nothing is stuck
+            return 0
         self._abandoned = {f for f in self._abandoned if not f.done()}
         return len(self._abandoned)
 
