@@ -406,6 +406,34 @@ SQLITE_SCHEMA: Schema = {
         "indexes": {"workflow_task_runs_pending": "updated_at WHERE status = 'PENDING'"},
         "foreign_keys": ["workflow_run_id -> workflow_runs(workflow_run_id) ON DELETE CASCADE"],
     },
+    "rate_limits": {
+        "columns": {
+            "tenant": "TEXT NOT NULL",
+            "definition_uri": "TEXT NOT NULL",
+            "rate_limit": "INTEGER NOT NULL",
+            "period_seconds": "REAL NOT NULL",
+            "burst": "INTEGER NOT NULL",
+            "definition_version": "INTEGER",
+            "tokens": "REAL NOT NULL",
+            "refilled_at": "INTEGER NOT NULL",
+            "updated_at": "INTEGER NOT NULL",
+        },
+        "primary_key": "tenant, definition_uri",
+        "unique": [],
+        "indexes": {},
+        "foreign_keys": [],
+    },
+    "tenant_weights": {
+        "columns": {
+            "tenant": "TEXT NOT NULL",
+            "weight": "INTEGER NOT NULL",
+            "updated_at": "INTEGER NOT NULL",
+        },
+        "primary_key": "tenant",
+        "unique": [],
+        "indexes": {},
+        "foreign_keys": [],
+    },
     "pauses": {
         "columns": {
             "tenant": "TEXT NOT NULL",
@@ -862,6 +890,34 @@ POSTGRES_SCHEMA: Schema = {
         "indexes": {"workflow_task_runs_pending": "updated_at WHERE status = 'PENDING'"},
         "foreign_keys": ["workflow_run_id -> workflow_runs(workflow_run_id) ON DELETE CASCADE"],
     },
+    "rate_limits": {
+        "columns": {
+            "tenant": "text NOT NULL",
+            "definition_uri": "text NOT NULL",
+            "rate_limit": "integer NOT NULL",
+            "period_seconds": "double precision NOT NULL",
+            "burst": "integer NOT NULL",
+            "definition_version": "integer",
+            "tokens": "double precision NOT NULL",
+            "refilled_at": "timestamptz NOT NULL",
+            "updated_at": "timestamptz NOT NULL",
+        },
+        "primary_key": "tenant, definition_uri",
+        "unique": [],
+        "indexes": {},
+        "foreign_keys": [],
+    },
+    "tenant_weights": {
+        "columns": {
+            "tenant": "text NOT NULL",
+            "weight": "integer NOT NULL",
+            "updated_at": "timestamptz NOT NULL",
+        },
+        "primary_key": "tenant",
+        "unique": [],
+        "indexes": {},
+        "foreign_keys": [],
+    },
     "pauses": {
         "columns": {
             "tenant": "text NOT NULL",
@@ -957,6 +1013,7 @@ SQLITE_ONLY_TABLES = {"counters"}  # fencing tokens: PostgreSQL uses a sequence 
 COMPATIBLE_TYPES = {
     "TEXT": {"text", "uuid", "jsonb", "text[]"},  # text[]: a JSON array on SQLite
     "INTEGER": {"integer", "smallint", "bigint", "timestamptz"},
+    "REAL": {"double precision"},
 }
 
 

@@ -20,7 +20,7 @@ CREATE TABLE rate_limits (
 -- Weights of tenants in the fair claim (docs/flow-control.md "Fair claiming"): a tenant of
 -- weight w takes w executions per turn. No row: weight 1. Set by operators through the API.
 CREATE TABLE tenant_weights (
-    tenant      TEXT        PRIMARY KEY,
+    tenant      TEXT        NOT NULL PRIMARY KEY,
     weight      INTEGER     NOT NULL CHECK (weight BETWEEN 1 AND 100),
     updated_at  INTEGER  NOT NULL
 );
