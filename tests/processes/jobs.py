@@ -118,5 +118,5 @@ async def keyed(customer: str, n: int, context: JobContext) -> None:
     """A short job of one customer's queue (tests of concurrency keys): records its start and
     end, so that the test can tell whether two of one customer ever overlapped."""
     record("start", context, customer=customer, n=n)
-    await asyncio.sleep(0.05)
+    await asyncio.sleep(0.1)
     record("end", context, customer=customer, n=n)
