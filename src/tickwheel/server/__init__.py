@@ -13,9 +13,10 @@ import logging
 import os
 import signal
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, TypeVar
 
 import uvicorn
 
@@ -163,6 +164,21 @@ async def prepare(settings: Settings, *, serves_api: bool = True) -> Prepared:
         await store.close()
         raise
     return Prepared(store, first_key, uris)
+
+
+T = TypeVar("T")
+
+
+def run_on_fast_loop(main: Coroutine[Any, Any, T]) -> T:
+    """``asyncio.run`` on uvloop's event loop, where uvloop is installed (not on Windows). The
+    loop is most of the API server's own CPU per request after the handlers: its waits for the
+    database's sockets and its transports, about a fifth less CPU per submit on uvloop. uvicorn
+    picks uvloop only for a loop it makes itself; ``serve`` runs on the caller's."""
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.run(main)
+    return uvloop.run(main)
 
 
 async def serve(settings: Settings, announce: Announce | None = None) -> None:
