@@ -209,3 +209,24 @@ async def test_reads_refused_and_other_methods_are_the_same_bytes(pair: Pair) ->
     same(*await pair.both("HEAD", f"/v1/executions/{missing}"))
     same(*await pair.both("PUT", "/v1/executions", json=BODY))
     same(*await pair.both("GET", "/v1/executions/batch"))
+
+
+async def _chunks(size: int) -> AsyncIterator[bytes]:
+    yield b'{"definitionUri": "registry://jobs/greet", "inputs": {"name": "'
+    for _ in range(size // 1024):
+        yield b"a" * 1024
+    yield b'"}}'
+
+
+@pytest.mark.parametrize("path", ["/v1/executions", "/v1/executions/batch"])
+async def test_a_chunked_body_over_the_limit_is_413_and_no_internal_error(
+    pair: Pair, path: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The body limit answers 413 and makes the read fail: that failure is not an internal error
+    # (none is logged), as on FastAPI's routes.
+    hot, plain = await pair.both(
+        "POST", path, content=_chunks(200 * 1024), headers={"content-type": "application/json"}
+    )
+    assert hot.status_code == 413
+    same(hot, plain)
+    assert [r.getMessage() for r in caplog.records if r.levelname == "ERROR"] == []

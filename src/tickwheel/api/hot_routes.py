@@ -30,7 +30,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from tickwheel.api.deps import AppState, principal_of, transport_of
 from tickwheel.api.errors import domain_error_response
-from tickwheel.domain.errors import TickwheelError
+from tickwheel.client.transports.inprocess import InProcessTransport
+from tickwheel.domain.errors import PayloadTooLarge, TickwheelError
 from tickwheel.domain.models import Scope as KeyScope
 from tickwheel.resources.executions import BatchBody, BatchResult, Execution, SubmitBody
 
@@ -62,7 +63,10 @@ class HotRoutes:
         route, run = handler
         body = b""
         if scope["method"] == "POST":
-            read = await _read_body(receive)
+            try:
+                read = await _read_body(receive)
+            except PayloadTooLarge:
+                return  # BodyLimit has answered 413 (as FastAPI's route, nothing is logged)
             if read is None:
                 return  # the client went away before sending its body: no one to answer
             body = read
@@ -134,10 +138,9 @@ class _Call:
         except ValueError:
             raise _FallBack from None
 
-    async def transport(self, needs: KeyScope | None = None) -> Any:
+    async def transport(self) -> InProcessTransport:
+        """The caller's tenant's, once its key is checked."""
         who = await principal_of(self.state, self.header(b"authorization"))
-        if needs is not None:
-            who.require(needs)
         return transport_of(self.state, who)
 
 
