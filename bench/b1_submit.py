@@ -2,11 +2,18 @@
 its own idempotency key, on a fresh database per way and run (no scheduler or worker running):
 
 - ``http_single``: ``POST /v1/executions``, one execution per request (``--concurrency``
-  requests in flight on one connection pool);
+  requests in flight on as many kept-alive connections);
 - ``http_batch``: ``POST /v1/executions/batch``, 1,000 per request (bench/e2e.py's submitter);
 - ``sdk_single`` / ``sdk_batch``: the Python SDK in-process (``AsyncClient`` on an
   ``InProcessTransport`` over the store, as the Cron Service and the orchestrator use it):
-  ``submit`` one at a time, and ``submit_many`` 1,000 at a time."""
+  ``submit`` one at a time, and ``submit_many`` 1,000 at a time.
+
+On two cores the client and the server share the machine, so executions/s alone says as much
+about the client as about the server: each HTTP run also reports the server process's CPU per
+execution (``server_cpu_us``, its user and system time from ``/proc``) and, on PostgreSQL, that
+of the database's backends serving it (``db_cpu_us``). ``--client raw`` sends the very requests
+httpx builds (same method, path, headers and body bytes), written on kept-alive sockets by
+hand: httpx's own layers cost the client about as much CPU per request as the server spends."""
 
 from __future__ import annotations
 
@@ -14,6 +21,7 @@ import argparse
 import asyncio
 import contextlib
 import functools
+import os
 import tempfile
 import time
 from collections.abc import Sequence
@@ -21,32 +29,91 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import psycopg
 
 from bench import e2e, report
 from bench.systems import BENCH_TENANT, TickwheelSystem, definition_yaml
 
 MODES = ("http_single", "http_batch", "sdk_single", "sdk_batch")
+CLIENTS = ("httpx", "raw")
 BATCH = 1000
+TICK_US = 1e6 / os.sysconf("SC_CLK_TCK")
 
 
-def measure(mode: str, n: int, backend: str, pg_url: str, concurrency: int) -> dict[str, Any]:
+def measure(
+    mode: str, n: int, backend: str, pg_url: str, concurrency: int, client: str = "httpx"
+) -> dict[str, Any]:
     with contextlib.ExitStack() as stack:
         tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="tickwheel-bench-")))
         system = TickwheelSystem(stack, tmp, tmp / "journal", pg_url=pg_url, backend=backend)
-        seconds = submit_through(system, mode, n, concurrency)
+        cpu = CpuMeter(system)
+        seconds = submit_through(system, mode, n, concurrency, client)
+        server_us, db_us = cpu.spent()
         ready = system.db.counts().get("READY", 0)
         if ready != n:
             raise RuntimeError(f"expected {n} READY executions, found {ready}")
-        return {"submit_seconds": seconds, "submit_eps": n / seconds}
+        figures: dict[str, Any] = {"submit_seconds": seconds, "submit_eps": n / seconds}
+        if mode.startswith("http"):
+            figures["server_cpu_us"] = server_us / n
+            if db_us is not None:
+                figures["db_cpu_us"] = db_us / n
+        return figures
 
 
-def submit_through(system: TickwheelSystem, mode: str, n: int, concurrency: int) -> float:
+def submit_through(
+    system: TickwheelSystem, mode: str, n: int, concurrency: int, client: str = "httpx"
+) -> float:
     """Seconds to store ``n`` executions due now (keys unique to the mode) through ``mode``."""
     if mode == "http_single":
-        return asyncio.run(http_single(system.base_url, system.api_key, n, concurrency))
+        run = http_single_raw if client == "raw" else http_single
+        return asyncio.run(run(system.base_url, system.api_key, n, concurrency))
     if mode == "http_batch":
         return system.submit(n, None)
     return asyncio.run(sdk(system.db.url, n, batch=mode == "sdk_batch"))
+
+
+class CpuMeter:
+    """The CPU time (user + system, from ``/proc``) of the server process and, on PostgreSQL,
+    of the backends connected to its database, from now to ``spent``. A backend that connects
+    in between counts from its start."""
+
+    def __init__(self, system: TickwheelSystem) -> None:
+        self.server = system.procs.children[0].popen.pid
+        self.url = system.db.url if system.db.backend == "postgresql" else None
+        self.start_server = _cpu_us(self.server) or 0.0
+        self.start_db = {pid: _cpu_us(pid) or 0.0 for pid in self._backends()}
+
+    def _backends(self) -> list[int]:
+        if self.url is None:
+            return []
+        with psycopg.connect(self.url, autocommit=True) as conn:
+            rows = conn.execute(
+                "SELECT pid FROM pg_stat_activity"
+                " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            ).fetchall()
+        return [int(pid) for (pid,) in rows]
+
+    def spent(self) -> tuple[float, float | None]:
+        """Microseconds of the server and of the database's backends (None: not PostgreSQL, or
+        their ``/proc`` is not readable from here)."""
+        server = (_cpu_us(self.server) or 0.0) - self.start_server
+        if self.url is None:
+            return server, None
+        ends = {pid: _cpu_us(pid) for pid in self._backends()}
+        if not ends or any(v is None for v in ends.values()):
+            return server, None
+        db = sum((v or 0.0) - self.start_db.get(pid, 0.0) for pid, v in ends.items())
+        return server, db
+
+
+def _cpu_us(pid: int) -> float | None:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    # The command name (field 2) may hold spaces: the fields after its closing parenthesis.
+    fields = stat[stat.rindex(")") + 2 :].split()
+    return (int(fields[11]) + int(fields[12])) * TICK_US  # utime, stime
 
 
 async def http_single(base_url: str, api_key: str, n: int, concurrency: int) -> float:
@@ -69,6 +136,62 @@ async def http_single(base_url: str, api_key: str, n: int, concurrency: int) -> 
         started = time.perf_counter()
         await asyncio.gather(*(sender(http) for _ in range(concurrency)))
         return time.perf_counter() - started
+
+
+async def http_single_raw(base_url: str, api_key: str, n: int, concurrency: int) -> float:
+    """``http_single``'s requests, built by the same httpx client before the clock starts and
+    written as HTTP/1.1 on ``concurrency`` kept-alive connections, one request in flight on
+    each: only the bytes on the wire, none of httpx's per-request layers, are timed."""
+    body = {"definitionUri": e2e.DEFINITION_URI, "inputs": {}}
+    headers = {"Authorization": f"Bearer {api_key}"}
+    url = httpx.URL(base_url)
+    async with httpx.AsyncClient(base_url=base_url, headers=headers) as http:
+        wire = [
+            _http11(http.build_request("POST", "/v1/executions", json=body, headers=key))
+            for key in ({"Idempotency-Key": f"b1-single-{i}"} for i in range(n))
+        ]
+    pending = iter(wire)
+    assert url.host and url.port
+
+    async def sender() -> None:
+        reader, writer = await asyncio.open_connection(url.host, url.port)
+        try:
+            for request in pending:
+                writer.write(request)
+                status, text = await _response(reader)
+                if status != 201:
+                    raise RuntimeError(f"submit: HTTP {status}: {text[:300]!r}")
+        finally:
+            writer.close()
+
+    started = time.perf_counter()
+    await asyncio.gather(*(sender() for _ in range(concurrency)))
+    return time.perf_counter() - started
+
+
+def _http11(request: httpx.Request) -> bytes:
+    target = request.url.raw_path
+    head = [request.method.encode() + b" " + target + b" HTTP/1.1"]
+    head += [name + b": " + value for name, value in request.headers.raw]
+    return b"\r\n".join(head) + b"\r\n\r\n" + request.read()
+
+
+async def _response(reader: asyncio.StreamReader) -> tuple[int, bytes]:
+    """One response's status and body; its length from ``content-length`` (the server sends
+    one with every JSON answer; anything else is refused here rather than misread)."""
+    head = await reader.readuntil(b"\r\n\r\n")
+    lines = head.split(b"\r\n")
+    status = int(lines[0].split(b" ", 2)[1])
+    length = None
+    for line in lines[1:]:
+        name, _, value = line.partition(b":")
+        if name.strip().lower() == b"content-length":
+            length = int(value)
+        elif name.strip().lower() == b"transfer-encoding":
+            raise RuntimeError(f"unexpected transfer-encoding: {value.strip()!r}")
+    if length is None:
+        raise RuntimeError("a response without content-length")
+    return status, await reader.readexactly(length)
 
 
 async def sdk(database_url: str, n: int, *, batch: bool, size: int = BATCH) -> float:
@@ -108,22 +231,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--concurrency", type=int, default=4, help="http_single: requests in flight at once"
     )
+    parser.add_argument(
+        "--client", choices=CLIENTS, default="httpx",
+        help="http_single: httpx's AsyncClient, or the same requests written raw (see above)",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     report.check_common(parser, args)
     started = time.monotonic()
     cases = [
         report.Case(
             {"mode": mode},
-            functools.partial(measure, mode, args.n, args.backend, args.pg_url, args.concurrency),
+            functools.partial(
+                measure, mode, args.n, args.backend, args.pg_url, args.concurrency, args.client
+            ),
         )
         for mode in args.modes
     ]
     runs, interrupted = report.repeat(cases, args.runs, args.quiet_wait)
-    rows = report.medians(runs, ["mode"], ["submit_eps"])
+    rows = report.medians(runs, ["mode"], ["submit_eps", "server_cpu_us", "db_cpu_us"])
     path = report.write(
         "b1-submit", args,
         {"backend": args.backend, "modes": args.modes, "http_single_concurrency": args.concurrency,
-         "batch_size": BATCH},
+         "http_single_client": args.client, "batch_size": BATCH},
         runs, rows, interrupted, started,
     )  # fmt: skip
     modes = [m for m in args.modes if report.find(rows, mode=m)]
@@ -142,6 +271,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             },
         )
     for row in rows:
-        print(f"{row['mode']:<12} {row['submit_eps']:>10,.0f} executions/s  ({row['runs']} runs)")
+        cpu = "".join(
+            f"  {name} {row[name]:,.0f} µs/execution"
+            for name in ("server_cpu_us", "db_cpu_us")
+            if row.get(name) is not None
+        )
+        eps = row["submit_eps"]
+        print(f"{row['mode']:<12} {eps:>10,.0f} executions/s{cpu}  ({row['runs']} runs)")
     print(path)
     return 130 if interrupted else 1 if any("error" in r for r in runs) else 0

@@ -8,6 +8,7 @@ from tickwheel import __version__
 from tickwheel.api import errors
 from tickwheel.api.deps import AppState
 from tickwheel.api.hosts import LoopbackHostOnly
+from tickwheel.api.hot_routes import HotRoutes
 from tickwheel.api.limits import BodyLimit
 from tickwheel.api.request_metrics import RequestMetrics
 from tickwheel.api.routes import (
@@ -63,6 +64,8 @@ def create_app(
         cron=cron_store_for(store),
         workflows=workflow_store_for(store),
     )
+    # First, so innermost: inside the JSON 500 of errors.install and every middleware below.
+    app.add_middleware(HotRoutes)
     errors.install(app)
     # The process's registry: the engine services of this process record into it too.
     app.state.metrics = process_metrics()

@@ -51,13 +51,19 @@ async def principal(
     request: Request,
     _declared: Annotated[HTTPAuthorizationCredentials | None, Depends(BEARER)] = None,
 ) -> Principal:
-    state = app_state(request)
+    return await principal_of(app_state(request), request.headers.get("authorization"))
+
+
+async def principal_of(state: AppState, authorization: str | None) -> Principal:
     if state.auth_disabled:
         # Without keys whoever reaches the server runs the cluster: the operator.
         return Principal(tenant=state.default_tenant, scope=Scope.OPERATOR, key_id=None)
-    return await authenticate(state.store, request.headers.get("authorization"), state.keys)
+    return await authenticate(state.store, authorization, state.keys)
 
 
 def transport_for(request: Request, who: Principal) -> InProcessTransport:
-    state = app_state(request)
+    return transport_of(app_state(request), who)
+
+
+def transport_of(state: AppState, who: Principal) -> InProcessTransport:
     return InProcessTransport(state.store, who.tenant, state.clock, state.limits, state.run_policy)

@@ -64,6 +64,13 @@ def error_response(
     )
 
 
+def domain_error_response(exc: TickwheelError) -> JSONResponse:
+    """A refusal of the domain: its status, code, message and details."""
+    # Both say when to come back: a client that honours Retry-After needs no backoff of its own.
+    retry_after = exc.retry_after if isinstance(exc, Unavailable | TooManyRequests) else None
+    return error_response(status_of(exc), exc.code, exc.message, exc.details, retry_after)
+
+
 def _path(loc: tuple[Any, ...]) -> str:
     parts = [str(p) for p in loc if p not in ("body", "query", "path", "header")]
     return ".".join(parts) or "body"
@@ -74,9 +81,7 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(TickwheelError)
     async def domain_error(_: Request, exc: TickwheelError) -> JSONResponse:
-        # Both say when to come back: a client that honours Retry-After needs no backoff of its own.
-        retry_after = exc.retry_after if isinstance(exc, Unavailable | TooManyRequests) else None
-        return error_response(status_of(exc), exc.code, exc.message, exc.details, retry_after)
+        return domain_error_response(exc)
 
     @app.exception_handler(RequestValidationError)
     async def validation_error(_: Request, exc: RequestValidationError) -> JSONResponse:

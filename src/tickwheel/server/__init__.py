@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from tickwheel.server.in_process import Engine
     from tickwheel.server.roles import run_roles
-    from tickwheel.server.serving import Announce, run_cron, serve
+    from tickwheel.server.serving import Announce, run_cron, run_on_fast_loop, serve
     from tickwheel.server.startup import (
         DEFINITION_SUFFIXES,
         FirstKey,
@@ -47,6 +47,7 @@ _NAMES = {
     "run_roles": "tickwheel.server.roles",
     "Announce": "tickwheel.server.serving",
     "run_cron": "tickwheel.server.serving",
+    "run_on_fast_loop": "tickwheel.server.serving",
     "serve": "tickwheel.server.serving",
 }
 
@@ -63,6 +64,7 @@ __all__ = [
     "load_definitions",
     "prepare",
     "run_cron",
+    "run_on_fast_loop",
     "run_roles",
     "serve",
 ]

@@ -8,7 +8,8 @@ import contextlib
 import logging
 import signal
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Coroutine, Iterator
+from typing import Any, TypeVar
 
 import uvicorn
 
@@ -23,6 +24,19 @@ from tickwheel.store.factory import ReadStores, cron_store_for, open_read_stores
 log = logging.getLogger("tickwheel.server")
 
 Announce = Callable[[Settings, "FirstKey | None"], None]
+T = TypeVar("T")
+
+
+def run_on_fast_loop(main: Coroutine[Any, Any, T]) -> T:
+    """``asyncio.run`` on uvloop's event loop, where uvloop is installed (not on Windows). The
+    loop is most of the API server's own CPU per request after the handlers: its waits for the
+    database's sockets and its transports, about a fifth less CPU per submit on uvloop. uvicorn
+    picks uvloop only for a loop it makes itself; ``serve`` runs on the caller's."""
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.run(main)
+    return uvloop.run(main)
 
 
 async def serve(settings: Settings, announce: Announce | None = None) -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -90,10 +89,10 @@ def server(
     settings = load_settings(**overrides)
     configure_logging(settings.log_level)
     # Imported here: the web stack is for this command only, not every CLI start.
-    from tickwheel.server import StartupError, exit_past_stuck_jobs, serve
+    from tickwheel.server import StartupError, exit_past_stuck_jobs, run_on_fast_loop, serve
 
     try:
-        asyncio.run(serve(settings, _announce))
+        run_on_fast_loop(serve(settings, _announce))
     except (StartupError, OSError) as exc:
         raise fail(str(exc)) from exc
     except KeyboardInterrupt:
