@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Sequence
-from datetime import datetime, timedelta
-from typing import Any, cast
+from datetime import timedelta
+from typing import cast
 
 import pytest
 
+from tests.engine.recording import RecordingStore
 from tests.factories import T0, definition, new_execution, stored
 from tickwheel.domain.clock import FakeClock
 from tickwheel.domain.definitions import Definition
@@ -22,45 +22,16 @@ from tickwheel.domain.states import AttemptStatus, ExecutionStatus
 from tickwheel.engine import worker as worker_module
 from tickwheel.engine.worker import Worker
 from tickwheel.services.settings import WorkerSettings
-from tickwheel.store.engine_protocol import RELEASED_AT_SHUTDOWN, RELEASED_UNSTARTED
+from tickwheel.store.engine_protocol import RELEASED_UNSTARTED
 from tickwheel.store.protocol import Store
 
 
-class Recording:
-    """The store, with each claim (slots asked, executions got), each release, and the most
-    attempts the worker ever had running at once."""
+class Recording(RecordingStore):
+    """The store's record, and the most attempts the worker ever had running at once."""
 
     def __init__(self, store: Store) -> None:
-        self.store = store
-        self.claims: list[tuple[int, int]] = []
-        self.released: list[Execution] = []
-        self.worker: Worker | None = None
+        super().__init__(store)
         self.most_running = 0
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.store, name)
-
-    async def execution_claim_ready(
-        self,
-        worker_id: str,
-        limit: int,
-        lease: timedelta,
-        now: datetime | None = None,
-        definition_uris: Sequence[str] | None = None,
-    ) -> list[Execution]:
-        got = await self.store.execution_claim_ready(worker_id, limit, lease, now, definition_uris)
-        self.claims.append((limit, len(got)))
-        return got
-
-    async def execution_release(
-        self, execution_id: Any, token: int, now: Any = None, why: str = RELEASED_AT_SHUTDOWN
-    ) -> bool:
-        done = await self.store.execution_release(execution_id, token, now, why)
-        if done:
-            found = await self.store.execution_get("acme", execution_id)
-            assert found is not None
-            self.released.append(found)
-        return done
 
 
 def napping() -> Definition:

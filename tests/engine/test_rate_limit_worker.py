@@ -7,13 +7,12 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Sequence
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any, cast
 
+from tests.engine.recording import RecordingStore
 from tests.factories import T0, definition, new_execution, stored
 from tickwheel.domain.clock import FakeClock, SystemClock
-from tickwheel.domain.models import Execution
 from tickwheel.domain.rate_limits import RateLimitSpec
 from tickwheel.domain.states import ExecutionStatus
 from tickwheel.engine.worker import Worker
@@ -23,29 +22,12 @@ from tickwheel.store.protocol import Store
 GREET = "registry://jobs/greet"
 
 
-class CountingStore:
+class CountingStore(RecordingStore):
     """The store, counting claim calls."""
 
-    def __init__(self, store: Store) -> None:
-        self.store = store
-        self.claims = 0
-        self.started = 0
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.store, name)
-
-    async def execution_claim_ready(
-        self,
-        worker_id: str,
-        limit: int,
-        lease: timedelta,
-        now: datetime | None = None,
-        definition_uris: Sequence[str] | None = None,
-    ) -> list[Execution]:
-        got = await self.store.execution_claim_ready(worker_id, limit, lease, now, definition_uris)
-        self.claims += 1
-        self.started += len(got)
-        return got
+    @property
+    def claim_count(self) -> int:
+        return len(self.claims)
 
 
 async def _until(condition: Any, timeout: float = 20.0) -> None:
@@ -74,16 +56,17 @@ async def test_a_worker_waiting_for_a_token_sleeps_until_it_comes(store: Store) 
         # One start (the full bucket), then about one claim per 0.25 s while the fake clock
         # stands still: a polling loop would make hundreds.
         assert counting.started == 1
-        print(f"\nclaims in 1 s, the only work waiting for a token (4 a second): {counting.claims}")
-        assert 2 <= counting.claims <= 10, counting.claims
-        claims = counting.claims
+        waiting = "the only work waiting for a token (4 a second)"
+        print(f"\nclaims in 1 s, {waiting}: {counting.claim_count}")
+        assert 2 <= counting.claim_count <= 10, counting.claim_count
+        claims = counting.claim_count
         clock.advance(0.25)  # a token is due: the next wake-up takes it
 
         async def two() -> bool:
             return counting.started == 2
 
         await _until(two, timeout=2.0)
-        assert counting.claims - claims <= 3
+        assert counting.claim_count - claims <= 3
     finally:
         await worker.shutdown(grace=5)
         await running

@@ -14,6 +14,7 @@ from typing import Any, cast
 import psycopg
 import pytest
 
+from tests.engine.recording import RecordingStore
 from tests.factories import T0, definition, new_execution, stored
 from tickwheel.domain.clock import FakeClock
 from tickwheel.domain.models import Execution
@@ -27,35 +28,9 @@ from tickwheel.store.protocol import AttemptResult, Store
 LEASE = timedelta(seconds=30)
 
 
-class CountingStore:
+class CountingStore(RecordingStore):
     """The store, with a record of each claim (slots asked, executions got) and of each batch
     of finished attempts reported."""
-
-    def __init__(self, store: Store) -> None:
-        self.store = store
-        self.claims: list[tuple[int, int]] = []
-        self.batches: list[int] = []
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.store, name)
-
-    async def execution_claim_ready(
-        self,
-        worker_id: str,
-        limit: int,
-        lease: timedelta,
-        now: datetime | None = None,
-        definition_uris: Sequence[str] | None = None,
-    ) -> list[Execution]:
-        got = await self.store.execution_claim_ready(worker_id, limit, lease, now, definition_uris)
-        self.claims.append((limit, len(got)))
-        return got
-
-    async def attempt_finish_many(
-        self, results: Sequence[AttemptResult], now: datetime | None = None
-    ) -> list[bool]:
-        self.batches.append(len(results))
-        return await self.store.attempt_finish_many(results, now)
 
 
 async def _submit(store: Store, n: int) -> list[Execution]:
