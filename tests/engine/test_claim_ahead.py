@@ -42,6 +42,15 @@ def napping() -> Definition:
     )
 
 
+async def _set_up(store: Store, settings: WorkerSettings) -> tuple[Definition, Recording, Worker]:
+    """The napping definition stored, and a worker over a recording of the store."""
+    d = napping()
+    assert await store.definition_insert(stored(d))
+    recording = Recording(store)
+    worker = Worker(cast(Store, recording), FakeClock(T0), worker_id="w1", settings=settings)
+    return d, recording, worker
+
+
 async def _run(worker: Worker, recording: Recording, done: int, timeout: float = 30.0) -> None:
     running = asyncio.create_task(worker.run())
     deadline = time.monotonic() + timeout
@@ -64,15 +73,7 @@ async def _attempts(store: Store, executions: list[Execution]) -> list[list[Atte
 async def test_short_attempts_are_claimed_ahead_each_run_once_never_past_concurrency(
     store: Store,
 ) -> None:
-    d = napping()
-    assert await store.definition_insert(stored(d))
-    recording = Recording(store)
-    worker = Worker(
-        cast(Store, recording),
-        FakeClock(T0),
-        worker_id="w1",
-        settings=WorkerSettings(concurrency=4, poll=0.05),
-    )
+    d, recording, worker = await _set_up(store, WorkerSettings(concurrency=4, poll=0.05))
     outcomes = await store.execution_insert_many(
         [new_execution(d=d, inputs={"seconds": 0}) for _ in range(120)]
     )
@@ -89,15 +90,7 @@ async def test_short_attempts_are_claimed_ahead_each_run_once_never_past_concurr
 
 
 async def test_long_attempts_are_never_claimed_ahead(store: Store) -> None:
-    d = napping()
-    assert await store.definition_insert(stored(d))
-    recording = Recording(store)
-    worker = Worker(
-        cast(Store, recording),
-        FakeClock(T0),
-        worker_id="w1",
-        settings=WorkerSettings(concurrency=2, poll=0.05),
-    )
+    d, recording, worker = await _set_up(store, WorkerSettings(concurrency=2, poll=0.05))
     outcomes = await store.execution_insert_many(
         [new_execution(d=d, inputs={"seconds": 0.08}) for _ in range(8)]
     )
@@ -113,14 +106,8 @@ async def test_what_waited_a_third_of_a_lease_goes_back_to_ready_with_no_attempt
     (0.5 s); it runs later. An attempt counts as short for its first 0.6 s here (not 0.05), so
     that the claim ahead is made on a loaded machine too."""
     monkeypatch.setattr(worker_module, "AHEAD_SHORT", 0.6)
-    d = napping()
-    assert await store.definition_insert(stored(d))
-    recording = Recording(store)
-    worker = Worker(
-        cast(Store, recording),
-        FakeClock(T0),
-        worker_id="w1",
-        settings=WorkerSettings(concurrency=2, poll=0.05, lease=timedelta(seconds=1.5)),
+    d, recording, worker = await _set_up(
+        store, WorkerSettings(concurrency=2, poll=0.05, lease=timedelta(seconds=1.5))
     )
     quick = [new_execution(d=d, inputs={"seconds": 0}, execute_in=-10 + i) for i in range(4)]
     slow = [new_execution(d=d, inputs={"seconds": 2.0}, execute_in=-5 + i) for i in range(4)]
