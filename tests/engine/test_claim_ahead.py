@@ -102,10 +102,12 @@ async def test_what_waited_a_third_of_a_lease_goes_back_to_ready_with_no_attempt
     store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Four quick attempts make the worker claim ahead; every one after them is long (2 s), so
-    what it claims ahead of them can only wait, and goes back after a third of the lease
-    (0.5 s); it runs later. An attempt counts as short for its first 0.6 s here (not 0.05), so
-    that the claim ahead is made on a loaded machine too."""
-    monkeypatch.setattr(worker_module, "AHEAD_SHORT", 0.6)
+    what it claims ahead of the first two long ones can only wait, and goes back after a third
+    of the lease (0.5 s); it runs later. Every attempt counts as short here (up to 10 s, not
+    0.05), so the worker keeps claiming ahead whatever the machine's load: with a fixed 0.6 s a
+    loaded machine once finished the quick ones too late to count, and nothing was claimed
+    ahead at all."""
+    monkeypatch.setattr(worker_module, "AHEAD_SHORT", 10.0)
     d, recording, worker = await _set_up(
         store, WorkerSettings(concurrency=2, poll=0.05, lease=timedelta(seconds=1.5))
     )
