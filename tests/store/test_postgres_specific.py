@@ -415,6 +415,27 @@ async def test_instants_come_back_in_utc_whatever_the_session_timezone(pg_url: s
         await store.close()
 
 
+async def test_every_session_runs_in_utc_and_keeps_the_urls_own_options(pg_url: str) -> None:
+    """The pools' sessions run in UTC (timestamps then load without a conversion each), on both
+    pools, and a setting the URL gives (here statement_timeout) is still applied: the claim
+    pool's planner options once replaced it."""
+    url = pg_url + "?options=-c%20TimeZone%3DAsia/Tokyo%20-c%20statement_timeout%3D4321"
+    store = await PostgresStore.open(url, max_size=1)
+    try:
+        for pool in (store.pool, store._hot):
+            async with pool.connection() as conn:
+                cursor = await conn.execute(
+                    "SELECT current_setting('TimeZone') AS tz,"
+                    " current_setting('statement_timeout') AS timeout, now() AS at"
+                )
+                row = await cursor.fetchone()
+            assert row is not None
+            assert (row["tz"], row["timeout"]) == ("UTC", "4321ms")
+            assert row["at"].tzinfo is UTC
+    finally:
+        await store.close()
+
+
 async def test_two_processes_migrating_at_once_apply_each_migration_once(pg_url: str) -> None:
     # pg_url only for its skip-without-PostgreSQL; this test needs an empty database of its own.
     name = f"tickwheel_migrate_{uuid.uuid4().hex[:12]}"
