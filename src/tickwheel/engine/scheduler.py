@@ -165,9 +165,10 @@ class Scheduler(Service, WheelWindow, ShardLeasing):
         """The due query over the served shards (or ``only`` those), in bounded batches until
         a batch comes back short."""
         total = 0
+        wanted = None if only is None else set(only)  # (a list of up to 1,024 shards)
         while True:
             if self.leased:
-                leases = [lease for s, lease in self.leases.items() if only is None or s in only]
+                leases = [g for s, g in self.leases.items() if wanted is None or s in wanted]
                 if not leases:
                     return total
                 result = await self.store.execution_promote_due_leased(
