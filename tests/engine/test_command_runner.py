@@ -79,10 +79,11 @@ async def test_command_executable_not_found_is_permanent(program: str) -> None:
 
 
 async def _started_group(tmp_path: Path) -> tuple[int, int]:
-    """The pids of the sleeper's shell and of the ``sleep`` it started, once both are written."""
-    for _ in range(100):
-        if (tmp_path / "child").exists() and (tmp_path / "parent").exists():
-            break
+    """The pids of the sleeper's shell and of the ``sleep`` it started, once both are written
+    (a bounded poll: a loaded machine once took more than 2 s to start the shell)."""
+    deadline = time.monotonic() + 20
+    while not ((tmp_path / "child").exists() and (tmp_path / "parent").exists()):
+        assert time.monotonic() < deadline, "the sleeper did not start its child within 20 s"
         await asyncio.sleep(0.02)
     return int((tmp_path / "parent").read_text()), int((tmp_path / "child").read_text())
 
@@ -95,11 +96,13 @@ def sleeper(tmp_path: Path, timeout: float = 5.0) -> Any:
 async def test_command_timeout_kills_the_process_group(tmp_path: Path) -> None:
     started = time.monotonic()
     task = asyncio.ensure_future(
-        run_attempt(sleeper(tmp_path, 0.4), {}, context(), runners=RUNNERS)
+        run_attempt(sleeper(tmp_path, 2.0), {}, context(), runners=RUNNERS)
     )
     parent, child = await _started_group(tmp_path)
     outcome = await task
-    assert outcome.kind == "timeout" and time.monotonic() - started < 3
+    # Long before the 30 s sleep would end; the timeout leaves the shell 2 s to start its child
+    # (0.4 s was once too short on a loaded machine, and the group died before it).
+    assert outcome.kind == "timeout" and time.monotonic() - started < 15
     assert not Path(f"/proc/{parent}").exists()  # killed and reaped: no zombie
     assert not is_running(child)  # the shell's child died with its group
 
