@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tickwheel.store.migrate import load_migrations
-from tickwheel.store.sqlite.store import _split_statements
+from tickwheel.store.sqlite.migrating import split_statements
 
 JOB = (
     "INSERT INTO cron_jobs (cron_job_id, tenant, name, definition_uri, definition_version,"
@@ -31,7 +31,7 @@ def _apply(conn: sqlite3.Connection, versions: range) -> None:
     migrations = {m.version: m for m in load_migrations("tickwheel.store.sqlite.migrations")}
     conn.execute("BEGIN IMMEDIATE")  # as SqliteStore.migrate: one transaction, FKs stay on
     for version in versions:
-        for statement in _split_statements(migrations[version].sql):
+        for statement in split_statements(migrations[version].sql):
             conn.execute(statement)
     conn.execute("COMMIT")
 

@@ -16,7 +16,7 @@ import pytest
 
 from tests.conftest import PG_ADMIN_URL
 from tickwheel.store.migrate import load_migrations
-from tickwheel.store.sqlite.store import _split_statements
+from tickwheel.store.sqlite.migrating import split_statements
 
 RUN = "0190f000-0000-7000-8000-000000000001"
 DOCUMENT = {
@@ -68,7 +68,7 @@ def test_sqlite_backfills_order_and_dependencies(tmp_path: Path) -> None:
     def apply(versions: range) -> None:
         conn.execute("BEGIN IMMEDIATE")  # as SqliteStore.migrate: one transaction
         for version in versions:
-            for statement in _split_statements(migrations[version].sql):
+            for statement in split_statements(migrations[version].sql):
                 conn.execute(statement)
         conn.execute("COMMIT")
 

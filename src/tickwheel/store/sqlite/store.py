@@ -26,7 +26,6 @@ from tickwheel.domain.states import ExecutionStatus
 from tickwheel.domain.submission import NewExecution
 from tickwheel.store.due import DueFanout
 from tickwheel.store.engine_protocol import RELEASED_AT_SHUTDOWN
-from tickwheel.store.migrate import load_migrations, pending
 from tickwheel.store.protocol import AttemptResult, InsertOutcome, Topic
 from tickwheel.store.sqlfile import load_queries
 from tickwheel.store.sqlite.api_keys import SqliteApiKeys
@@ -38,6 +37,7 @@ from tickwheel.store.sqlite.definitions import SqliteDefinitions
 from tickwheel.store.sqlite.files import create_private
 from tickwheel.store.sqlite.flow import SqliteFlow
 from tickwheel.store.sqlite.history import SqliteHistory
+from tickwheel.store.sqlite.migrating import SqliteMigrations
 from tickwheel.store.sqlite.promotion import SqlitePromotion
 from tickwheel.store.sqlite.rows import (
     execution_row,
@@ -56,6 +56,7 @@ Q = load_queries("tickwheel.store.sqlite.sql")
 
 
 class SqliteStore(
+    SqliteMigrations,
     SqliteClaims,
     SqlitePromotion,
     SqliteWorkerRegistry,
@@ -127,38 +128,6 @@ class SqliteStore(
 
     async def ping(self) -> None:
         await self._conn.execute("SELECT 1")
-
-    # -- migrations -----------------------------------------------------------------------------
-
-    async def _applied(self) -> dict[int, str]:
-        await self._conn.execute(
-            "CREATE TABLE IF NOT EXISTS tickwheel_migrations (version INTEGER PRIMARY KEY,"
-            " name TEXT NOT NULL, checksum TEXT NOT NULL, applied_at INTEGER NOT NULL)"
-        )
-        cursor = await self._conn.execute("SELECT version, checksum FROM tickwheel_migrations")
-        return {int(r["version"]): str(r["checksum"]) for r in await cursor.fetchall()}
-
-    async def migrations_pending(self) -> list[str]:
-        async with self._lock:
-            todo = pending(
-                load_migrations("tickwheel.store.sqlite.migrations"), await self._applied()
-            )
-        return [m.label for m in todo]
-
-    async def migrate(self) -> list[str]:
-        applied: list[str] = []
-        async with self._tx() as conn:
-            all_migrations = load_migrations("tickwheel.store.sqlite.migrations")
-            for m in pending(all_migrations, await self._applied()):
-                # executescript would COMMIT on its own; run statement by statement instead.
-                for statement in _split_statements(m.sql):
-                    await conn.execute(statement)
-                await conn.execute(
-                    "INSERT INTO tickwheel_migrations VALUES (?, ?, ?, strftime('%s','now'))",
-                    (m.version, m.name, m.checksum),
-                )
-                applied.append(m.label)
-        return applied
 
     # -- executions -----------------------------------------------------------------------------
 
@@ -392,21 +361,3 @@ class SqliteStore(
 
 def _now_us(now: datetime | None) -> int:
     return to_us(now or datetime.now(UTC))
-
-
-def _split_statements(script: str) -> list[str]:
-    """Our migrations keep semicolons out of literals, so dropping comment lines and splitting
-    on ``;`` is exact for them, except inside a trigger's BEGIN ... END: pieces are joined until
-    SQLite says the statement is complete."""
-    code = "\n".join(line for line in script.splitlines() if not line.strip().startswith("--"))
-    statements: list[str] = []
-    pending = ""
-    for part in code.split(";"):
-        pending += part + ";"
-        if sqlite3.complete_statement(pending):
-            if text := pending.strip().removesuffix(";").strip():
-                statements.append(text)
-            pending = ""
-    if text := pending.strip().removesuffix(";").strip():
-        statements.append(text)
-    return statements
