@@ -17,7 +17,7 @@ import pytest
 from tests.conftest import PG_ADMIN_URL
 from tests.factories import definition_doc
 from tickwheel.store.migrate import load_migrations
-from tickwheel.store.sqlite.store import _split_statements
+from tickwheel.store.sqlite.migrating import split_statements
 
 WORKFLOW = {"name": "nightly", "version": 1, "tasks": []}
 
@@ -64,7 +64,7 @@ def test_sqlite_existing_definitions_become_shared(tmp_path: Path) -> None:
     def apply(versions: range) -> None:
         conn.execute("BEGIN IMMEDIATE")  # as SqliteStore.migrate: one transaction
         for version in versions:
-            for statement in _split_statements(migrations[version].sql):
+            for statement in split_statements(migrations[version].sql):
                 conn.execute(statement)
         conn.execute("COMMIT")
 
