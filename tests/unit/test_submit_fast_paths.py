@@ -16,6 +16,7 @@ from tickwheel.app.outcomes import ItemOutcome, Outcome
 from tickwheel.client.transports.inprocess import item_result, item_results
 from tickwheel.domain.concurrency import spec_of
 from tickwheel.domain.errors import Conflict, InvalidInput
+from tickwheel.domain.sharding import bucket_start
 from tickwheel.domain.submission import (
     NewExecution,
     SubmitRequest,
@@ -133,3 +134,24 @@ def test_a_batchs_results_are_each_items_result() -> None:
     assert [r.model_fields_set for r in item_results(outcomes)] == [
         item_result(o).model_fields_set for o in outcomes
     ]
+
+
+def test_a_prepared_item_is_what_its_init_would_make() -> None:
+    for item in items():
+        assert set(item.__dict__) == {f.name for f in dataclasses.fields(NewExecution)}
+        made = NewExecution(**item.__dict__)
+        assert made == item and made.__dict__ == item.__dict__
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            item.priority = 1  # type: ignore[misc]
+
+
+def test_each_item_is_in_the_bucket_of_its_own_instant() -> None:
+    """The last bucket is kept by the instant's identity: never another instant's."""
+    d = definition(inputs={"name": "string"})
+    now = datetime(2026, 3, 1, 12, 0, 30, tzinfo=UTC)
+    ats = [now, now, (now + timedelta(minutes=3)).astimezone(ODD), now, None, T0]
+    for at in ats:
+        request = SubmitRequest(definition_uri="registry://jobs/greet", inputs={"name": "a"})
+        item = prepare_execution(dataclasses.replace(request, execute_at=at), d, "acme", now)
+        assert item.bucket_start == bucket_start(item.execute_at)
+        assert item.bucket_start.tzinfo is UTC

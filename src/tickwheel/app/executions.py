@@ -160,11 +160,13 @@ class ExecutionService(TenantContext):
             now = self.clock.now()
             trace_context = current_context()
         check_request_shape(request, now, self.limits)
-        name = require_name(request.definition_uri)
-        version = request.definition_version
-        definition = cache.get((name, version))
+        # Kept by the URI as written (one name for each valid one): a batch's items then read
+        # their definition without reading the name out of the URI again.
+        key = (request.definition_uri, request.definition_version)
+        definition = cache.get(key)
         if definition is None:
-            definition = cache[(name, version)] = await self._pin(request, name, version)
+            name = require_name(request.definition_uri)
+            definition = cache[key] = await self._pin(request, name, key[1])
         # The submitter's trace, continued by the attempts; not part of the request, so not of
         # its fingerprint either: a retry from another trace is the same request.
         trace = request.trace_context or trace_context

@@ -78,8 +78,9 @@ def _iso(value: datetime) -> str:
 
 
 _INSERT_NAMES = attrgetter(*(name for name, _ in NEW_EXECUTION))
-_TEXT_AT = tuple(i for i, (_, k) in enumerate(NEW_EXECUTION) if k in (Kind.ID, Kind.STATUS))
-"""Where an item's row has an id or a status: written as text."""
+_TEXT_AT = tuple(i for i, (_, k) in enumerate(NEW_EXECUTION) if k is Kind.ID)
+"""Where an item's row has an id: written as text. (A status is a ``StrEnum``: the JSON encoder
+writes its value as it is.)"""
 _INSTANT_AT = tuple(
     i for i, (_, k) in enumerate(NEW_EXECUTION) if k in (Kind.INSTANT, Kind.OPTIONAL_INSTANT)
 )
