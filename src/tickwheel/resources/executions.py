@@ -158,7 +158,7 @@ def execution_fields(e: ExecutionRecord) -> dict[str, Any]:
     record's field of the same name (``_RECORD_FIELDS``), so a new field is not copied by hand
     here. One the JSON leaves out when it has no value is left out rather than None, so the
     same fields are set either way."""
-    fields = dict(zip(_RECORD_FIELDS, _record_values(e), strict=True))
+    fields = dict(vars(e))  # the model reads its own fields and ignores the record's others
     for name in _OMITTED_WHEN_NONE:
         if fields.get(name, 0) is None:
             del fields[name]
