@@ -4,7 +4,7 @@ every item its own outcome (created / same / conflict / invalid)."""
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
@@ -117,3 +117,24 @@ async def test_cancel_returns_the_execution_and_a_second_cancel_is_a_conflict(
     assert refused.value.details == {"status": "CANCELLED"}
     history = await executions.history(submitted.execution_id)
     assert [str(e.kind) for e in history] == ["cancelled"]
+
+
+class _TickingClock(FakeClock):
+    """Moves a millisecond every time it is read."""
+
+    def now(self) -> datetime:
+        return self.advance(0.001)
+
+
+async def test_the_items_of_a_batch_are_submitted_at_one_instant(store: Store) -> None:
+    """A batch is one statement: its items share the instant it was taken (created, and due
+    then unless they say otherwise), their ids still in the order of the items."""
+    clock = _TickingClock(T0)
+    await DefinitionService(store, "acme", clock).apply(definition())
+    executions = ExecutionService(store, "acme", clock)
+    results = await executions.submit_many([request(f"k{i}") for i in range(5)])
+    stored = [r.value for r in results if r.value is not None]
+    assert len(stored) == 5
+    assert len({e.created_at for e in stored}) == 1
+    assert {e.execute_at for e in stored} == {stored[0].created_at}
+    assert [e.execution_id for e in stored] == sorted(e.execution_id for e in stored)

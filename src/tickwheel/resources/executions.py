@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
+from operator import attrgetter
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt
@@ -157,7 +158,7 @@ def execution_fields(e: ExecutionRecord) -> dict[str, Any]:
     record's field of the same name (``_RECORD_FIELDS``), so a new field is not copied by hand
     here. One the JSON leaves out when it has no value is left out rather than None, so the
     same fields are set either way."""
-    fields = {name: getattr(e, name) for name in _RECORD_FIELDS}
+    fields = dict(vars(e))  # the model reads its own fields and ignores the record's others
     for name in _OMITTED_WHEN_NONE:
         if fields.get(name, 0) is None:
             del fields[name]
@@ -171,6 +172,7 @@ def execution_fields(e: ExecutionRecord) -> dict[str, Any]:
 _RECORD_FIELDS = tuple(n for n in Execution.model_fields if n not in ("progress", "concurrency"))
 """The fields an answer copies from the record as they are (all but two made from theirs): a
 field of the model is read from the record's field of the same name."""
+_record_values = attrgetter(*_RECORD_FIELDS)
 _OMITTED_WHEN_NONE = frozenset(
     name for name, info in Execution.model_fields.items() if info.exclude_if is not None
 )

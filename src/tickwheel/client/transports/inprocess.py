@@ -8,6 +8,9 @@ from __future__ import annotations
 import builtins
 import uuid
 from collections.abc import Sequence
+from typing import Any
+
+from pydantic import TypeAdapter
 
 from tickwheel.app.context import TenantContext
 from tickwheel.app.definition_cache import DefinitionCache
@@ -115,8 +118,7 @@ class InProcessTransport(TenantContext):
     async def submit_many_models(
         self, requests: Sequence[SubmitRequest]
     ) -> builtins.list[BatchItemResult]:
-        settled = await self.executions_service.submit_many(requests)
-        return [item_result(item) for item in settled]
+        return item_results(await self.executions_service.submit_many(requests))
 
     async def get(self, execution_id: uuid.UUID) -> Wire:
         return execution_to_wire(await self.executions_service.get(execution_id))
@@ -149,14 +151,26 @@ class InProcessTransport(TenantContext):
 
 def item_result(item: ItemOutcome[Execution]) -> BatchItemResult:
     """``BatchItemResult.from_wire(item_to_wire(item))``, without the JSON round."""
+    return BatchItemResult.model_validate(_result_fields(item))
+
+
+def item_results(items: Sequence[ItemOutcome[Execution]]) -> builtins.list[BatchItemResult]:
+    """``item_result`` of each, validated in one call: a batch of 1,000 crossed into pydantic's
+    validator 1,000 times."""
+    return _RESULTS.validate_python([_result_fields(item) for item in items])
+
+
+_RESULTS = TypeAdapter(builtins.list[BatchItemResult])
+
+
+def _result_fields(item: ItemOutcome[Execution]) -> dict[str, Any]:
     status = _ITEM_STATUS[item.outcome]
     if item.error is not None:
         exc = item.error
         error = {"code": exc.code, "message": exc.message, "details": exc.details}
-        return BatchItemResult.model_validate({"status": status, "error": error})
+        return {"status": status, "error": error}
     assert item.value is not None  # CREATED and SAME carry the execution
-    execution = execution_fields(item.value)
-    return BatchItemResult.model_validate({"status": status, "execution": execution})
+    return {"status": status, "execution": execution_fields(item.value)}
 
 
 def item_to_wire(item: ItemOutcome[Execution]) -> Wire:

@@ -182,6 +182,13 @@ class Pool(AsyncConnectionPool[Conn]):
         if self._down:
             wait = min(wait, OUTAGE_WAIT)
         try:
+            if self._pool and not self._down:
+                # A connection is idle: the pool hands it over without waiting (nothing yields
+                # between this test and its ``popleft``), so there is no wait to shorten and no
+                # timer to arm (a third of a checkout's CPU). The only wait left is the one after
+                # a failed check, which marks the pool down: at most OUTAGE_WAIT, as a waiting
+                # caller's deadline is then moved to.
+                return await self.getconn(min(wait, OUTAGE_WAIT))
             async with asyncio.timeout(wait) as limit:
                 self._waits[limit] = asyncio.get_running_loop().time() + wait
                 try:

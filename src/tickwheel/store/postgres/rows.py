@@ -77,6 +77,57 @@ def _iso(value: datetime) -> str:
     return require_aware(value).isoformat()
 
 
+_INSERT_NAMES = attrgetter(*(name for name, _ in NEW_EXECUTION))
+_TEXT_AT = tuple(i for i, (_, k) in enumerate(NEW_EXECUTION) if k is Kind.ID)
+"""Where an item's row has an id: written as text. (A status is a ``StrEnum``: the JSON encoder
+writes its value as it is.)"""
+_INSTANT_AT = tuple(
+    i for i, (_, k) in enumerate(NEW_EXECUTION) if k in (Kind.INSTANT, Kind.OPTIONAL_INSTANT)
+)
+"""Where it has an instant (None stays None): ISO 8601 with its offset."""
+
+
+def insert_items(items: Sequence[NewExecution]) -> str:
+    """The ``items`` parameter of ``execution_insert``: one JSON array per item, positional in
+    ``NewExecution``'s field order (the statement's), instants with their offset.
+
+    The items of one batch share their instants (the batch's ``now`` is each one's creation
+    and, unless it says otherwise, its ``executeAt``): each instant object is written once
+    (kept by identity, so two equal instants with different offsets are still each written as
+    given; every item is alive until the end, so no identity is reused meanwhile)."""
+    rows = []
+    written: dict[int, str] = {}
+    for item in items:
+        row = list(_INSERT_NAMES(item))
+        for index in _TEXT_AT:
+            row[index] = str(row[index])
+        for index in _INSTANT_AT:
+            if (value := row[index]) is not None:
+                text = written.get(id(value))
+                if text is None:
+                    text = written[id(value)] = _iso(value)
+                row[index] = text
+        if (group := item.concurrency) is not None:  # SPREAD: left off when there is none
+            row += (group.key, group.limit, group.order)
+        rows.append(row)
+    return _COMPACT.encode(rows)
+
+
+def insert_items_reference(items: Sequence[NewExecution]) -> str:
+    """``insert_items`` field by field through the column kinds' conversions (tests hold the two
+    equal)."""
+    rows = []
+    for item in items:
+        row = [
+            getattr(item, name) if convert is None else convert(getattr(item, name))
+            for name, convert in _INSERT
+        ]
+        if (group := item.concurrency) is not None:
+            row += (group.key, group.limit, group.order)
+        rows.append(row)
+    return _COMPACT.encode(rows)
+
+
 # The conversions of each column kind (store/execution_columns.py); any other is taken as is.
 _INSERT = converters(
     NEW_EXECUTION,
@@ -87,22 +138,6 @@ _INSERT = converters(
         Kind.STATUS: str,
     },
 )
-_INSERT_NAMES = attrgetter(*(name for name, _ in _INSERT))
-_INSERT_CONVERTED = tuple((i, c) for i, (_, c) in enumerate(_INSERT) if c is not None)
-
-
-def insert_items(items: Sequence[NewExecution]) -> str:
-    """The ``items`` parameter of ``execution_insert``: one JSON array per item, positional in
-    ``NewExecution``'s field order (the statement's), instants with their offset."""
-    rows = []
-    for item in items:
-        row = list(_INSERT_NAMES(item))
-        for index, convert in _INSERT_CONVERTED:
-            row[index] = convert(row[index])
-        if (group := item.concurrency) is not None:  # SPREAD: left off when there is none
-            row += (group.key, group.limit, group.order)
-        rows.append(row)
-    return _COMPACT.encode(rows)
 
 
 def _as_utc(value: datetime) -> datetime:
@@ -115,9 +150,53 @@ _FROM_NEW = converters(
 )
 
 
+def _new_execution_template() -> dict[str, Any]:
+    """The ``__dict__`` of an Execution just inserted, but for what its item gives: every field's
+    default, and the starting values of those an item does not have. ``execution_from_new``
+    fills a copy, as ``execution_from_row`` does, and for the same reason (the frozen
+    dataclass's ``__init__`` sets its 33 fields one ``object.__setattr__`` at a time): checked
+    here, once, that this is what ``__init__`` would leave."""
+    for cls in (Execution, NewExecution):
+        if hasattr(cls, "__post_init__") or hasattr(cls, "__slots__"):
+            raise TypeError(f"{cls.__name__} gained a __post_init__ or __slots__")
+    fields = {f.name: f for f in dataclasses.fields(Execution)}
+    if any(f.default_factory is not dataclasses.MISSING for f in fields.values()):
+        raise TypeError("an Execution field has a default factory: copy it per instance")
+    new = [f.name for f in dataclasses.fields(NewExecution)]
+    if not set(new) <= set(fields):
+        raise TypeError("a NewExecution field is not one of Execution's")
+    template = {n: f.default for n, f in fields.items() if f.default is not dataclasses.MISSING}
+    template["attempt_count"] = 0
+    required = {n for n, f in fields.items() if f.default is dataclasses.MISSING}
+    if required - set(new) - {"attempt_count", "updated_at"}:
+        raise TypeError("an Execution field without a default is not given by its item")
+    return template
+
+
+_NEW_TEMPLATE = _new_execution_template()
+_NEW_INSTANTS = tuple(n for n, k in NEW_EXECUTION if k in (Kind.INSTANT, Kind.OPTIONAL_INSTANT))
+_READY = ExecutionStatus.READY
+
+
 def execution_from_new(item: NewExecution) -> Execution:
     """The row ``execution_insert`` wrote for ``item``: its values as given, instants in UTC as
-    the database returns them, and the columns' starting values."""
+    the database returns them, and the columns' starting values (``execution_from_new_reference``
+    through ``Execution``'s ``__init__``; tests hold the two equal)."""
+    values = {**_NEW_TEMPLATE, **item.__dict__}
+    for name in _NEW_INSTANTS:
+        value = values[name]
+        if value is not None and value.tzinfo is not UTC:
+            values[name] = value.astimezone(UTC)
+    created = values["created_at"]
+    values["updated_at"] = created
+    values["ready_at"] = created if item.status is _READY else None
+    execution = object.__new__(Execution)
+    execution.__dict__.update(values)
+    return execution
+
+
+def execution_from_new_reference(item: NewExecution) -> Execution:
+    """The plain making of ``execution_from_new``'s Execution, field by field."""
     values = {n: getattr(item, n) if c is None else c(getattr(item, n)) for n, c in _FROM_NEW}
     created = values["created_at"]
     ready = created if item.status is ExecutionStatus.READY else None

@@ -13,6 +13,7 @@ from contextlib import asynccontextmanager
 from datetime import datetime, timedelta
 from typing import Any
 
+from psycopg.rows import tuple_row
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 
@@ -195,10 +196,20 @@ class PostgresStore(
             "notify": self._signals.insert_notifications(statuses, due),
         }
         async with self._pool.connection() as conn:
-            cursor = await conn.execute(Q["execution_insert"], params)
-            created = {r["execution_id"] for r in await cursor.fetchall()}
-        inserted = [execution_from_new(i) for i in items if i.execution_id in created]
-        self._signals.signal(topics_for(e.status for e in inserted), hint_pairs(inserted))
+            cursor = conn.cursor(row_factory=tuple_row)
+            await cursor.execute(Q["execution_insert"], params)
+            rows = await cursor.fetchall()
+        if len(rows) == len(items):
+            # Every item was inserted (each id returned is one of the items', all distinct):
+            # none to look up among them, and the statuses and hints are the items'.
+            inserted = [execution_from_new(i) for i in items]
+            topics = topics_for(statuses)
+            hints = hint_pairs(inserted) if due else []
+        else:
+            created = {r[0] for r in rows}
+            inserted = [execution_from_new(i) for i in items if i.execution_id in created]
+            topics, hints = topics_for(e.status for e in inserted), hint_pairs(inserted)
+        self._signals.signal(topics, hints)
         if len(inserted) == len(items):
             return [InsertOutcome(e, created=True) for e in inserted]
         # Only on a conflict: the follow-up read is a new statement, so under READ COMMITTED it

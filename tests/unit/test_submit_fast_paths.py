@@ -1,0 +1,157 @@
+"""The submit path's fast ways of doing what a plain way also does, held to the plain way: the
+fingerprint written by hand (to the byte of the canonical JSON), the PostgreSQL insert's JSON
+rows and the Executions made from the items without ``__init__``, and a batch's results
+validated in one call. Each pair is compared over shapes that take every branch."""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import UTC, datetime, timedelta, timezone
+from typing import Any
+
+import pytest
+
+from tests.factories import T0, definition
+from tickwheel.app.outcomes import ItemOutcome, Outcome
+from tickwheel.client.transports.inprocess import item_result, item_results
+from tickwheel.domain.concurrency import spec_of
+from tickwheel.domain.errors import Conflict, InvalidInput
+from tickwheel.domain.sharding import bucket_start
+from tickwheel.domain.submission import (
+    NewExecution,
+    SubmitRequest,
+    fingerprint,
+    fingerprint_reference,
+    prepare_execution,
+)
+from tickwheel.store.postgres.rows import (
+    execution_from_new,
+    execution_from_new_reference,
+    insert_items,
+    insert_items_reference,
+)
+
+PARIS = timezone(timedelta(hours=1))
+ODD = timezone(timedelta(hours=-3, minutes=-30, seconds=-7))
+
+REQUESTS = [
+    SubmitRequest(definition_uri="registry://jobs/greet"),
+    SubmitRequest(definition_uri="greet"),
+    SubmitRequest(definition_uri='registry://jobs/"quoted"\\\n\u00e9\u2603\U0001f600'),
+    SubmitRequest(definition_uri="registry://jobs/g", definition_version=7, priority=-100),
+    SubmitRequest(definition_uri="registry://jobs/g", priority=True),  # a bool: json's "true"
+    SubmitRequest(definition_uri="registry://jobs/g", definition_version=True),
+    SubmitRequest(definition_uri="registry://jobs/g", execute_at=T0),
+    SubmitRequest(definition_uri="g", execute_at=datetime(2026, 1, 2, 3, 4, 5, 6, tzinfo=PARIS)),
+    SubmitRequest(definition_uri="g", execute_at=datetime(2026, 1, 2, 3, 4, 5, tzinfo=ODD)),
+    SubmitRequest(
+        definition_uri="registry://jobs/g",
+        inputs={"b": [1, 2.5, None, True, {"z": 1, "a": "\u00e9"}], "a": "x\ty", "\u2603": 1e300},
+    ),
+    SubmitRequest(definition_uri="registry://jobs/g", inputs={"n": float("inf")}),
+    SubmitRequest(definition_uri="registry://jobs/g", inputs=[] ),  # type: ignore[arg-type]
+    SubmitRequest(definition_uri="registry://jobs/g", start_by=T0 + timedelta(hours=1)),
+    SubmitRequest(definition_uri="registry://jobs/g", deadline=T0.astimezone(PARIS)),
+    SubmitRequest(
+        definition_uri="registry://jobs/g",
+        concurrency=spec_of({"key": "${{ inputs.a }}", "limit": 2, "order": "none"}),
+        inputs={"a": "x"},
+    ),
+]  # fmt: skip
+
+
+class _Text(str):
+    """A str subclass: encoded by ``json`` as a string all the same."""
+
+
+@pytest.mark.parametrize("request_", [*REQUESTS, SubmitRequest(definition_uri=_Text("x"))])
+def test_the_fingerprint_is_the_reference_fingerprint(request_: SubmitRequest) -> None:
+    assert fingerprint(request_) == fingerprint_reference(request_)
+
+
+def items() -> list[NewExecution]:
+    """Items of one batch: the batch's instant shared, executeAt in other offsets, SCHEDULED and
+    READY, with and without a concurrency group and a trace context."""
+    d = definition(inputs={"name": "string"}, startBy=60)
+    limited = definition(inputs={"name": "string"}, concurrency={"limit": 1})
+    now = datetime(2026, 3, 1, 12, 0, 0, 123456, tzinfo=UTC)
+    requests = [
+        (SubmitRequest(definition_uri="registry://jobs/greet", inputs={"name": "a"}), d),
+        (SubmitRequest(definition_uri="registry://jobs/greet", inputs={"name": "b"}), d),
+        (
+            SubmitRequest(
+                definition_uri="registry://jobs/greet",
+                inputs={"name": "c"},
+                execute_at=(now + timedelta(minutes=5)).astimezone(PARIS),
+                deadline=(now + timedelta(hours=1)).astimezone(ODD),
+                idempotency_key="k",
+            ),
+            d,
+        ),
+        # Equal instants with different offsets: each is written with its own.
+        (
+            SubmitRequest(
+                definition_uri="registry://jobs/greet",
+                inputs={"name": "d"},
+                execute_at=(now + timedelta(minutes=5)).astimezone(ODD),
+            ),
+            limited,
+        ),
+    ]
+    trace = {"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}
+    return [
+        prepare_execution(r, definition_, "acme", now, trace if i % 2 else None)
+        for i, (r, definition_) in enumerate(requests)
+    ]
+
+
+def test_the_insert_rows_are_the_reference_rows() -> None:
+    batch = items()
+    assert insert_items(batch) == insert_items_reference(batch)
+    assert insert_items(batch[2:]) == insert_items_reference(batch[2:])
+
+
+def test_an_execution_from_its_item_is_the_reference_execution() -> None:
+    for item in items():
+        made, reference = execution_from_new(item), execution_from_new_reference(item)
+        assert made == reference
+        assert made.__dict__ == reference.__dict__  # the same fields set, with the same values
+        assert all(v.tzinfo is UTC for v in made.__dict__.values() if isinstance(v, datetime))
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            made.status = reference.status  # type: ignore[misc]
+
+
+def test_a_batchs_results_are_each_items_result() -> None:
+    executions = [execution_from_new(i) for i in items()]
+    outcomes: list[ItemOutcome[Any]] = [
+        ItemOutcome(Outcome.CREATED, executions[0]),
+        ItemOutcome(Outcome.SAME, executions[3]),
+        ItemOutcome(Outcome.CONFLICT, error=Conflict("used", {"idempotencyKey": "k"})),
+        ItemOutcome(Outcome.INVALID, error=InvalidInput("bad")),
+        ItemOutcome(Outcome.CREATED, executions[2]),
+    ]
+    assert item_results(outcomes) == [item_result(o) for o in outcomes]
+    assert [r.model_fields_set for r in item_results(outcomes)] == [
+        item_result(o).model_fields_set for o in outcomes
+    ]
+
+
+def test_a_prepared_item_is_what_its_init_would_make() -> None:
+    for item in items():
+        assert set(item.__dict__) == {f.name for f in dataclasses.fields(NewExecution)}
+        made = NewExecution(**item.__dict__)
+        assert made == item and made.__dict__ == item.__dict__
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            item.priority = 1  # type: ignore[misc]
+
+
+def test_each_item_is_in_the_bucket_of_its_own_instant() -> None:
+    """The last bucket is kept by the instant's identity: never another instant's."""
+    d = definition(inputs={"name": "string"})
+    now = datetime(2026, 3, 1, 12, 0, 30, tzinfo=UTC)
+    ats = [now, now, (now + timedelta(minutes=3)).astimezone(ODD), now, None, T0]
+    for at in ats:
+        request = SubmitRequest(definition_uri="registry://jobs/greet", inputs={"name": "a"})
+        item = prepare_execution(dataclasses.replace(request, execute_at=at), d, "acme", now)
+        assert item.bucket_start == bucket_start(item.execute_at)
+        assert item.bucket_start.tzinfo is UTC
