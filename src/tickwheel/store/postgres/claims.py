@@ -172,7 +172,9 @@ class PostgresClaims(PostgresRateLimits):
         at = opt_aware(now)
         # Sorted by id, so that two batches (or a batch and the reaper's) that share rows lock
         # them in one order and cannot deadlock.
-        batch = sorted(results, key=lambda r: r.execution_id)
+        # (By the id's integer: the order of uuids in PostgreSQL, compared in C, not by
+        # UUID.__lt__ in Python.)
+        batch = sorted(results, key=_id_int)
         done: dict[tuple[uuid.UUID, int], TupleRow] = {}
         # The common result (a final status that wakes nobody, its output inline) needs nothing
         # but the statement: one autocommit round trip instead of BEGIN, statement, COMMIT.
@@ -247,6 +249,10 @@ class PostgresClaims(PostgresRateLimits):
         return done
 
 
+def _id_int(result: AttemptResult) -> int:
+    return result.execution_id.int
+
+
 def _wakes(result: AttemptResult) -> bool:
     """Whether the status the result moves to must NOTIFY someone (a retry wakes schedulers)."""
     return bool(topics_for([result.execution_status]))
@@ -261,15 +267,23 @@ def _by_key(rows: Sequence[TupleRow]) -> dict[tuple[uuid.UUID, int], TupleRow]:
     return {(row[0], int(row[1])): row for row in rows}
 
 
+_COMPACT = json.JSONEncoder(separators=(",", ":"))
+"""One encoder for every batch (``json.dumps`` with an argument builds one per call)."""
+
+
 def _batch_json(batch: Sequence[AttemptResult]) -> str:
-    """The results as the JSON array ``execution_finish_many`` reads with jsonb_to_recordset."""
-    return json.dumps(
+    """The results as the JSON array ``execution_finish_many`` reads with jsonb_to_recordset.
+
+    Per result, as cheaply as Python allows, since every execution passes here: the id as its
+    32 hex digits (``uuid`` reads them without hyphens; ``str`` of a UUID formats the hyphens in
+    Python, ~1.5 µs more), the statuses as they are (a ``StrEnum`` is encoded as its value)."""
+    return _COMPACT.encode(
         [
             {
-                "execution_id": str(r.execution_id),
+                "execution_id": r.execution_id.hex,
                 "fencing_token": r.fencing_token,
-                "status": str(r.execution_status),
-                "attempt_status": str(r.attempt_status),
+                "status": r.execution_status,
+                "attempt_status": r.attempt_status,
                 # An output kept by reference stays out of the hot row (written separately).
                 "output": None if r.output_reference else r.output,
                 "output_reference": r.output_reference,
@@ -282,8 +296,7 @@ def _batch_json(batch: Sequence[AttemptResult]) -> str:
                 "lease_expired_only": r.lease_expired_only,
             }
             for r in batch
-        ],
-        separators=(",", ":"),
+        ]
     )
 
 
