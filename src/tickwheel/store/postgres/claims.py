@@ -109,7 +109,9 @@ class PostgresClaims(PostgresRateLimits):
         started = now_ns()
         at = time.monotonic()
         limits = at < self._limits_until or at < self._fair_until
-        # Tuple rows of CLAIMED_COLUMNS (claimed_rows.py says why not dicts of every column).
+        # Tuple rows of CLAIMED_COLUMNS (claimed_rows.py says why not dicts of every column), in
+        # binary: an instant is then 8 bytes each way instead of text that PostgreSQL formats
+        # and psycopg parses (client and server CPU of claim and finish 0.92 each, by pairs).
         rows: list[TupleRow] = []
         wait: float | None = None
         async with self._hot.connection() as conn:
@@ -125,7 +127,7 @@ class PostgresClaims(PostgresRateLimits):
                 # says whether it saw one among its candidates. When more than one tenant has
                 # READY work it claims nothing, and says so: the batch is then shared out by
                 # the statement below.
-                cursor = conn.cursor(row_factory=tuple_row)
+                cursor = conn.cursor(row_factory=tuple_row, binary=True)
                 await cursor.execute(CLAIM_UNLIMITED, params)
                 found = await cursor.fetchall()
                 plain = [r for r in found if r[0] is not None]  # a row of NULLs: none claimed
@@ -143,7 +145,7 @@ class PostgresClaims(PostgresRateLimits):
                 # READY row (bitmap scan, then sort) on each claim instead of walking the READY
                 # index to the batch: 110 to 240 ms a claim against 1 to 2 ms with 17,000 READY
                 # (docs/scaling.md). Planning costs ~1 ms.
-                cursor = conn.cursor(row_factory=tuple_row)
+                cursor = conn.cursor(row_factory=tuple_row, binary=True)
                 await cursor.execute(CLAIM, params, prepare=False)
                 rows += await cursor.fetchall()
         claimed = [claimed_from_row(r, worker_id) for r in rows]
