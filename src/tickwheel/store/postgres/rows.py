@@ -190,7 +190,7 @@ def _status(value: str) -> ExecutionStatus:
 def _execution_decoder() -> Callable[[Row], Execution]:
     """``execution_from_row``, written out for the fields of ``Execution``.
 
-    Whole rows (a get, a list, the cancel's and the reaper's rows); a claim's rows are narrower
+    Whole rows (a get, a list, every statement that returns them); a claim's rows are narrower
     and have their own decoder (claimed_rows.py). A worker once decoded every row it claimed
     here, and the generic decoding (a loop over the fields, then the frozen dataclass's
     ``__init__``, which sets each of its 33 fields through ``object.__setattr__``) cost about
