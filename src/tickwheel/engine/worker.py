@@ -201,15 +201,20 @@ class Worker(Service, Attempts):
         self._queue_empty = len(claimed) < free
         self._retry_after = retry_after(claimed)
         debug = self.log.isEnabledFor(logging.DEBUG)
+        # The free slots, counted once: each start below takes one, and nothing else frees or
+        # takes one until this loop returns to the event loop.
+        slots = self.free_slots
+        started_metric = self.metrics.started
         for execution in claimed:
             assert execution.fencing_token is not None
             started = execution.started_at or self.clock.now()
             late = (started - execution.execute_at).total_seconds()
-            self.metrics.started(execution.definition_uri, execution.attempt_count, late)
+            started_metric(execution.definition_uri, execution.attempt_count, late)
             if debug:
                 self.log.debug("claimed", extra=execution_fields(execution, self.worker_id))
-            if self.free_slots > 0 and not self.waiting:
+            if slots > 0 and not self.waiting:
                 self._start(execution)
+                slots -= 1
             else:
                 self._hold(execution)
         return len(claimed)

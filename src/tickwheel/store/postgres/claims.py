@@ -16,16 +16,17 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from psycopg import AsyncConnection
-from psycopg.rows import DictRow
+from psycopg.rows import DictRow, TupleRow, tuple_row
 from psycopg_pool import AsyncConnectionPool
 
 from tickwheel.domain.models import Execution
 from tickwheel.domain.states import ExecutionStatus
 from tickwheel.observability.tracing import now_ns, record_claims
 from tickwheel.store.engine_protocol import ClaimBatch
+from tickwheel.store.postgres.claimed_rows import CLAIMED_COLUMNS, claimed_from_row
 from tickwheel.store.postgres.notify import Signals, topics_for
 from tickwheel.store.postgres.rate_limits import PostgresRateLimits
-from tickwheel.store.postgres.rows import execution_from_row, jsonb, opt_aware, require_aware
+from tickwheel.store.postgres.rows import jsonb, opt_aware, require_aware
 from tickwheel.store.postgres.webhooks import webhook_outbox_execution_failed
 from tickwheel.store.postgres.workflows import workflow_event_record
 from tickwheel.store.protocol import AttemptResult, Topic
@@ -34,6 +35,35 @@ from tickwheel.store.workflow_protocol import WORKFLOW_KEY_PREFIX
 
 Q = load_queries("tickwheel.store.postgres.sql")
 Conn = AsyncConnection[DictRow]
+
+
+def without_comments(sql: str) -> str:
+    """``sql`` without its comment lines (those that start with ``--``).
+
+    psycopg caches the conversion of a query's ``%(name)s`` placeholders only for queries of at
+    most 4,096 bytes (``psycopg._queries.MAX_CACHED_STATEMENT_LENGTH``); a longer one is parsed
+    again by a regular expression on every execution. The claims, with their comments, are 5 and
+    10 kB: ~120 µs of the worker's CPU per claim, some 8 µs an execution at 16 a claim. Without
+    them the prepared claim and the finish are under the limit (the fair claim, 5.7 kB, is not:
+    it runs only while several tenants have READY work, and is planned on every run anyway)."""
+    return "\n".join(line for line in sql.splitlines() if not line.lstrip().startswith("--"))
+
+
+CLAIM = without_comments(Q["execution_claim_ready"])
+CLAIM_UNLIMITED = without_comments(Q["execution_claim_ready_unlimited"])
+FINISH_MANY = without_comments(Q["execution_finish_many"])
+HOT_STATEMENTS = (CLAIM, CLAIM_UNLIMITED, FINISH_MANY)
+"""What the worker runs per batch, as sent (tests hold each under psycopg's cache limit)."""
+
+HOT_TIMEZONE = "-c TimeZone=UTC"
+"""The hot pool's session TimeZone. psycopg gives a timestamptz in the session's zone: with the
+server's usual 'Etc/UTC' that is a ``ZoneInfo``, which psycopg converts every value to and the
+claim's decoder converts back (``astimezone(UTC)``), several µs a row. Named ``UTC``, psycopg
+uses ``datetime.UTC`` itself and both conversions are free. The instants are the same either
+way, and no statement on the hot pool reads the session's zone (no date_trunc, no ::date)."""
+
+_SEEN = len(CLAIMED_COLUMNS)
+"""Where execution_claim_ready_unlimited's flags start in its rows: after the claimed columns."""
 
 
 LIMITS_WINDOW = 5.0
@@ -80,27 +110,34 @@ class PostgresClaims(PostgresRateLimits):
         started = now_ns()
         at = time.monotonic()
         limits = at < self._limits_until or at < self._fair_until
-        rows: list[DictRow] = []
+        # Tuple rows of CLAIMED_COLUMNS (claimed_rows.py says why not dicts of every column), in
+        # binary: an instant is then 8 bytes each way instead of text that PostgreSQL formats
+        # and psycopg parses (client and server CPU of claim and finish 0.92 each, medians of
+        # 6 interleaved pairs, docs/scaling.md).
+        rows: list[TupleRow] = []
         wait: float | None = None
         async with self._hot.connection() as conn:
             if await self.rates_present(conn):
                 # Rate limits (docs/flow-control.md): the rows under a bucket start only here,
                 # with tokens drawn under the buckets' locks; the statements below pass them over.
-                rows, wait = await self.claim_rated(conn, params, Q["execution_claim_ready"])
+                # (Dict rows, which the rate step reads by name; their values are in column order.)
+                rated, wait = await self.claim_rated(conn, params, CLAIM)
+                rows += [tuple(r.values()) for r in rated]
                 params["limit"] = limit - len(rows)
             if not limits and params["limit"] > 0:
                 # The statement of before limits, prepared; it claims none under a limit, and
                 # says whether it saw one among its candidates. When more than one tenant has
                 # READY work it claims nothing, and says so: the batch is then shared out by
                 # the statement below.
-                cursor = await conn.execute(Q["execution_claim_ready_unlimited"], params)
+                cursor = conn.cursor(row_factory=tuple_row, binary=True)
+                await cursor.execute(CLAIM_UNLIMITED, params)
                 found = await cursor.fetchall()
-                plain = [r for r in found if r["execution_id"] is not None]
+                plain = [r for r in found if r[0] is not None]  # a row of NULLs: none claimed
                 rows += plain
-                if found and found[0]["limited_seen"]:
+                if found and found[0][_SEEN]:  # limited_seen
                     self._limits_until = time.monotonic() + LIMITS_WINDOW
                     limits = True
-                if found and found[0]["tenants_seen"]:
+                if found and found[0][_SEEN + 1]:  # tenants_seen
                     self._fair_until = time.monotonic() + FAIR_WINDOW
                     limits = True
                 params["limit"] -= len(plain)
@@ -110,9 +147,10 @@ class PostgresClaims(PostgresRateLimits):
                 # READY row (bitmap scan, then sort) on each claim instead of walking the READY
                 # index to the batch: 110 to 240 ms a claim against 1 to 2 ms with 17,000 READY
                 # (docs/scaling.md). Planning costs ~1 ms.
-                cursor = await conn.execute(Q["execution_claim_ready"], params, prepare=False)
+                cursor = conn.cursor(row_factory=tuple_row, binary=True)
+                await cursor.execute(CLAIM, params, prepare=False)
                 rows += await cursor.fetchall()
-        claimed = [execution_from_row(r) for r in rows]
+        claimed = [claimed_from_row(r, worker_id) for r in rows]
         record_claims(claimed, started)
         return claimed if wait is None else ClaimBatch(claimed, wait)
 
@@ -138,8 +176,10 @@ class PostgresClaims(PostgresRateLimits):
         at = opt_aware(now)
         # Sorted by id, so that two batches (or a batch and the reaper's) that share rows lock
         # them in one order and cannot deadlock.
-        batch = sorted(results, key=lambda r: r.execution_id)
-        done: dict[tuple[uuid.UUID, int], DictRow] = {}
+        # (By the id's integer: the order of uuids in PostgreSQL, compared in C, not by
+        # UUID.__lt__ in Python.)
+        batch = sorted(results, key=_id_int)
+        done: dict[tuple[uuid.UUID, int], TupleRow] = {}
         # The common result (a final status that wakes nobody, its output inline) needs nothing
         # but the statement: one autocommit round trip instead of BEGIN, statement, COMMIT.
         # A dead letter (FAILED) is not plain: its webhook outbox row commits with it.
@@ -158,14 +198,15 @@ class PostgresClaims(PostgresRateLimits):
                 **self._signals.ready_wakeup(),
             }
             async with self._hot.connection() as conn:
-                cursor = await conn.execute(Q["execution_finish_many"], params)
+                cursor = conn.cursor(row_factory=tuple_row)
+                await cursor.execute(FINISH_MANY, params)
                 done.update(_by_key(await cursor.fetchall()))
         # The rest, and whatever the statement left (workflow task runs, whose outbox row
         # commits with the finish; stale tokens, refused again), in one transaction.
         rest = [r for r in batch if (r.execution_id, r.fencing_token) not in done]
         if rest:
             done.update(await self._finish_in_tx(rest, at))
-        if any(row["frees_slot"] for row in done.values()):
+        if any(row[_FREES_SLOT] for row in done.values()):
             # A concurrency slot came free: the statement NOTIFYed the other processes' workers;
             # this process's own wake up here, without a round trip.
             self._signals.signal([Topic.READY])
@@ -173,7 +214,7 @@ class PostgresClaims(PostgresRateLimits):
 
     async def _finish_in_tx(
         self, batch: Sequence[AttemptResult], at: datetime | None
-    ) -> dict[tuple[uuid.UUID, int], DictRow]:
+    ) -> dict[tuple[uuid.UUID, int], TupleRow]:
         """Finishes ``batch`` (sorted by id) with its extras: outputs kept by reference, the
         workflow outbox rows and the NOTIFYs, all committed together."""
         params = {
@@ -183,7 +224,8 @@ class PostgresClaims(PostgresRateLimits):
             **self._signals.ready_wakeup(),
         }
         async with self._signalling_tx() as (conn, topics):
-            cursor = await conn.execute(Q["execution_finish_many"], params)
+            cursor = conn.cursor(row_factory=tuple_row)
+            await cursor.execute(FINISH_MANY, params)
             done = _by_key(await cursor.fetchall())
             by_key = {(r.execution_id, r.fencing_token): r for r in batch}
             for key, row in done.items():
@@ -201,14 +243,18 @@ class PostgresClaims(PostgresRateLimits):
                 # The outbox row in the finishing transaction: an orchestrator learns of every
                 # finished task run, and of none that rolled back.
                 if await workflow_event_record(
-                    conn, row["idempotency_key"], result.execution_id, row["status"], at
+                    conn, row[_KEY], result.execution_id, row[_STATUS], at
                 ):
                     topics.add(Topic.WORKFLOW)
             topics.update(topics_for(by_key[key].execution_status for key in done))
             # Dead letters only: their webhook outbox rows, in this transaction.
-            failed = [key[0] for key, row in done.items() if row["status"] == "FAILED"]
+            failed = [key[0] for key, row in done.items() if row[_STATUS] == "FAILED"]
             await webhook_outbox_execution_failed(conn, failed, at)
         return done
+
+
+def _id_int(result: AttemptResult) -> int:
+    return result.execution_id.int
 
 
 def _wakes(result: AttemptResult) -> bool:
@@ -216,19 +262,32 @@ def _wakes(result: AttemptResult) -> bool:
     return bool(topics_for([result.execution_status]))
 
 
-def _by_key(rows: Sequence[DictRow]) -> dict[tuple[uuid.UUID, int], DictRow]:
-    return {(row["execution_id"], int(row["fencing_token"])): row for row in rows}
+# The columns of execution_finish_many's tuple rows: execution_id, fencing_token, attempt_count,
+# idempotency_key, status, frees_slot, woken.
+_KEY, _STATUS, _FREES_SLOT = 3, 4, 5
+
+
+def _by_key(rows: Sequence[TupleRow]) -> dict[tuple[uuid.UUID, int], TupleRow]:
+    return {(row[0], int(row[1])): row for row in rows}
+
+
+_COMPACT = json.JSONEncoder(separators=(",", ":"))
+"""One encoder for every batch (``json.dumps`` with an argument builds one per call)."""
 
 
 def _batch_json(batch: Sequence[AttemptResult]) -> str:
-    """The results as the JSON array ``execution_finish_many`` reads with jsonb_to_recordset."""
-    return json.dumps(
+    """The results as the JSON array ``execution_finish_many`` reads with jsonb_to_recordset.
+
+    Per result, as cheaply as Python allows, since every execution passes here: the id as its
+    32 hex digits (``uuid`` reads them without hyphens; ``str`` of a UUID formats the hyphens in
+    Python, ~1.5 µs more), the statuses as they are (a ``StrEnum`` is encoded as its value)."""
+    return _COMPACT.encode(
         [
             {
-                "execution_id": str(r.execution_id),
+                "execution_id": r.execution_id.hex,
                 "fencing_token": r.fencing_token,
-                "status": str(r.execution_status),
-                "attempt_status": str(r.attempt_status),
+                "status": r.execution_status,
+                "attempt_status": r.attempt_status,
                 # An output kept by reference stays out of the hot row (written separately).
                 "output": None if r.output_reference else r.output,
                 "output_reference": r.output_reference,
@@ -241,13 +300,12 @@ def _batch_json(batch: Sequence[AttemptResult]) -> str:
                 "lease_expired_only": r.lease_expired_only,
             }
             for r in batch
-        ],
-        separators=(",", ":"),
+        ]
     )
 
 
 def _accepted(
-    results: Sequence[AttemptResult], done: Mapping[tuple[uuid.UUID, int], DictRow]
+    results: Sequence[AttemptResult], done: Mapping[tuple[uuid.UUID, int], TupleRow]
 ) -> list[bool]:
     """Per result, in the caller's order: True when it committed. A result repeated in the
     batch is accepted once (the first), as the row could only be finished once."""

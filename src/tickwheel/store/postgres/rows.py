@@ -269,10 +269,12 @@ def _status(value: str) -> ExecutionStatus:
 def _execution_decoder() -> Callable[[Row], Execution]:
     """``execution_from_row``, written out for the fields of ``Execution``.
 
-    A worker decodes every row it claims, and the generic decoding (a loop over the fields, then
-    the frozen dataclass's ``__init__``, which sets each of its 33 fields through
-    ``object.__setattr__``) cost about 20 µs a row: more than the rest of a no-op attempt's
-    bookkeeping. Written out, with the instance's ``__dict__`` filled in one step, it is about 5.
+    Whole rows (a get, a list, every statement that returns them); a claim's rows are narrower
+    and have their own decoder (claimed_rows.py). A worker once decoded every row it claimed
+    here, and the generic decoding (a loop over the fields, then the frozen dataclass's
+    ``__init__``, which sets each of its 33 fields through ``object.__setattr__``) cost about
+    20 µs a row: more than the rest of a no-op attempt's bookkeeping. Written out, with the
+    instance's ``__dict__`` filled in one step, it is about 5.
     That is exactly what the dataclass's own ``__init__`` leaves behind, as long as ``Execution``
     keeps a ``__dict__`` and has no ``__post_init__`` (checked here, once)."""
     if hasattr(Execution, "__post_init__") or hasattr(Execution, "__slots__"):

@@ -159,7 +159,13 @@ claimed AS (
         updated_at = coalesce(%(now)s::timestamptz, now())
     FROM tokens t
     WHERE e.execution_id = t.execution_id
-    RETURNING e.*
+    -- The columns a worker reads (claimed_rows.py CLAIMED_COLUMNS, in its order), not e.*.
+    RETURNING e.execution_id, e.tenant, e.definition_uri, e.definition_version,
+        e.input_snapshot, e.execute_at, e.priority, e.attempt_count, e.max_attempts, e.shard_id,
+        e.bucket_start, e.created_at, e.updated_at, e.idempotency_key, e.ready_at,
+        e.lease_expires_at, e.fencing_token, e.started_at, e.cancel_requested_at, e.checkpoint,
+        e.trace_context, e.start_by, e.deadline, e.concurrency_key, e.concurrency_limit,
+        e.concurrency_order
 ),
 recorded AS (
     INSERT INTO attempts (execution_id, attempt_number, worker_id, fencing_token, status,
@@ -240,7 +246,13 @@ claimed AS (
         updated_at = coalesce(%(now)s::timestamptz, now())
     FROM tokens t
     WHERE e.execution_id = t.execution_id
-    RETURNING e.*
+    -- The columns a worker reads (claimed_rows.py CLAIMED_COLUMNS, in its order), not e.*.
+    RETURNING e.execution_id, e.tenant, e.definition_uri, e.definition_version,
+        e.input_snapshot, e.execute_at, e.priority, e.attempt_count, e.max_attempts, e.shard_id,
+        e.bucket_start, e.created_at, e.updated_at, e.idempotency_key, e.ready_at,
+        e.lease_expires_at, e.fencing_token, e.started_at, e.cancel_requested_at, e.checkpoint,
+        e.trace_context, e.start_by, e.deadline, e.concurrency_key, e.concurrency_limit,
+        e.concurrency_order
 ),
 recorded AS (
     INSERT INTO attempts (execution_id, attempt_number, worker_id, fencing_token, status,
