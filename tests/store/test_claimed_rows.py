@@ -194,14 +194,3 @@ async def test_the_drain_never_converts_a_query_outside_psycopgs_cache(
     ]  # fmt: skip
     assert await store.attempt_finish_many(done, T0) == [True, True, True]
     assert uncached == []
-
-
-async def test_the_hot_pool_reads_instants_in_utc_as_psycopg_names_it(store: Store) -> None:
-    """'UTC', not the server's 'Etc/UTC': psycopg then reads a timestamptz with ``datetime.UTC``,
-    which neither it nor the claim's decoder has to convert (claims.HOT_TIMEZONE)."""
-    if not isinstance(store, PostgresStore):
-        pytest.skip("the hot pool's session")
-    async with store._hot.connection() as conn:
-        cursor = await conn.execute("SELECT current_setting('TimeZone') AS zone, now() AS at")
-        row = await cursor.fetchone()
-    assert row is not None and row["zone"] == "UTC" and row["at"].tzinfo is UTC

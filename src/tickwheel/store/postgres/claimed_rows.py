@@ -80,8 +80,8 @@ def claimed_from_row(r: Sequence[Any], worker_id: str) -> Execution:
     Filled in like ``execution_from_row``: straight into the instance's ``__dict__``, which is
     what ``Execution``'s ``__init__`` leaves behind (``_execution_decoder`` checks it may). The
     instants a claim always sets (its lease, its start, its update) are never NULL. Converting
-    an instant to UTC is free when the session's TimeZone is UTC, as the hot pool's is
-    (``claims.HOT_TIMEZONE``): ``astimezone`` then returns the value itself."""
+    an instant to UTC is free when the session's TimeZone is UTC, as every pool's
+    is (``pool.SESSION_UTC``): ``astimezone`` then returns the value itself."""
     execution: Execution = object.__new__(Execution)
     execution.__dict__.update(
         {

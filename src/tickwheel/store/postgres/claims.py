@@ -55,12 +55,6 @@ FINISH_MANY = without_comments(Q["execution_finish_many"])
 HOT_STATEMENTS = (CLAIM, CLAIM_UNLIMITED, FINISH_MANY)
 """What the worker runs per batch, as sent (tests hold each under psycopg's cache limit)."""
 
-HOT_TIMEZONE = "-c TimeZone=UTC"
-"""The hot pool's session TimeZone. psycopg gives a timestamptz in the session's zone: with the
-server's usual 'Etc/UTC' that is a ``ZoneInfo``, which psycopg converts every value to and the
-claim's decoder converts back (``astimezone(UTC)``), several µs a row. Named ``UTC``, psycopg
-uses ``datetime.UTC`` itself and both conversions are free. The instants are the same either
-way, and no statement on the hot pool reads the session's zone (no date_trunc, no ::date)."""
 
 _SEEN = len(CLAIMED_COLUMNS)
 """Where execution_claim_ready_unlimited's flags start in its rows: after the claimed columns."""

@@ -29,7 +29,7 @@ from tickwheel.store.engine_protocol import RELEASED_AT_SHUTDOWN
 from tickwheel.store.migrate import Migration, load_migrations, pending
 from tickwheel.store.postgres.api_keys import PostgresApiKeys
 from tickwheel.store.postgres.caller_tx import PostgresCallerTx
-from tickwheel.store.postgres.claims import HOT_TIMEZONE, PostgresClaims
+from tickwheel.store.postgres.claims import PostgresClaims
 from tickwheel.store.postgres.definitions import PostgresDefinitions
 from tickwheel.store.postgres.flow import PostgresFlow
 from tickwheel.store.postgres.history import PostgresHistory
@@ -113,13 +113,7 @@ class PostgresStore(
         unreachable server fails here rather than on the first query."""
         pool = Pool(url, min_size=min(min_size, max_size), max_size=max_size, timeout=timeout)
         # Connects on a process's first claim, so an API-only server never opens it.
-        hot = Pool(
-            url,
-            min_size=0,
-            max_size=HOT_CONNECTIONS,
-            timeout=timeout,
-            options=f"{HOT_PLANNER} {HOT_TIMEZONE}",
-        )
+        hot = Pool(url, min_size=0, max_size=HOT_CONNECTIONS, timeout=timeout, options=HOT_PLANNER)
         try:
             await pool.open(wait=True, timeout=timeout)
             await hot.open()
