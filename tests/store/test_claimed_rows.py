@@ -9,7 +9,6 @@ from __future__ import annotations
 import dataclasses
 import re
 import uuid
-from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from importlib import resources
 from typing import Any
@@ -30,7 +29,6 @@ from tickwheel.store.postgres.claimed_rows import (
 )
 from tickwheel.store.postgres.claims import HOT_STATEMENTS
 from tickwheel.store.postgres.rows import execution_from_row_reference
-from tickwheel.store.postgres.store import PostgresStore
 from tickwheel.store.protocol import AttemptResult, Store
 
 LEASE = timedelta(seconds=30)
@@ -169,28 +167,3 @@ async def test_a_claim_hands_the_worker_the_stored_row_of_what_it_reads(store: S
         if field.name not in CLAIM_LEAVES_OUT:
             assert getattr(claimed, field.name) == getattr(stored, field.name), field.name
     assert claimed.status is ExecutionStatus.RUNNING and claimed.lease_owner == "w2"
-
-
-async def test_the_drain_never_converts_a_query_outside_psycopgs_cache(
-    store: Store, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    if not isinstance(store, PostgresStore):
-        pytest.skip("psycopg's query cache")
-    uncached: list[bytes] = []
-    convert: Callable[..., Any] = _queries._query2pg_nocache
-
-    def counted(query: bytes, encoding: str) -> Any:
-        uncached.append(query)
-        return convert(query, encoding)
-
-    monkeypatch.setattr(_queries, "_query2pg_nocache", counted)
-    await store.execution_insert_many([new_execution(now=T0) for _ in range(3)])
-    claimed = await store.execution_claim_ready("w1", 3, LEASE, T0)
-    assert len(claimed) == 3
-    done = [
-        AttemptResult(e.execution_id, e.fencing_token or 0, AttemptStatus.SUCCEEDED,
-                      ExecutionStatus.SUCCEEDED, output=None)
-        for e in claimed
-    ]  # fmt: skip
-    assert await store.attempt_finish_many(done, T0) == [True, True, True]
-    assert uncached == []

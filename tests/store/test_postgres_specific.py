@@ -15,14 +15,17 @@ from typing import Any
 
 import psycopg
 import pytest
+from psycopg import _queries
 
 from tests.conftest import PG_ADMIN_URL
 from tests.factories import T0, definition, new_execution
 from tickwheel.domain.concurrency import ConcurrencySpec
 from tickwheel.domain.models import Execution, ExecutionEventKind
+from tickwheel.domain.states import AttemptStatus, ExecutionStatus
 from tickwheel.domain.submission import SubmitRequest, prepare_execution
 from tickwheel.store.migrate import load_migrations
 from tickwheel.store.postgres.store import MIGRATIONS, PostgresStore, Q
+from tickwheel.store.protocol import AttemptResult
 
 pytestmark = pytest.mark.postgres
 
@@ -434,6 +437,33 @@ async def test_every_session_runs_in_utc_and_keeps_the_urls_own_options(pg_url: 
             assert row["at"].tzinfo is UTC
     finally:
         await store.close()
+
+
+async def test_the_drain_never_converts_a_query_outside_psycopgs_cache(
+    open_pg: OpenStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The claim and the finish are sent as psycopg caches them (under 4 kB, comments left
+    out): a longer statement is converted by a regular expression on every execution
+    (claims.HOT_STATEMENTS, tests/store/test_claimed_rows.py)."""
+    store = await open_pg(1)
+    uncached: list[bytes] = []
+    convert: Callable[..., Any] = _queries._query2pg_nocache
+
+    def counted(query: bytes, encoding: str) -> Any:
+        uncached.append(query)
+        return convert(query, encoding)
+
+    monkeypatch.setattr(_queries, "_query2pg_nocache", counted)
+    await store.execution_insert_many([new_execution(now=T0) for _ in range(3)])
+    claimed = await store.execution_claim_ready("w1", 3, LEASE, T0)
+    assert len(claimed) == 3
+    done = [
+        AttemptResult(e.execution_id, e.fencing_token or 0, AttemptStatus.SUCCEEDED,
+                      ExecutionStatus.SUCCEEDED, output=None)
+        for e in claimed
+    ]  # fmt: skip
+    assert await store.attempt_finish_many(done, T0) == [True, True, True]
+    assert uncached == []
 
 
 async def test_two_processes_migrating_at_once_apply_each_migration_once(pg_url: str) -> None:
