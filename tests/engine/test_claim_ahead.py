@@ -111,8 +111,11 @@ async def test_what_waited_a_third_of_a_lease_goes_back_to_ready_with_no_attempt
     d, recording, worker = await _set_up(
         store, WorkerSettings(concurrency=2, poll=0.05, lease=timedelta(seconds=1.5))
     )
-    quick = [new_execution(d=d, inputs={"seconds": 0}, execute_in=-10 + i) for i in range(4)]
-    slow = [new_execution(d=d, inputs={"seconds": 2.0}, execute_in=-5 + i) for i in range(4)]
+    # The quick ones first by priority: every item is READY since the same instant (T0), and
+    # the claim's order among equal (priority, ready_at) is the index's, not the list's. Once
+    # both slow ones came first, the quick ones then ran between them and nothing waited.
+    quick = [new_execution(d=d, inputs={"seconds": 0}, priority=1) for _ in range(4)]
+    slow = [new_execution(d=d, inputs={"seconds": 2.0}) for _ in range(4)]
     outcomes = await store.execution_insert_many([*quick, *slow])
     executions = [o.execution for o in outcomes]
     await _run(worker, recording, len(executions))
