@@ -200,10 +200,17 @@ class Worker(Service, Attempts):
             self.worker_id, free, self.lease, self.store_now(), self.definition_uris
         )
         if reporting:
-            # Sent together, each on a connection of its own: the claim (a start's first one
-            # above all) does not wait for the registry's round trip, and the round ends with
-            # both done, as before.
-            claimed, _ = await asyncio.gather(claim, self.report())
+            # The claim goes out beside the report, each on a connection of its own, instead of
+            # after its round trip (a start's first claim above all). The report is still sent
+            # first, in this step, so that the registry is written before the other services'
+            # first queries (a gauge of live workers), and the round ends with both done.
+            claiming = asyncio.ensure_future(claim)
+            try:
+                await self.report()
+            except BaseException:
+                claiming.cancel()
+                raise
+            claimed = await claiming
         else:
             claimed = await claim
         self._queue_empty = len(claimed) < free
