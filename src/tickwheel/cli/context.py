@@ -10,15 +10,37 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Console
 
 from tickwheel.domain.errors import TickwheelError
 
 if TYPE_CHECKING:
+    from rich.console import Console
+
     from tickwheel.client.sync import Client
 
-console = Console()
-err_console = Console(stderr=True)
+    console: Console
+    err_console: Console
+    """Standard output and standard error as Rich consoles, made on first use (PEP 562,
+    ``__getattr__`` below): a role process prints nothing through them unless it fails to
+    start, and Rich was a twentieth of its imports."""
+
+
+def __getattr__(name: str) -> Any:
+    if name not in ("console", "err_console"):
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return _console(stderr=name == "err_console")
+
+
+def _console(*, stderr: bool) -> Console:
+    name = "err_console" if stderr else "console"
+    made: Console | None = globals().get(name)
+    if made is None:
+        from rich.console import Console
+
+        made = Console(stderr=stderr)
+        globals()[name] = made
+    return made
+
 
 JsonFlag = Annotated[
     bool, typer.Option("--json", help="print JSON instead of tables (also before the command)")
@@ -89,7 +111,7 @@ def state(ctx: typer.Context, as_json: bool = False) -> CliState:
 
 
 def fail(message: str, code: int = ExitCode.ERROR) -> typer.Exit:
-    err_console.print(f"[bold red]error:[/] {message}")
+    _console(stderr=True).print(f"[bold red]error:[/] {message}")
     return typer.Exit(code)
 
 
@@ -111,4 +133,4 @@ def explain(exc: Exception) -> typer.Exit:
 
 
 def print_json(data: Any) -> None:
-    console.print_json(json.dumps(data, default=str))
+    _console(stderr=False).print_json(json.dumps(data, default=str))

@@ -21,10 +21,8 @@ from __future__ import annotations
 import asyncio
 import json
 from datetime import timedelta
-from typing import Final
+from typing import TYPE_CHECKING, Final
 from urllib.parse import urlsplit
-
-import httpx
 
 from tickwheel.domain.addresses import denied_reason, ip_from_host
 from tickwheel.domain.backoff import backoff_delay
@@ -43,6 +41,12 @@ from tickwheel.engine.runners.http import Resolver, resolve_host
 from tickwheel.engine.service import Service
 from tickwheel.resources.base import iso
 from tickwheel.store.webhook_protocol import WebhookStore
+
+if TYPE_CHECKING:
+    import httpx
+
+# httpx is imported when there is something to post: every scheduler process runs a sender, and
+# most never deliver a webhook (as for the http runner, the import was a sixth of a start).
 
 __all__ = ["WebhookSender", "delivery_body"]
 
@@ -114,6 +118,8 @@ class WebhookSender(Service):
         )
         if not jobs:
             return 0
+        import httpx
+
         if self._client is not None:
             await asyncio.gather(*(self._deliver(self._client, j) for j in jobs))
         else:
@@ -133,6 +139,8 @@ class WebhookSender(Service):
                 return
 
     async def _deliver(self, client: httpx.AsyncClient, job: DeliveryJob) -> None:
+        import httpx
+
         code: int | None = None
         error: str | None = None
         refused = False
@@ -180,6 +188,8 @@ class WebhookSender(Service):
     async def _post(self, client: httpx.AsyncClient, job: DeliveryJob) -> int:
         body = delivery_body(job)
         timestamp = int(self.clock.now().timestamp())
+        import httpx
+
         url = httpx.URL(job.url)
         headers = {
             "Content-Type": "application/json",

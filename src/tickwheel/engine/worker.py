@@ -190,14 +190,29 @@ class Worker(Service, Attempts):
         # run_once comes round at least every ``poll`` seconds (idle waits are bounded), so the
         # report needs no task of its own.
         due = self._reported_at is None or time.monotonic() - self._reported_at >= self.report_every
-        if due and not self.stopping:
-            await self.report()
+        reporting = due and not self.stopping
         free = self._claimable()
         if free <= 0 or self.stopping:
+            if reporting:
+                await self.report()
             return 0
-        claimed = await self.store.execution_claim_ready(
+        claim = self.store.execution_claim_ready(
             self.worker_id, free, self.lease, self.store_now(), self.definition_uris
         )
+        if reporting:
+            # The claim goes out beside the report, each on a connection of its own, instead of
+            # after its round trip (a start's first claim above all). The report is still sent
+            # first, in this step, so that the registry is written before the other services'
+            # first queries (a gauge of live workers), and the round ends with both done.
+            claiming = asyncio.ensure_future(claim)
+            try:
+                await self.report()
+            except BaseException:
+                claiming.cancel()
+                raise
+            claimed = await claiming
+        else:
+            claimed = await claim
         self._queue_empty = len(claimed) < free
         self._retry_after = retry_after(claimed)
         debug = self.log.isEnabledFor(logging.DEBUG)

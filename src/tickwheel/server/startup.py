@@ -103,7 +103,8 @@ class Prepared:
     """The URIs of the ``--definitions`` folder, when one was given."""
 
 
-async def prepare(settings: Settings, *, serves_api: bool = True) -> Prepared:
+async def prepare(settings: Settings, *, serves_api: bool = True, claims: bool = False) -> Prepared:
+    """Opens and checks the store; ``claims``: the process runs a worker (``open_store``)."""
     if settings.insecure_no_auth and not is_loopback(settings.host):
         raise StartupError(
             f"--insecure-no-auth is only allowed on a loopback address, not {settings.host}"
@@ -112,7 +113,7 @@ async def prepare(settings: Settings, *, serves_api: bool = True) -> Prepared:
         worker_secrets(settings).check()
     except SecretsFileError as exc:
         raise StartupError(str(exc)) from exc
-    store = await open_store(settings.database_url, pool_size=settings.db_pool_size)
+    store = await open_store(settings.database_url, pool_size=settings.db_pool_size, claims=claims)
     try:
         if store.dialect == "sqlite":
             applied = await store.migrate()

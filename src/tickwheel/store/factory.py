@@ -6,21 +6,23 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
-from tickwheel.store.cron_protocol import CronStore
-from tickwheel.store.protocol import Store
-from tickwheel.store.session_protocol import SessionStore
-from tickwheel.store.stats_protocol import StatsStore
-from tickwheel.store.webhook_protocol import WebhookStore
-from tickwheel.store.workflow_protocol import WorkflowStore
-from tickwheel.store.workflow_view_protocol import WorkflowViewStore
-
 _Tables = TypeVar("_Tables")
 
 if TYPE_CHECKING:
+    # The protocols name return types only: importing them here would load the domain of every
+    # group of tables (cron, workflows and their definition parsers, webhooks) into a worker,
+    # whose store is all it opens.
     from psycopg_pool import AsyncConnectionPool
 
+    from tickwheel.store.cron_protocol import CronStore
     from tickwheel.store.postgres.pool import Conn
+    from tickwheel.store.protocol import Store
+    from tickwheel.store.session_protocol import SessionStore
     from tickwheel.store.sqlite.store import SqliteStore
+    from tickwheel.store.stats_protocol import StatsStore
+    from tickwheel.store.webhook_protocol import WebhookStore
+    from tickwheel.store.workflow_protocol import WorkflowStore
+    from tickwheel.store.workflow_view_protocol import WorkflowViewStore
 
     # How to build a group of tables on a PostgreSQL pool. Each caller names its protocol here,
     # so that ``_tables_for`` returns that protocol and not the join of the two backend classes
@@ -28,7 +30,11 @@ if TYPE_CHECKING:
     OnPostgres = Callable[[AsyncConnectionPool[Conn]], _Tables]
 
 
-async def open_store(url: str, *, pool_size: int = 10, connect_timeout: float = 10.0) -> Store:
+async def open_store(
+    url: str, *, pool_size: int = 10, connect_timeout: float = 10.0, claims: bool = False
+) -> Store:
+    """The store of ``url``. ``claims``: the process runs a worker, whose claims have their own
+    connections on PostgreSQL (``PostgresStore.open``)."""
     if url.startswith("sqlite:///") or url == "sqlite://:memory:":
         from tickwheel.store.sqlite.store import SqliteStore
 
@@ -40,7 +46,9 @@ async def open_store(url: str, *, pool_size: int = 10, connect_timeout: float = 
         from tickwheel.store.postgres.store import PostgresStore
 
         try:
-            return await PostgresStore.open(url, max_size=pool_size, timeout=connect_timeout)
+            return await PostgresStore.open(
+                url, max_size=pool_size, timeout=connect_timeout, claims=claims
+            )
         except PoolTimeout as exc:
             raise ConnectionError(
                 f"cannot connect to PostgreSQL at {redact(url)} within {connect_timeout:g} s: "

@@ -36,10 +36,8 @@ import json
 import re
 import socket
 from collections.abc import Awaitable, Callable
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import quote
-
-import httpx
 
 from tickwheel.domain.addresses import IPAddress, denied_reason, ip_from_host
 from tickwheel.domain.definitions import Definition, HttpExecution
@@ -51,6 +49,13 @@ from tickwheel.engine.runners.base import JobContext, RunOutcome, failure, short
 from tickwheel.engine.runners.retry_after import RETRY_AFTER_MAX, retry_after
 from tickwheel.engine.runners.secrets import Secrets, SecretsFileError
 from tickwheel.observability.tracing import current_context
+
+if TYPE_CHECKING:
+    import httpx
+
+# httpx is imported where a request is made, not here: every worker and scheduler builds this
+# runner (and the webhook sender its resolver) at start, and most never send a request, while
+# importing httpx cost them a sixth of their start-up (docs/scaling.md).
 
 __all__ = ["BODY_LIMIT", "EXCERPT_LIMIT", "HttpRunner", "Resolver", "resolve_host"]
 
@@ -105,6 +110,8 @@ class HttpRunner:
         execution = definition.execution
         if not isinstance(execution, HttpExecution):
             return failure("permanent", f"the http runner cannot run a {execution.type} job")
+        import httpx  # on first use (see the imports)
+
         what = f"{execution.method} {shorten(execution.url, 200)}"  # as written: no secrets
         if problems := run_problems(execution, self.policy):
             return failure("permanent", f"{what}: refused: {'; '.join(problems)}")
@@ -147,6 +154,8 @@ class HttpRunner:
         request.pin(addresses[0])
 
     async def _send(self, client: httpx.AsyncClient, request: _Request, what: str) -> RunOutcome:
+        import httpx
+
         try:
             async with client.stream(
                 request.method,
@@ -237,6 +246,8 @@ class _Request:
     def __init__(
         self, execution: HttpExecution, inputs: dict[str, Any], ctx: JobContext, timeout: float
     ) -> None:
+        import httpx
+
         self.method = execution.method
         self._template = execution
         self.url = httpx.URL(execution.url)

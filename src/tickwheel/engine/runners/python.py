@@ -47,7 +47,6 @@ from tickwheel.engine.runners.base import (
     snoozed,
     traceback_tail,
 )
-from tickwheel.engine.runners.isolated import run_isolated
 from tickwheel.engine.runners.python_policy import callable_problem, entrypoint_problem
 
 __all__ = ["PythonRunner", "load_entrypoint"]
@@ -209,6 +208,9 @@ class PythonRunner:
         except EntrypointError as exc:
             return failure("permanent", str(exc), entrypoint=entrypoint)
         if execution.isolation == "process":  # a crash there fails this attempt alone
+            # Imported here: multiprocessing is for isolated jobs only, not every worker's start.
+            from tickwheel.engine.runners.isolated import run_isolated
+
             return await run_isolated(entrypoint, kwargs, self.policy)
         try:
             if plan.is_async:

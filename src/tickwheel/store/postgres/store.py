@@ -13,6 +13,7 @@ from contextlib import asynccontextmanager
 from datetime import datetime, timedelta
 from typing import Any
 
+from psycopg.errors import UndefinedTable
 from psycopg.rows import tuple_row
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
@@ -107,16 +108,31 @@ class PostgresStore(
 
     @classmethod
     async def open(
-        cls, url: str, *, max_size: int = 10, min_size: int = 1, timeout: float = 30.0
+        cls,
+        url: str,
+        *,
+        max_size: int = 10,
+        min_size: int = 1,
+        timeout: float = 30.0,
+        claims: bool = False,
     ) -> PostgresStore:
         """Opens the pool and waits for its first ``min_size`` connections, so a wrong URL or an
-        unreachable server fails here rather than on the first query."""
+        unreachable server fails here rather than on the first query. ``claims`` (a process
+        with a worker): the hot pool connects from now on, in the background, instead of on the
+        first claim's path; otherwise on a first claim, so an API-only server never opens it."""
         pool = Pool(url, min_size=min(min_size, max_size), max_size=max_size, timeout=timeout)
-        # Connects on a process's first claim, so an API-only server never opens it.
-        hot = Pool(url, min_size=0, max_size=HOT_CONNECTIONS, timeout=timeout, options=HOT_PLANNER)
+        hot = Pool(
+            url,
+            min_size=1 if claims else 0,
+            max_size=HOT_CONNECTIONS,
+            timeout=timeout,
+            options=HOT_PLANNER,
+        )
         try:
+            # Not waited for: the main pool's connection alone says whether the database is
+            # there, as before, and a first claim waits for the hot one if it must.
+            await hot.open(wait=False)
             await pool.open(wait=True, timeout=timeout)
-            await hot.open()
         except BaseException:
             await pool.close()
             await hot.close()
@@ -162,8 +178,21 @@ class PostgresStore(
         return {int(r["version"]): str(r["checksum"]) for r in await cursor.fetchall()}
 
     async def migrations_pending(self) -> list[str]:
+        known = load_migrations(MIGRATIONS)
+        # Checked at every start (and by the health route): one read, without the lock, the
+        # table's creation and a transaction's four more round trips. A migration commits
+        # whole, so with nothing pending here there is nothing one in progress could add.
+        try:
+            async with self._pool.connection() as conn:
+                cursor = await conn.execute("SELECT version, checksum FROM tickwheel_migrations")
+                applied = {int(r["version"]): str(r["checksum"]) for r in await cursor.fetchall()}
+            if not pending(known, applied):
+                return []
+        except UndefinedTable:
+            pass  # a new database: the locked read creates the table
+        # Under the lock, which waits for a migration in progress to commit (as always).
         async with self._tx() as conn:
-            todo = pending(load_migrations(MIGRATIONS), await self._applied(conn))
+            todo = pending(known, await self._applied(conn))
         return [m.label for m in todo]
 
     async def migrate(self) -> list[str]:
