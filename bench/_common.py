@@ -7,7 +7,9 @@ script, its HTTP API and its tables, the way an operator would."""
 
 from __future__ import annotations
 
+import compileall
 import contextlib
+import functools
 import math
 import os
 import platform
@@ -28,6 +30,17 @@ from urllib.parse import urlsplit, urlunsplit
 import psycopg
 
 REPO = Path(__file__).resolve().parents[1]
+
+
+@functools.cache
+def compile_sources() -> None:
+    """Byte-compiles tickwheel's sources and the benchmarks' job modules once per run. The peers
+    come from site-packages, compiled by pip when installed; tickwheel runs from the checkout
+    (an editable install), where an environment with PYTHONDONTWRITEBYTECODE made every process
+    compile ~110 modules at each launch (~0.2 s of CPU, inside a drain's timed start-up). Now it
+    starts as a wheel install would."""
+    for directory in (REPO / "src", REPO / "bench"):
+        compileall.compile_dir(directory, quiet=1)
 LOOPBACK = "127.0.0.1"
 LOOPBACK_HOSTS = {"127.0.0.1", "localhost", "::1", "[::1]"}
 TERMINAL = ("SUCCEEDED", "FAILED", "CANCELLED")

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import journal
-from bench._common import busy_fraction, cpu_jiffies, cpu_used, percentile
+from bench._common import busy_fraction, compile_sources, cpu_jiffies, cpu_used, percentile
 from bench.systems import CpuSnapshot, System, TickwheelSystem
 
 POLL_SECONDS = 0.1
@@ -82,6 +82,7 @@ class Config:
 def make_system(
     name: str, stack: contextlib.ExitStack, tmp: Path, journal_path: Path, cfg: Config
 ) -> System:
+    compile_sources()  # every system starts from compiled modules (bench/_common.py)
     if name in ("tickwheel", LIMITED):
         return TickwheelSystem(
             stack, tmp, journal_path, pg_url=cfg.pg_url, backend=cfg.backend,
