@@ -10,7 +10,8 @@ import psycopg
 import pytest
 from psycopg_pool import PoolTimeout
 
-from tickwheel.store.postgres.store import MIGRATION_LOCK, PostgresStore
+from tickwheel.store.postgres.migrating import MIGRATION_LOCK
+from tickwheel.store.postgres.store import PostgresStore
 
 pytestmark = pytest.mark.postgres
 

@@ -13,7 +13,6 @@ from contextlib import asynccontextmanager
 from datetime import datetime, timedelta
 from typing import Any
 
-from psycopg.errors import UndefinedTable
 from psycopg.rows import tuple_row
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
@@ -27,13 +26,13 @@ from tickwheel.domain.states import AttemptStatus, ExecutionStatus
 from tickwheel.domain.submission import NewExecution
 from tickwheel.store.due import hint_pairs
 from tickwheel.store.engine_protocol import RELEASED_AT_SHUTDOWN
-from tickwheel.store.migrate import Migration, load_migrations, pending
 from tickwheel.store.postgres.api_keys import PostgresApiKeys
 from tickwheel.store.postgres.caller_tx import PostgresCallerTx
 from tickwheel.store.postgres.claims import PostgresClaims
 from tickwheel.store.postgres.definitions import PostgresDefinitions
 from tickwheel.store.postgres.flow import PostgresFlow
 from tickwheel.store.postgres.history import PostgresHistory
+from tickwheel.store.postgres.migrating import MIGRATIONS, PostgresMigrations
 from tickwheel.store.postgres.notify import Signals, topics_for
 from tickwheel.store.postgres.pool import Conn, Pool
 from tickwheel.store.postgres.promotion import PostgresPromotion
@@ -55,8 +54,9 @@ from tickwheel.store.postgres.workflows import workflow_event_record
 from tickwheel.store.protocol import AttemptResult, InsertOutcome, Topic
 from tickwheel.store.sqlfile import load_queries
 
+__all__ = ["MIGRATIONS", "PostgresStore", "Q"]
+
 Q = load_queries("tickwheel.store.postgres.sql")
-MIGRATIONS = "tickwheel.store.postgres.migrations"
 HOT_CONNECTIONS = 2
 """Connections of the hot pool: a worker's claims and its result flushes, each one at a time."""
 HOT_PLANNER = "-c enable_bitmapscan=off -c enable_seqscan=off"
@@ -67,12 +67,10 @@ rows, and the planner then read every READY row through a bitmap and sorted them
 (3 to 14 ms a claim of 16 with 7,000 READY instead of 0.7 to 1.5 ms; the database's CPU per
 execution of a drain 0.44-0.49 ms instead of 0.16-0.18, docs/scaling.md). A session setting
 costs nothing per statement; `SET LOCAL` in a pipelined transaction cost 0.7 ms a claim."""
-# pg_advisory_xact_lock key held while migrations are read or applied ("tickwhe" in ASCII), so two
-# processes starting at once apply each migration once instead of both trying.
-MIGRATION_LOCK = 0x7469636B776865
 
 
 class PostgresStore(
+    PostgresMigrations,
     PostgresClaims,
     PostgresPromotion,
     PostgresWorkerRegistry,
@@ -164,52 +162,6 @@ class PostgresStore(
             yield conn, topics
             await self._signals.notify(conn, topics)
         self._signals.signal(topics)
-
-    # -- migrations -----------------------------------------------------------------------------
-
-    async def _applied(self, conn: Conn) -> dict[int, str]:
-        """Inside a transaction: takes the migration lock, then reads what is applied."""
-        await conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
-        await conn.execute(
-            "CREATE TABLE IF NOT EXISTS tickwheel_migrations (version integer PRIMARY KEY,"
-            " name text NOT NULL, checksum text NOT NULL, applied_at timestamptz NOT NULL)"
-        )
-        cursor = await conn.execute("SELECT version, checksum FROM tickwheel_migrations")
-        return {int(r["version"]): str(r["checksum"]) for r in await cursor.fetchall()}
-
-    async def migrations_pending(self) -> list[str]:
-        known = load_migrations(MIGRATIONS)
-        # Checked at every start (and by the health route): one read, without the lock, the
-        # table's creation and a transaction's four more round trips. A migration commits
-        # whole, so with nothing pending here there is nothing one in progress could add.
-        try:
-            async with self._pool.connection() as conn:
-                cursor = await conn.execute("SELECT version, checksum FROM tickwheel_migrations")
-                applied = {int(r["version"]): str(r["checksum"]) for r in await cursor.fetchall()}
-            if not pending(known, applied):
-                return []
-        except UndefinedTable:
-            pass  # a new database: the locked read creates the table
-        # Under the lock, which waits for a migration in progress to commit (as always).
-        async with self._tx() as conn:
-            todo = pending(known, await self._applied(conn))
-        return [m.label for m in todo]
-
-    async def migrate(self) -> list[str]:
-        # One transaction for all pending migrations: DDL is transactional in PostgreSQL, so a
-        # failing migration leaves the schema as it was, and the advisory lock makes a second
-        # process wait here and then find nothing left to do.
-        applied: list[Migration] = []
-        async with self._tx() as conn:
-            for m in pending(load_migrations(MIGRATIONS), await self._applied(conn)):
-                # No parameters: psycopg sends the script as one simple query, many statements.
-                await conn.execute(m.sql)
-                await conn.execute(
-                    "INSERT INTO tickwheel_migrations VALUES (%s, %s, %s, now())",
-                    (m.version, m.name, m.checksum),
-                )
-                applied.append(m)
-        return [m.label for m in applied]
 
     # -- executions -----------------------------------------------------------------------------
 
