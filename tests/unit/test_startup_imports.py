@@ -87,6 +87,15 @@ def test_a_role_process_imports_no_http_client(tmp_path: Path) -> None:
     assert loaded_after(role_start(tmp_path), lazy) == []
 
 
+def test_the_postgresql_store_loads_no_workflow_or_cron_domain() -> None:
+    """A worker's store writes a workflow's outbox row and a dead letter's webhook row from a
+    small module (store/postgres/outbox.py) and reads a task run's key prefix from another
+    (store/workflow_keys.py): the workflow documents' parsers (yaml, defusedxml) and the cron
+    domain (cronsim), ~45 ms of a start's imports, wait for the stores that need them."""
+    heavy = ("yaml", "defusedxml", "cronsim", "tickwheel.domain.workflows", "tickwheel.domain.cron")
+    assert loaded_after("import tickwheel.store.postgres.store", heavy) == []
+
+
 def test_importing_the_package_loads_nothing_of_the_sdk() -> None:
     heavy = ("tickwheel.client", "tickwheel.app", "tickwheel.pyjobs", "httpx", "pydantic")
     assert loaded_after("import tickwheel", heavy) == []

@@ -19,18 +19,8 @@ from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 from tickwheel.domain.workflow_runs import RunStatus, TaskRunStatus
-
-WORKFLOW_KEY_PREFIX = "wf:"
-
-
-def workflow_run_of_key(idempotency_key: str | None) -> uuid.UUID | None:
-    """The run id in a task run's idempotency key ``wf:<runId>:<task>[:<retry>]``, else None."""
-    if idempotency_key is None or not idempotency_key.startswith(WORKFLOW_KEY_PREFIX):
-        return None
-    try:
-        return uuid.UUID(idempotency_key.split(":", 2)[1])
-    except (IndexError, ValueError):
-        return None
+from tickwheel.store.workflow_keys import WORKFLOW_KEY_PREFIX as WORKFLOW_KEY_PREFIX
+from tickwheel.store.workflow_keys import workflow_run_of_key as workflow_run_of_key
 
 
 @dataclass(frozen=True)

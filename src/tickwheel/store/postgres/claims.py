@@ -25,13 +25,12 @@ from tickwheel.observability.tracing import now_ns, record_claims
 from tickwheel.store.engine_protocol import ClaimBatch
 from tickwheel.store.postgres.claimed_rows import CLAIMED_COLUMNS, claimed_from_row
 from tickwheel.store.postgres.notify import Signals, topics_for
+from tickwheel.store.postgres.outbox import webhook_outbox_execution_failed, workflow_event_record
 from tickwheel.store.postgres.rate_limits import PostgresRateLimits
 from tickwheel.store.postgres.rows import jsonb, opt_aware, require_aware
-from tickwheel.store.postgres.webhooks import webhook_outbox_execution_failed
-from tickwheel.store.postgres.workflows import workflow_event_record
 from tickwheel.store.protocol import AttemptResult, Topic
 from tickwheel.store.sqlfile import load_queries
-from tickwheel.store.workflow_protocol import WORKFLOW_KEY_PREFIX
+from tickwheel.store.workflow_keys import WORKFLOW_KEY_PREFIX
 
 Q = load_queries("tickwheel.store.postgres.sql")
 Conn = AsyncConnection[DictRow]

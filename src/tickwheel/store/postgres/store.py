@@ -32,8 +32,10 @@ from tickwheel.store.postgres.claims import PostgresClaims
 from tickwheel.store.postgres.definitions import PostgresDefinitions
 from tickwheel.store.postgres.flow import PostgresFlow
 from tickwheel.store.postgres.history import PostgresHistory
-from tickwheel.store.postgres.migrating import MIGRATIONS, PostgresMigrations
+from tickwheel.store.postgres.migrating import MIGRATIONS as MIGRATIONS
+from tickwheel.store.postgres.migrating import PostgresMigrations
 from tickwheel.store.postgres.notify import Signals, topics_for
+from tickwheel.store.postgres.outbox import webhook_outbox_execution_failed, workflow_event_record
 from tickwheel.store.postgres.pool import Conn, Pool
 from tickwheel.store.postgres.promotion import PostgresPromotion
 from tickwheel.store.postgres.rows import (
@@ -48,13 +50,9 @@ from tickwheel.store.postgres.rows import (
 )
 from tickwheel.store.postgres.running import PostgresRunning
 from tickwheel.store.postgres.shard_leases import PostgresShardLeases
-from tickwheel.store.postgres.webhooks import webhook_outbox_execution_failed
 from tickwheel.store.postgres.workers import PostgresWorkerRegistry
-from tickwheel.store.postgres.workflows import workflow_event_record
 from tickwheel.store.protocol import AttemptResult, InsertOutcome, Topic
 from tickwheel.store.sqlfile import load_queries
-
-__all__ = ["MIGRATIONS", "PostgresStore", "Q"]
 
 Q = load_queries("tickwheel.store.postgres.sql")
 HOT_CONNECTIONS = 2

@@ -103,16 +103,6 @@ class PostgresWebhookStore:
         return await self._rowcount("webhook_delivery_prune", params)
 
 
-async def webhook_outbox_execution_failed(
-    conn: Conn, execution_ids: Sequence[uuid.UUID], now: datetime | None
-) -> None:
-    """The dead letters' outbox rows, in the caller's transaction (only for those of
-    ``execution_ids`` that are FAILED; none for a tenant without a subscription)."""
-    if execution_ids:
-        params = {"execution_ids": list(execution_ids), "now": opt_aware(now)}
-        await conn.execute(Q["webhook_outbox_execution_failed"], params)
-
-
 async def webhook_outbox_cron(conn: Conn, records: Sequence[OccurrenceRecord]) -> None:
     """The missed and failed occurrences' outbox rows, in the caller's transaction."""
     noted = [(r, e) for r in records if (e := cron_webhook_event(r.outcome)) is not None]

@@ -26,10 +26,8 @@ from tickwheel.store.workflow_protocol import (
     TaskRunRecord,
     WorkflowEvent,
     WorkflowRunRecord,
-    workflow_run_of_key,
 )
 
-_TERMINAL = frozenset({"SUCCEEDED", "FAILED", "CANCELLED"})
 Q = load_queries("tickwheel.store.postgres.sql")
 
 Conn = AsyncConnection[DictRow]
@@ -246,27 +244,3 @@ class PostgresWorkflowStore:
 
 def _run(r: DictRow) -> WorkflowRunRecord:
     return WorkflowRunRecord(**{**r, "status": RunStatus(r["status"])})
-
-
-async def workflow_event_record(
-    conn: Conn,
-    idempotency_key: str | None,
-    execution_id: uuid.UUID,
-    status: str,
-    now: datetime | None,
-) -> bool:
-    """Called by the main store inside the transaction that moves an execution to a terminal
-    ``status``: adds the outbox row when the execution is a workflow's task run (the caller
-    then NOTIFYs Topic.WORKFLOW in the same transaction). Executions not from workflows pay a
-    string comparison and nothing else: no statement, and no trigger on the hot table."""
-    run_id = workflow_run_of_key(idempotency_key)
-    if run_id is None or status not in _TERMINAL:
-        return False
-    params = {
-        "execution_id": execution_id,
-        "workflow_run_id": run_id,
-        "status": status,
-        "now": now,
-    }
-    await conn.execute(Q["workflow_event_insert"], params)
-    return True
