@@ -13,6 +13,7 @@ import pytest
 
 from tests.factories import T0, definition
 from tickwheel.app.outcomes import ItemOutcome, Outcome
+from tickwheel.client.requests import definition_uri, with_uris
 from tickwheel.client.transports.inprocess import item_result, item_results
 from tickwheel.domain.concurrency import spec_of
 from tickwheel.domain.errors import Conflict, InvalidInput
@@ -155,3 +156,21 @@ def test_each_item_is_in_the_bucket_of_its_own_instant() -> None:
         item = prepare_execution(dataclasses.replace(request, execute_at=at), d, "acme", now)
         assert item.bucket_start == bucket_start(item.execute_at)
         assert item.bucket_start.tzinfo is UTC
+
+
+def test_a_bare_name_renamed_is_what_replace_would_make() -> None:
+    """with_uris copies a request named by a bare name through its ``__dict__``: every field
+    as ``dataclasses.replace`` gives it (the trace context too, which equality leaves out),
+    and the request given is left as it was."""
+    traced = {"traceparent": "00-" + "1" * 32 + "-" + "2" * 16 + "-01"}
+    given = [
+        *REQUESTS,
+        SubmitRequest(definition_uri="greet", inputs={"a": 1}, trace_context=traced),
+    ]
+    for request, renamed in zip(given, with_uris(given), strict=True):
+        uri = definition_uri(request.definition_uri)
+        expected = dataclasses.replace(request, definition_uri=uri)
+        assert renamed == expected and renamed.trace_context == expected.trace_context
+        assert vars(renamed) == vars(expected)
+        if uri != request.definition_uri:
+            assert renamed is not request and request.definition_uri != uri
