@@ -65,7 +65,19 @@ class _Text(str):
     """A str subclass: encoded by ``json`` as a string all the same."""
 
 
-@pytest.mark.parametrize("request_", [*REQUESTS, SubmitRequest(definition_uri=_Text("x"))])
+HOSTILE = [
+    SubmitRequest(definition_uri="registry://jobs/\ud800x"),  # a lone surrogate
+    SubmitRequest(definition_uri="g", inputs={"\udfff": "\ud800", "n": 10**300}),
+    SubmitRequest(definition_uri="g", priority=-(2**63), definition_version=2**63),
+    SubmitRequest(definition_uri="g", inputs={"ip": "169.254.169.254", "f": -0.0}),
+]
+"""Values a hostile submitter sends (lone surrogates, huge integers): the fast writer must give
+the reference's bytes for them too, or a retried request would be refused as another one."""
+
+
+@pytest.mark.parametrize(
+    "request_", [*REQUESTS, *HOSTILE, SubmitRequest(definition_uri=_Text("x"))]
+)
 def test_the_fingerprint_is_the_reference_fingerprint(request_: SubmitRequest) -> None:
     assert fingerprint(request_) == fingerprint_reference(request_)
 

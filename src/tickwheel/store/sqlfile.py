@@ -33,3 +33,10 @@ def load_queries(package: str) -> dict[str, str]:
                     raise ValueError(f"query {name!r} is defined in two files of {package}")
                 queries[name] = sql
     return queries
+
+
+def without_comment_lines(sql: str) -> str:
+    """``sql`` without its whole-line comments (``--`` after any indentation): for a statement
+    sent as it is (psycopg's query cache, store/postgres/claims.py) and for migrations split
+    into statements (store/sqlite/migrating.py). A ``--`` after code on a line stays."""
+    return "\n".join(line for line in sql.splitlines() if not line.lstrip().startswith("--"))

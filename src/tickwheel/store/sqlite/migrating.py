@@ -7,6 +7,7 @@ from __future__ import annotations
 import sqlite3
 
 from tickwheel.store.migrate import load_migrations, pending
+from tickwheel.store.sqlfile import without_comment_lines
 from tickwheel.store.sqlite.connection import SqliteConnection
 
 
@@ -46,7 +47,7 @@ def split_statements(script: str) -> list[str]:
     """Our migrations keep semicolons out of literals, so dropping comment lines and splitting
     on ``;`` is exact for them, except inside a trigger's BEGIN ... END: pieces are joined until
     SQLite says the statement is complete."""
-    code = "\n".join(line for line in script.splitlines() if not line.strip().startswith("--"))
+    code = without_comment_lines(script)
     statements: list[str] = []
     pending = ""
     for part in code.split(";"):
