@@ -1,11 +1,14 @@
 """``tickwheel worker --with-scheduler``: one process that is a scheduler (and reaper) and a
 worker, as ``run_roles(scheduler=True, worker=True)``. With nothing else running, an execution
 submitted for later is promoted by that process's scheduler and run by its worker; SIGTERM stops
-both and gives the shards back."""
+both and gives the shards back. Its start loads nothing of the SQLite store."""
 
 from __future__ import annotations
 
 import signal
+import subprocess
+import sys
+import textwrap
 import time
 from datetime import UTC, datetime, timedelta
 
@@ -51,3 +54,29 @@ def test_one_process_promotes_and_runs_a_future_execution_then_stops_on_sigterm(
     assert time.monotonic() - sent < 10
     assert "Traceback" not in proc.stderr(), proc.output()
     assert live_shards(cluster) == {}, "the shards were not released at the stop"
+
+
+def test_a_scheduler_on_postgresql_loads_nothing_of_sqlite(db_url: str) -> None:
+    """The scheduler's pruner and webhook sender find their tables on the store's own database
+    (``store.factory``): on PostgreSQL that loaded SQLite's whole store, ~40 ms of the start of
+    ``tickwheel worker --with-scheduler`` (and of ``tickwheel scheduler``)."""
+    code = textwrap.dedent(f"""
+        import asyncio, json, sys
+        from tickwheel.config import Settings
+        from tickwheel.server import Engine, prepare
+
+        async def start() -> None:
+            settings = Settings(_env_file=None, database_url={db_url!r})
+            prepared = await prepare(settings, serves_api=False, claims=True)
+            Engine(prepared.store, settings, scheduler=True, worker=True, leased=True)
+            await prepared.store.close()
+
+        asyncio.run(start())
+        prefixes = ("tickwheel.store.sqlite", "aiosqlite")
+        print(json.dumps(sorted(m for m in sys.modules if m.startswith(prefixes))))
+        """)
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().splitlines()[-1] == "[]"
