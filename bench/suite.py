@@ -15,8 +15,8 @@ from bench._common import require_loopback
 from bench.workloads import (
     DRAIN_FIGURES,
     HERD_FIGURES,
-    SUBMIT_FIGURES,
     LIMITED,
+    SUBMIT_FIGURES,
     Config,
     drain,
     herd,
