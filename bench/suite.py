@@ -15,8 +15,8 @@ from bench._common import require_loopback
 from bench.workloads import (
     DRAIN_FIGURES,
     HERD_FIGURES,
-    SUBMIT_FIGURES,
     LIMITED,
+    SUBMIT_FIGURES,
     Config,
     drain,
     herd,
@@ -24,6 +24,7 @@ from bench.workloads import (
 )
 
 SYSTEMS = ("tickwheel", "pgqueuer", "procrastinate", "celery")
+WORKLOADS = ("submit", "drain", "herd")
 KEY = ["workload", "system", "workers"]
 
 
@@ -258,6 +259,10 @@ def main(which: str, argv: Sequence[str] | None = None) -> int:
             help="submit: executions stored one call each (then --n in batches)",
         )  # fmt: skip
         parser.add_argument("--submit-batch", type=int, default=1000, help="submit: batch size")
+        parser.add_argument(
+            "--workloads", nargs="+", choices=WORKLOADS, default=list(WORKLOADS),
+            help="only these workloads (e.g. the drain alone while working on it)",
+        )  # fmt: skip
     args = parser.parse_args(argv)
     report.check_common(parser, args)
     if which == "b5":
@@ -267,12 +272,18 @@ def main(which: str, argv: Sequence[str] | None = None) -> int:
     limit_keys = getattr(args, "limit_keys", 0)
     if limit_keys:
         systems = [*systems, LIMITED]
-    cfg = config(args, limit_keys=limit_keys or Config.limit_keys)
     b5 = which == "b5"
+    # B5 as issue 13 compares the peers: each tickwheel worker process is a scheduler and a
+    # worker (``--with-scheduler``); B2 and B3 keep their scheduler apart, as before.
+    cfg = config(args, limit_keys=limit_keys or Config.limit_keys, together=b5)
+    workloads = getattr(args, "workloads", WORKLOADS)
     todo = cases(
-        systems, getattr(args, "workers", []), getattr(args, "herd_workers", []), args.n, cfg,
+        systems,
+        getattr(args, "workers", []) if "drain" in workloads else [],
+        getattr(args, "herd_workers", []) if "herd" in workloads else [],
+        args.n, cfg,
         herd_n=args.herd_n if b5 else None,
-        submits=(args.submit_single_n, args.submit_batch) if b5 else None,
+        submits=(args.submit_single_n, args.submit_batch) if b5 and "submit" in workloads else None,
     )  # fmt: skip
     runs, interrupted = report.repeat(todo, args.runs, args.quiet_wait)
     rows = medians(runs, KEY)
@@ -285,6 +296,8 @@ def main(which: str, argv: Sequence[str] | None = None) -> int:
     name = {"b2": "b2-drain", "b3": "b3-herd", "b5": "b5-peers"}[which]
     settings = {
         "systems": systems, "worker_concurrency": args.concurrency,
+        "tickwheel_scheduler_in_each_worker": b5,
+        "workloads": list(workloads),
         "drain_workers": getattr(args, "workers", []),
         "herd_workers": getattr(args, "herd_workers", []), "lead": args.lead,
         "limit_keys": limit_keys,

@@ -4,7 +4,8 @@ databases, broker keys) is gone when the run ends, fails or is interrupted.
 
 tickwheel is driven from outside as an operator would: ``tickwheel db upgrade``, an API-only
 ``tickwheel server`` that the executions are submitted to (``POST /v1/executions/batch``, the
-machinery of bench/e2e.py), then ``tickwheel scheduler`` and W ``tickwheel worker`` processes."""
+machinery of bench/e2e.py), then ``tickwheel scheduler`` and W ``tickwheel worker`` processes, or
+(B5) W ``tickwheel worker --with-scheduler`` processes."""
 
 from __future__ import annotations
 
@@ -12,9 +13,12 @@ import asyncio
 import contextlib
 import subprocess
 import textwrap
+import time
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Protocol
+
+import psycopg
 
 from bench import e2e
 from bench._common import (
@@ -116,12 +120,15 @@ class TickwheelSystem:
         concurrency: int = 16,
         drain_timeout: float = 1800.0,
         limit_keys: int = 0,
+        together: bool = False,
     ) -> None:
         """``database_url``: an existing, migrated-or-not database to use instead of a fresh
         one (B4's backlog database); the run's own executions are deleted from it afterwards.
         ``limit_keys``: every execution gets a concurrency limit of 1 (fifo) on one of this
-        many keys, round robin (0: none)."""
+        many keys, round robin (0: none). ``together``: see ``start_workers``."""
         self.concurrency = concurrency
+        self.together = together
+        self.schedulers = 0
         self.limit_keys = limit_keys
         self.procs = Processes(tmp / "logs")
         self.db: Database
@@ -205,20 +212,48 @@ class TickwheelSystem:
         }
 
     def start_workers(self, workers: int) -> None:
-        self.procs.start(
-            "scheduler", [self.tool, "scheduler", "--database-url", self.db.url],
-            env=self.env, cwd=self.cwd,
-        )  # fmt: skip
+        """W worker processes. ``together`` (B5, as issue 13 specifies the peers' comparison):
+        each is a scheduler and a worker (``tickwheel worker --with-scheduler``), W processes
+        as the peers have; apart (B2, B3, B4): one ``tickwheel scheduler`` beside them."""
+        if not self.together:
+            self.procs.start(
+                "scheduler", [self.tool, "scheduler", "--database-url", self.db.url],
+                env=self.env, cwd=self.cwd,
+            )  # fmt: skip
+        both = ["--with-scheduler"] if self.together else []
         for i in range(workers):
             self.procs.start(
                 f"worker-{i + 1}",
                 [
                     self.tool, "worker", "--concurrency", str(self.concurrency),
-                    "--path", str(REPO), "--database-url", self.db.url,
+                    "--path", str(REPO), "--database-url", self.db.url, *both,
                 ],
                 env=self.env,
                 cwd=self.cwd,
             )  # fmt: skip
+        self.schedulers = workers if self.together else 1
+
+    def wait_shards_split(self, timeout: float = 30.0) -> None:
+        """Until the schedulers hold the 1024 shards in fair shares. Several schedulers started
+        at once converge within two lease renewals (~7 s): the first takes every shard, hands
+        the newcomers' shares back at its next renewal, and they take them at theirs, so a
+        shard may go unpromoted for a renewal meanwhile. A herd waits for this (the drain does
+        not: its executions are READY when stored)."""
+        if not isinstance(self.db, PostgresDatabase) or self.schedulers < 2:
+            return
+        deadline = time.monotonic() + timeout
+        with psycopg.connect(self.db.url, autocommit=True) as conn:
+            while True:
+                rows = conn.execute(
+                    "SELECT count(*) FROM shard_leases"
+                    " WHERE owner IS NOT NULL AND expires_at > now() GROUP BY owner"
+                ).fetchall()
+                shares = sorted(int(n) for (n,) in rows)
+                if len(shares) == self.schedulers and shares[-1] - shares[0] <= 1:
+                    return
+                if time.monotonic() > deadline:
+                    raise SetupFailed(f"the schedulers' shards never split evenly: {shares}")
+                time.sleep(0.1)
 
     def finished(self) -> tuple[int, int]:
         self.procs.check_alive()

@@ -77,6 +77,7 @@ class Config:
     backend: str = "postgresql"
     database_url: str | None = None  # tickwheel on an existing database (B4's backlog)
     limit_keys: int = 1000  # the "tickwheel-limits" system: limit 1 per key over this many keys
+    together: bool = False  # tickwheel: W worker processes each with a scheduler (B5)
 
 
 def make_system(
@@ -87,7 +88,7 @@ def make_system(
         return TickwheelSystem(
             stack, tmp, journal_path, pg_url=cfg.pg_url, backend=cfg.backend,
             database_url=cfg.database_url, concurrency=cfg.concurrency, drain_timeout=cfg.timeout,
-            limit_keys=cfg.limit_keys if name == LIMITED else 0,
+            limit_keys=cfg.limit_keys if name == LIMITED else 0, together=cfg.together,
         )  # fmt: skip
     from bench.peers import CelerySystem, PgQueuerSystem, ProcrastinateSystem
 
@@ -241,6 +242,8 @@ def herd(system_name: str, workers: int, n: int, cfg: Config) -> dict[str, Any]:
         system.start_workers(workers)
         time.sleep(cfg.warmup)  # the processes are up, connected and idle
         system.finished()  # and none of them died starting
+        if isinstance(system, TickwheelSystem):
+            system.wait_shards_split()  # several schedulers: their shares settled
         instant = float(math.ceil(time.time() + lead))
         submit_seconds = system.submit(n, datetime.fromtimestamp(instant, UTC))
         stored = time.time()

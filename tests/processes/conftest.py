@@ -246,13 +246,17 @@ class Cluster:
         lease: float = 2.0,
         grace: float | None = None,
         definitions: Path | None = None,
+        with_scheduler: bool = False,
     ) -> Proc:
+        """``with_scheduler``: the worker also runs a scheduler (``--with-scheduler``)."""
         args = ["worker", "--worker-id", worker_id, "--concurrency", str(concurrency)]
         args += ["--lease", str(lease), "--path", str(self.jobs_dir)]
         if grace is not None:
             args += ["--grace", str(grace)]
         if definitions is not None:
             args += ["--definitions", str(definitions)]
+        if with_scheduler:
+            args.append("--with-scheduler")
         return self._start(worker_id, args)
 
     def wait_listening(self, count: int, timeout: float = 30.0) -> None:

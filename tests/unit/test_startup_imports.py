@@ -87,6 +87,25 @@ def test_a_role_process_imports_no_http_client(tmp_path: Path) -> None:
     assert loaded_after(role_start(tmp_path), lazy) == []
 
 
+def test_untraced_claims_and_promotions_load_no_opentelemetry() -> None:
+    """A claim or a promotion of executions without a stored trace context makes no span, so it
+    loads no OpenTelemetry: its import came with a worker's first claim, in every drain's
+    start-up."""
+    code = """
+        import uuid
+        from types import SimpleNamespace
+        from tickwheel.observability.tracing import record_batch, record_claims
+
+        claimed = SimpleNamespace(
+            trace_context=None, fencing_token=7, execution_id=uuid.uuid4(),
+            definition_uri="registry://jobs/noop", attempt_count=1,
+        )
+        record_claims([claimed], 0)
+        record_batch("tickwheel.promote", [(None, {})], 0)
+        """
+    assert loaded_after(code, ("opentelemetry",)) == []
+
+
 def test_the_postgresql_store_loads_no_workflow_or_cron_domain() -> None:
     """A worker's store writes a workflow's outbox row and a dead letter's webhook row from a
     small module (store/postgres/outbox.py) and reads a task run's key prefix from another

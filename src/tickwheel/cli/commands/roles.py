@@ -125,6 +125,15 @@ def worker(
         list[str] | None,
         typer.Option(help="module:attr of a tickwheel.App: register its jobs (repeatable)"),
     ] = None,
+    with_scheduler: Annotated[
+        bool,
+        typer.Option(
+            "--with-scheduler",
+            help="also run a scheduler (and reaper) in this process: one process per machine"
+            " instead of a scheduler and workers apart (TICKWHEEL_SHARD_LEASE_SECONDS and"
+            " TICKWHEEL_WHEEL_WINDOW_SECONDS tune it)",
+        ),
+    ] = False,
     python_module: PythonModules = None,
     command: Commands = None,
     container_image: ContainerImages = None,
@@ -135,7 +144,8 @@ def worker(
     log_level: LogLevel = None,
 ) -> None:
     """Run a worker: claim READY executions and run them (only what its run policy allows:
-    see docs/worker_policy.md)."""
+    see docs/worker_policy.md). With --with-scheduler it also promotes due executions and
+    reaps lost leases, sharing the shards with every other scheduler."""
     for entry in reversed(path):
         sys.path.insert(0, str(entry.resolve()))
     settings = _settings(
@@ -160,7 +170,7 @@ def worker(
         database_url=database_url,
         log_level=log_level,
     )
-    _run(settings, scheduler=False, worker=True, worker_id=worker_id)
+    _run(settings, scheduler=with_scheduler, worker=True, worker_id=worker_id)
 
 
 def scheduler(
