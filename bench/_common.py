@@ -41,6 +41,8 @@ def compile_sources() -> None:
     starts as a wheel install would."""
     for directory in (REPO / "src", REPO / "bench"):
         compileall.compile_dir(directory, quiet=1)
+
+
 LOOPBACK = "127.0.0.1"
 LOOPBACK_HOSTS = {"127.0.0.1", "localhost", "::1", "[::1]"}
 TERMINAL = ("SUCCEEDED", "FAILED", "CANCELLED")

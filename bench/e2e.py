@@ -248,8 +248,13 @@ async def submit_all(
 
     batches = [
         [
-            {"definitionUri": DEFINITION_URI, "inputs": {}, "idempotencyKey": f"bench-{i}", **when,
-             **limit(i)}  # fmt: skip
+            {
+                "definitionUri": DEFINITION_URI,
+                "inputs": {},
+                "idempotencyKey": f"bench-{i}",
+                **when,
+                **limit(i),
+            }
             for i in range(start, min(start + opts.batch_size, opts.executions))
         ]
         for start in range(0, opts.executions, opts.batch_size)
