@@ -24,6 +24,8 @@ from tickwheel.store.postgres.rows import (
     execution_from_row,
     insert_items,
     insert_outcomes,
+    key_pairs,
+    lock_order,
 )
 from tickwheel.store.protocol import InsertOutcome
 from tickwheel.store.sqlfile import load_queries
@@ -37,7 +39,7 @@ class PostgresCallerInsert:
         statuses = {i.status for i in items}
         due = hint_pairs(items) if ExecutionStatus.SCHEDULED in statuses else []
         self.params: dict[str, Any] = {
-            "items": insert_items(items),
+            "items": insert_items(sorted(items, key=lock_order)),
             "notify": signals.insert_notifications(statuses, due),
         }
 
@@ -86,10 +88,7 @@ class PostgresCallerInsert:
         missing = [i for i in self.items if i.execution_id not in created]
         if not missing:
             return None
-        return {
-            "tenants": [i.tenant for i in missing],
-            "idempotency_keys": [i.idempotency_key for i in missing],
-        }
+        return {"pairs": key_pairs(missing)}
 
     def _outcomes(self, created: set[Any], existing: list[Any]) -> list[InsertOutcome]:
         inserted = [execution_from_new(i) for i in self.items if i.execution_id in created]

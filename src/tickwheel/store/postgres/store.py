@@ -29,6 +29,7 @@ from tickwheel.store.engine_protocol import RELEASED_AT_SHUTDOWN
 from tickwheel.store.postgres.api_keys import PostgresApiKeys
 from tickwheel.store.postgres.caller_tx import PostgresCallerTx
 from tickwheel.store.postgres.claims import PostgresClaims
+from tickwheel.store.postgres.copy_insert import COPY_FROM, insert_by_copy
 from tickwheel.store.postgres.definitions import PostgresDefinitions
 from tickwheel.store.postgres.flow import PostgresFlow
 from tickwheel.store.postgres.history import PostgresHistory
@@ -44,7 +45,9 @@ from tickwheel.store.postgres.rows import (
     insert_items,
     insert_outcomes,
     jsonb,
+    key_pairs,
     like_prefix,
+    lock_order,
     opt_aware,
     require_aware,
 )
@@ -166,12 +169,17 @@ class PostgresStore(
     async def execution_insert_many(self, items: Sequence[NewExecution]) -> list[InsertOutcome]:
         if not items:
             return []
-        # One statement, autocommit: the INSERT and its NOTIFYs (execution_insert). What is due
+        # A large batch by COPY (copy_insert.py), unless a key was taken while it ran. Else one
+        # statement, autocommit: the INSERT and its NOTIFYs (execution_insert). What is due
         # where rides on the DUE notification, for the shards' schedulers.
+        if len(items) >= COPY_FROM:
+            copied = await insert_by_copy(self._pool, self._signals, items)
+            if copied is not None:
+                return copied
         statuses = {i.status for i in items}
         due = hint_pairs(items) if ExecutionStatus.SCHEDULED in statuses else []
         params: dict[str, Any] = {
-            "items": insert_items(items),
+            "items": insert_items(sorted(items, key=lock_order) if len(items) > 1 else items),
             "notify": self._signals.insert_notifications(statuses, due),
         }
         async with self._pool.connection() as conn:
@@ -194,10 +202,7 @@ class PostgresStore(
         # Only on a conflict: the follow-up read is a new statement, so under READ COMMITTED it
         # sees the rows of competing submissions that made ours skip.
         missing = [i for i in items if i.execution_id not in created]
-        params = {
-            "tenants": [i.tenant for i in missing],
-            "idempotency_keys": [i.idempotency_key for i in missing],
-        }
+        params = {"pairs": key_pairs(missing)}
         existing = [execution_from_row(r) for r in await self._all("execution_get_by_key", params)]
         return insert_outcomes(items, inserted, existing)
 
