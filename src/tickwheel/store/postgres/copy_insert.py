@@ -199,16 +199,16 @@ async def insert_by_copy(
             except (*_REFUSED, _Skipped):
                 return None
             signals.signal(topics, due)
-    made = {i.execution_id: execution_from_new(i) for i in fresh}
+    made = {id(i): execution_from_new(i) for i in fresh}  # by identity: a UUID hashes in Python
     outcomes = []
     for item in items:
         if (key := item.idempotency_key) is None:
-            outcomes.append(InsertOutcome(made[item.execution_id], created=True))
+            outcomes.append(InsertOutcome(made[id(item)], created=True))
         elif (theirs := taken.get((item.tenant, key))) is not None:
             outcomes.append(InsertOutcome(theirs, created=False))
         else:
             first = firsts[(item.tenant, key)]
-            outcomes.append(InsertOutcome(made[first.execution_id], created=first is item))
+            outcomes.append(InsertOutcome(made[id(first)], created=first is item))
     return outcomes
 
 
