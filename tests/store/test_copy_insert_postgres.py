@@ -28,6 +28,7 @@ __all__ = ["path"]  # the fixture, shared with the conformance tests
 
 async def test_only_a_batch_that_inserts_wakes_anybody(pg_url: str, path: str) -> None:
     pg = await PostgresStore.open(pg_url, max_size=2)
+    await pg.migrate()  # the session's database, whichever test comes first
     try:
         async with await psycopg.AsyncConnection.connect(pg_url, autocommit=True) as listener:
             await listener.execute("LISTEN tickwheel_ready")
@@ -59,6 +60,7 @@ async def test_a_value_the_database_refuses_stores_nothing_of_the_batch(
 ) -> None:
     """Past the checks at the edge (which refuse all three), the database still refuses them."""
     pg = await PostgresStore.open(pg_url, max_size=2)
+    await pg.migrate()  # the session's database, whichever test comes first
     try:
         items = [new_execution(key=_key("fine")) for _ in range(3)]
         items.insert(1, dataclasses.replace(new_execution(key=_key("bad")), **hostile))
