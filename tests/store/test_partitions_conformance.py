@@ -23,7 +23,7 @@ from tests.engine import test_pruner, test_services, test_shard_scheduler
 from tests.factories import T0
 from tests.store import (
     test_attempts,
-    test_copy_insert,
+    test_batch_insert,
     test_executions,
     test_retention,
     test_shard_leases,
@@ -37,7 +37,7 @@ pytestmark = pytest.mark.postgres
 # Every test function of these modules, under its own name.
 _SUITES = (
     test_executions,
-    test_copy_insert,
+    test_batch_insert,
     test_attempts,
     test_retention,
     test_shard_leases,

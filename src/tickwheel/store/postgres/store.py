@@ -29,7 +29,6 @@ from tickwheel.store.engine_protocol import RELEASED_AT_SHUTDOWN
 from tickwheel.store.postgres.api_keys import PostgresApiKeys
 from tickwheel.store.postgres.caller_tx import PostgresCallerTx
 from tickwheel.store.postgres.claims import PostgresClaims
-from tickwheel.store.postgres.copy_insert import COPY_FROM, insert_by_copy
 from tickwheel.store.postgres.definitions import PostgresDefinitions
 from tickwheel.store.postgres.flow import PostgresFlow
 from tickwheel.store.postgres.history import PostgresHistory
@@ -44,6 +43,7 @@ from tickwheel.store.postgres.rows import (
     execution_from_row,
     insert_items,
     insert_outcomes,
+    insert_statement,
     jsonb,
     key_pairs,
     like_prefix,
@@ -169,22 +169,17 @@ class PostgresStore(
     async def execution_insert_many(self, items: Sequence[NewExecution]) -> list[InsertOutcome]:
         if not items:
             return []
-        # A large batch by COPY (copy_insert.py), unless a key was taken while it ran. Else one
-        # statement, autocommit: the INSERT and its NOTIFYs (execution_insert). What is due
+        # One statement, autocommit: the INSERT and its NOTIFYs (execution_insert). What is due
         # where rides on the DUE notification, for the shards' schedulers.
-        if len(items) >= COPY_FROM:
-            copied = await insert_by_copy(self._pool, self._signals, items)
-            if copied is not None:
-                return copied
         statuses = {i.status for i in items}
         due = hint_pairs(items) if ExecutionStatus.SCHEDULED in statuses else []
         params: dict[str, Any] = {
-            "items": insert_items(sorted(items, key=lock_order) if len(items) > 1 else items),
+            **insert_items(sorted(items, key=lock_order) if len(items) > 1 else items),
             "notify": self._signals.insert_notifications(statuses, due),
         }
         async with self._pool.connection() as conn:
             cursor = conn.cursor(row_factory=tuple_row)
-            await cursor.execute(Q["execution_insert"], params)
+            await cursor.execute(insert_statement(len(items)), params)
             rows = await cursor.fetchall()
         if len(rows) == len(items):
             # Every item was inserted (each id returned is one of the items', all distinct):

@@ -1,10 +1,11 @@
 -- name: execution_insert
 -- The whole batch in one statement, one round trip and one commit (the pool's connections are
--- autocommit): the path of a small batch and of a single submission (a batch of 200 or more
--- goes by execution_copy, store/postgres/copy_insert.py). The items come as one JSON array of
--- positional arrays (rows.insert_items gives the order): one parameter whatever the batch size,
--- encoded by the C JSON encoder, where 14 typed arrays cost the client more than the insert
--- costs the server.
+-- autocommit). The items come as one JSON array of positional arrays (rows.insert_items gives
+-- the order), and what they all have in common once (shared): two parameters whatever the
+-- batch size, encoded by the C JSON encoder, where 14 typed arrays cost the client more than
+-- the insert costs the server. (A binary COPY of new keys after a read of the taken ones cost
+-- the server less per row, but its six round trips lost more where a process serves several
+-- batches at once: docs/scaling.md, "The batch insert's server time".)
 -- ON CONFLICT DO NOTHING waits for a competing, uncommitted insert of the same key and then
 -- skips, so concurrent identical submissions create one row. Rows go in in the array's order,
 -- which the store sorts by (tenant, key) in Python (rows.lock_order, code point order, the same
@@ -17,6 +18,78 @@
 -- The wake-ups ride in the same statement: one pg_notify per (channel, payload) whose status
 -- some inserted row has (delivered at the commit, never for a row not inserted). The scalar
 -- subquery runs once, when the first row is returned: with no row inserted nothing is sent.
+WITH shared AS MATERIALIZED (
+    -- What every item of the batch has in common (rows.shared_columns), cast once: NULL where
+    -- the items differ, and each row then has the value.
+    SELECT
+        (s ->> 0)::uuid AS execution_id, s ->> 1 AS tenant, s ->> 2 AS definition_uri,
+        (s ->> 3)::integer AS definition_version, nullif(s -> 4, 'null') AS input_snapshot,
+        (s ->> 5)::timestamptz AS execute_at, (s ->> 6)::timestamptz AS bucket_start,
+        (s ->> 7)::smallint AS shard_id, s ->> 8 AS idempotency_key,
+        s ->> 9 AS request_fingerprint, s ->> 10 AS status, (s ->> 11)::integer AS priority,
+        (s ->> 12)::integer AS max_attempts, (s ->> 13)::timestamptz AS created_at,
+        nullif(s -> 14, 'null') AS trace_context, (s ->> 15)::timestamptz AS start_by,
+        (s ->> 16)::timestamptz AS deadline, s ->> 17 AS concurrency_key,
+        (s ->> 18)::integer AS concurrency_limit, s ->> 19 AS concurrency_order
+    FROM (SELECT %(shared)s::jsonb AS s) AS given
+),
+batch AS (
+    -- Each row's own value where the batch has none in common (coalesce stops at the first
+    -- value: a shared column is not read from the rows, where it is null). Past the end of a
+    -- row (rows.shared_columns leaves trailing shared columns off): NULL.
+    SELECT
+        position,
+        coalesce(shared.execution_id, (item ->> 0)::uuid) AS execution_id,
+        coalesce(shared.tenant, item ->> 1) AS tenant,
+        coalesce(shared.definition_uri, item ->> 2) AS definition_uri,
+        coalesce(shared.definition_version, (item ->> 3)::integer) AS definition_version,
+        coalesce(shared.input_snapshot, item -> 4) AS input_snapshot,
+        coalesce(shared.execute_at, (item ->> 5)::timestamptz) AS execute_at,
+        coalesce(shared.bucket_start, (item ->> 6)::timestamptz) AS bucket_start,
+        coalesce(shared.shard_id, (item ->> 7)::smallint) AS shard_id,
+        coalesce(shared.idempotency_key, item ->> 8) AS idempotency_key,
+        coalesce(shared.request_fingerprint, item ->> 9) AS request_fingerprint,
+        coalesce(shared.status, item ->> 10) AS status,
+        coalesce(shared.priority, (item ->> 11)::integer) AS priority,
+        coalesce(shared.max_attempts, (item ->> 12)::integer) AS max_attempts,
+        coalesce(shared.created_at, (item ->> 13)::timestamptz) AS created_at,
+        coalesce(shared.trace_context, nullif(item -> 14, 'null')) AS trace_context,
+        coalesce(shared.start_by, (item ->> 15)::timestamptz) AS start_by,
+        coalesce(shared.deadline, (item ->> 16)::timestamptz) AS deadline,
+        coalesce(shared.concurrency_key, item ->> 17) AS concurrency_key,
+        coalesce(shared.concurrency_limit, (item ->> 18)::integer) AS concurrency_limit,
+        coalesce(shared.concurrency_order, item ->> 19) AS concurrency_order
+    FROM jsonb_array_elements(%(items)s::jsonb) WITH ORDINALITY AS given (item, position)
+    CROSS JOIN shared
+),
+inserted AS (
+    INSERT INTO executions (
+        execution_id, tenant, definition_uri, definition_version, input_snapshot, execute_at,
+        bucket_start, shard_id, idempotency_key, request_fingerprint, status, priority,
+        attempt_count, max_attempts, ready_at, created_at, updated_at, trace_context,
+        start_by, deadline, concurrency_key, concurrency_limit, concurrency_order
+    )
+    SELECT
+        execution_id, tenant, definition_uri, definition_version, input_snapshot, execute_at,
+        bucket_start, shard_id, idempotency_key, request_fingerprint, status, priority,
+        0, max_attempts, CASE WHEN status = 'READY' THEN created_at END, created_at, created_at,
+        trace_context, start_by, deadline, concurrency_key, concurrency_limit, concurrency_order
+    FROM batch
+    ORDER BY position
+    ON CONFLICT DO NOTHING
+    RETURNING execution_id, status
+),
+notified AS (
+    SELECT pg_notify(signal.channel, signal.payload)
+    FROM jsonb_to_recordset(%(notify)s::jsonb) AS signal (channel text, payload text, status text)
+    WHERE EXISTS (SELECT 1 FROM inserted WHERE inserted.status = signal.status)
+)
+SELECT inserted.execution_id, (SELECT count(*) FROM notified) AS notifications FROM inserted;
+
+-- name: execution_insert_one
+-- execution_insert for a single submission (the statement as it was before the batch's shared
+-- columns: nothing to share, and a smaller statement to parse, plan and run). rows.insert_items
+-- writes its one row whole; the wake-up rides in it the same way.
 WITH inserted AS (
     INSERT INTO executions (
         execution_id, tenant, definition_uri, definition_version, input_snapshot, execute_at,
@@ -32,10 +105,8 @@ WITH inserted AS (
         CASE WHEN item ->> 10 = 'READY' THEN (item ->> 13)::timestamptz END,
         (item ->> 13)::timestamptz, (item ->> 13)::timestamptz, nullif(item -> 14, 'null'),
         (item ->> 15)::timestamptz, (item ->> 16)::timestamptz,
-        -- Past the end of an item without a limit (rows.insert_items leaves them off): NULL.
         item ->> 17, (item ->> 18)::integer, item ->> 19
-    FROM jsonb_array_elements(%(items)s::jsonb) WITH ORDINALITY AS batch (item, position)
-    ORDER BY position
+    FROM jsonb_array_elements(%(items)s::jsonb) AS batch (item)
     ON CONFLICT DO NOTHING
     RETURNING execution_id, status
 ),
@@ -59,23 +130,6 @@ CROSS JOIN LATERAL (
     WHERE executions.tenant = pair.item ->> 0 AND executions.idempotency_key = pair.item ->> 1
     LIMIT 1
 ) AS e;
-
--- name: execution_copy
--- A large batch's new rows (store/postgres/copy_insert.py), in binary COPY format: no text to
--- parse on the server (the JSON of execution_insert, its casts and its ON CONFLICT arbitration
--- were a third of the server's CPU per row). COPY has no ON CONFLICT: the store first reads
--- which keys are taken (execution_get_by_key) and copies only the others, in lock order, in a
--- transaction that also sends the NOTIFYs; a key taken in between fails the COPY (a unique
--- violation, or on a partitioned table a row the key trigger skips) and the whole batch then
--- goes by execution_insert instead. The columns: NewExecution's fields in their order, the
--- concurrency group's three, then the ones the insert fills (copy_insert.COPY_TYPES follows).
-COPY executions (
-    execution_id, tenant, definition_uri, definition_version, input_snapshot, execute_at,
-    bucket_start, shard_id, idempotency_key, request_fingerprint, status, priority,
-    max_attempts, created_at, trace_context, start_by, deadline,
-    concurrency_key, concurrency_limit, concurrency_order,
-    attempt_count, ready_at, updated_at
-) FROM STDIN (FORMAT BINARY);
 
 -- name: execution_get
 SELECT * FROM executions WHERE tenant = %(tenant)s AND execution_id = %(execution_id)s;

@@ -1,11 +1,10 @@
-"""PostgreSQL's side of the COPY path for large batches (store/postgres/copy_insert.py): its
-wake-ups, the values the database refuses, its columns and types, and the read of taken keys.
-Each test that inserts runs both ways (``path``), and must see the same."""
+"""PostgreSQL's side of the batch insert (``execution_insert`` with its shared columns): its
+wake-ups, the values the database refuses wherever they sit (shared by the batch or in one
+row), and the read of the keys an insert skipped."""
 
 from __future__ import annotations
 
 import dataclasses
-import re
 import uuid
 from collections.abc import AsyncIterator
 from typing import Any
@@ -14,19 +13,15 @@ import psycopg
 import pytest
 
 from tests.factories import new_execution
-from tests.store.test_copy_insert import _key, _stored, path
-from tickwheel.store.postgres import copy_insert
+from tests.store.test_batch_insert import _key, _stored
 from tickwheel.store.postgres import store as pg_store
 from tickwheel.store.postgres.rows import key_pairs
 from tickwheel.store.postgres.store import PostgresStore
-from tickwheel.store.sqlfile import load_queries
 
 pytestmark = pytest.mark.postgres
 
-__all__ = ["path"]  # the fixture, shared with the conformance tests
 
-
-async def test_only_a_batch_that_inserts_wakes_anybody(pg_url: str, path: str) -> None:
+async def test_only_a_batch_that_inserts_wakes_anybody(pg_url: str) -> None:
     pg = await PostgresStore.open(pg_url, max_size=2)
     await pg.migrate()  # the session's database, whichever test comes first
     try:
@@ -55,51 +50,28 @@ async def test_only_a_batch_that_inserts_wakes_anybody(pg_url: str, path: str) -
     ],
     ids=["nul", "int4", "int2", "nan"],
 )
+@pytest.mark.parametrize("shared", [False, True], ids=["in-one-row", "shared"])
 async def test_a_value_the_database_refuses_stores_nothing_of_the_batch(
-    pg_url: str, path: str, hostile: dict[str, Any], expected: str
+    pg_url: str, hostile: dict[str, Any], expected: str, shared: bool
 ) -> None:
-    """Past the checks at the edge (which refuse all three), the database still refuses them."""
+    """Past the checks at the edge (which refuse all four), the database still refuses them:
+    in one row, or shared by the whole batch (cast once, in the statement's shared columns)."""
     pg = await PostgresStore.open(pg_url, max_size=2)
     await pg.migrate()  # the session's database, whichever test comes first
     try:
         items = [new_execution(key=_key("fine")) for _ in range(3)]
-        items.insert(1, dataclasses.replace(new_execution(key=_key("bad")), **hostile))
+        items.insert(1, new_execution(key=_key("bad")))
+        bad = range(len(items)) if shared else [1]
+        items = [
+            dataclasses.replace(item, **hostile) if n in bad else item
+            for n, item in enumerate(items)
+        ]
         with pytest.raises(psycopg.DataError) as refused:
             await pg.execution_insert_many(items)
         assert await _stored(pg, items) == 0
-        # The statement's own refusal, whichever way the batch went first.
         assert type(refused.value).__name__ == expected
     finally:
         await pg.close()
-
-
-def test_the_copy_lists_its_columns_in_the_rows_order() -> None:
-    queries = load_queries("tickwheel.store.postgres.sql")
-    listed = re.search(r"COPY executions \(([^)]*)\)", queries["execution_copy"])
-    assert listed is not None
-    assert tuple(c.strip() for c in listed.group(1).split(",")) == copy_insert.COPY_COLUMNS
-    inserted = re.search(r"INSERT INTO executions \(([^)]*)\)", queries["execution_insert"])
-    assert inserted is not None
-    assert {c.strip() for c in inserted.group(1).split(",")} == set(copy_insert.COPY_COLUMNS)
-    row = copy_insert.copy_row(new_execution(key="k"))
-    assert len(row) == len(copy_insert.COPY_COLUMNS) == len(copy_insert.COPY_TYPES)
-
-
-async def test_the_copys_types_are_the_tables(pg_url: str) -> None:
-    pg = await PostgresStore.open(pg_url, max_size=1)
-    try:
-        await pg.migrate()
-        async with pg.pool.connection() as conn:
-            cursor = await conn.execute(
-                "SELECT attname, atttypid::regtype::text AS type FROM pg_attribute"
-                " WHERE attrelid = 'executions'::regclass AND attnum > 0"
-            )
-            types = {r["attname"]: r["type"] for r in await cursor.fetchall()}
-    finally:
-        await pg.close()
-    names = {"integer": "int4", "smallint": "int2", "timestamp with time zone": "timestamptz"}
-    table = [names.get(types[c], types[c]) for c in copy_insert.COPY_COLUMNS]
-    assert table == list(copy_insert.COPY_TYPES)
 
 
 @pytest.fixture
@@ -125,7 +97,7 @@ async def test_the_read_of_taken_keys_probes_the_key_index_without_statistics(
     unanalyzed: PostgresStore,
 ) -> None:
     """The old IN list was planned as a hash join over a scan of every row (7 ms for 1,000
-    keys over 20,000 rows): the COPY path runs it before each large batch."""
+    keys over 20,000 rows): a batch that repeats its keys reads them back this way."""
     for n in range(4):
         await unanalyzed.execution_insert_many(
             [new_execution(key=f"plan-{n}-{i}") for i in range(1_000)]
