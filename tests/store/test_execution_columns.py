@@ -25,8 +25,8 @@ from tickwheel.store.sqlfile import load_queries
 FILLED_BY_THE_INSERT = {"attempt_count", "ready_at", "updated_at"}
 
 
-def insert_columns(dialect: str) -> list[str]:
-    sql = load_queries(f"tickwheel.store.{dialect}.sql")["execution_insert"]
+def insert_columns(dialect: str, name: str = "execution_insert") -> list[str]:
+    sql = load_queries(f"tickwheel.store.{dialect}.sql")[name]
     listed = re.search(r"INSERT INTO executions \(([^)]*)\)", sql)
     assert listed is not None
     return [c.strip() for c in listed.group(1).split(",")]
@@ -39,12 +39,27 @@ def test_the_insert_lists_the_new_executions_fields_in_their_order(dialect: str)
     assert columns == [column(name) for name, _ in NEW_EXECUTION] + spread
 
 
+def test_postgres_inserts_one_item_into_the_same_columns() -> None:
+    assert insert_columns("postgres", "execution_insert_one") == insert_columns("postgres")
+    sql = load_queries("tickwheel.store.postgres.sql")["execution_insert_one"]
+    select = sql[sql.index("SELECT") : sql.index("FROM jsonb_array_elements")]
+    positions = [int(p) for p in re.findall(r"item -{1,2}>{1,2} (\d+)", select)]
+    spread = sum(len(columns) for columns in SPREAD.values())
+    assert sorted(set(positions)) == list(range(len(NEW_EXECUTION) + spread))
+
+
 def test_postgres_reads_each_item_at_the_fields_position() -> None:
     sql = load_queries("tickwheel.store.postgres.sql")["execution_insert"]
     select = sql[sql.index("SELECT") : sql.index("FROM jsonb_array_elements")]
     positions = [int(p) for p in re.findall(r"item -{1,2}>{1,2} (\d+)", select)]
     spread = sum(len(columns) for columns in SPREAD.values())
     assert sorted(set(positions)) == list(range(len(NEW_EXECUTION) + spread))
+    # The values the batch shares (rows.shared_columns) are read at the same positions, each
+    # into the column of the row's value at that position.
+    shared = dict(re.findall(r"s -{1,2}>{1,2} (\d+)(?:\)::\w+|, 'null'\))? AS (\w+)", sql))
+    rows = dict(re.findall(r"item -{1,2}>{1,2} (\d+)(?:\)::\w+|, 'null'\))?\) AS (\w+)", sql))
+    assert shared == rows
+    assert sorted(int(p) for p in shared) == list(range(len(NEW_EXECUTION) + spread))
 
 
 def test_every_field_has_a_kind() -> None:

@@ -21,7 +21,13 @@ import pytest
 from tests.conftest import empty_pg_tables
 from tests.engine import test_pruner, test_services, test_shard_scheduler
 from tests.factories import T0
-from tests.store import test_attempts, test_executions, test_retention, test_shard_leases
+from tests.store import (
+    test_attempts,
+    test_batch_insert,
+    test_executions,
+    test_retention,
+    test_shard_leases,
+)
 from tickwheel.store.postgres.partitions import partitions_for
 from tickwheel.store.postgres.store import PostgresStore
 from tickwheel.store.protocol import Store
@@ -31,6 +37,7 @@ pytestmark = pytest.mark.postgres
 # Every test function of these modules, under its own name.
 _SUITES = (
     test_executions,
+    test_batch_insert,
     test_attempts,
     test_retention,
     test_shard_leases,

@@ -51,6 +51,8 @@ POSTGRES_ONLY = {
     # The cron claim there returns only the columns a tick moves on, and the whole rows of the
     # jobs its store has not seen at that version are read by id (store/postgres/cron.py).
     "cron_job_get_by_ids",
+    # The insert of a single submission: the batch's statement without its shared columns.
+    "execution_insert_one",
 }
 
 

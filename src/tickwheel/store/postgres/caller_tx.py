@@ -24,6 +24,9 @@ from tickwheel.store.postgres.rows import (
     execution_from_row,
     insert_items,
     insert_outcomes,
+    insert_statement,
+    key_pairs,
+    lock_order,
 )
 from tickwheel.store.protocol import InsertOutcome
 from tickwheel.store.sqlfile import load_queries
@@ -37,7 +40,7 @@ class PostgresCallerInsert:
         statuses = {i.status for i in items}
         due = hint_pairs(items) if ExecutionStatus.SCHEDULED in statuses else []
         self.params: dict[str, Any] = {
-            "items": insert_items(items),
+            **insert_items(sorted(items, key=lock_order)),
             "notify": signals.insert_notifications(statuses, due),
         }
 
@@ -52,7 +55,7 @@ class PostgresCallerInsert:
         if not self.items:
             return []
         with connection.cursor(row_factory=dict_row) as cursor:
-            cursor.execute(Q["execution_insert"], self.params)
+            cursor.execute(insert_statement(len(self.items)), self.params)
             created = {r["execution_id"] for r in cursor.fetchall()}
             missing = self._missing(created)
             existing = []
@@ -70,7 +73,7 @@ class PostgresCallerInsert:
         if not self.items:
             return []
         async with connection.cursor(row_factory=dict_row) as cursor:
-            await cursor.execute(Q["execution_insert"], self.params)
+            await cursor.execute(insert_statement(len(self.items)), self.params)
             created = {r["execution_id"] for r in await cursor.fetchall()}
             missing = self._missing(created)
             existing = []
@@ -86,10 +89,7 @@ class PostgresCallerInsert:
         missing = [i for i in self.items if i.execution_id not in created]
         if not missing:
             return None
-        return {
-            "tenants": [i.tenant for i in missing],
-            "idempotency_keys": [i.idempotency_key for i in missing],
-        }
+        return {"pairs": key_pairs(missing)}
 
     def _outcomes(self, created: set[Any], existing: list[Any]) -> list[InsertOutcome]:
         inserted = [execution_from_new(i) for i in self.items if i.execution_id in created]

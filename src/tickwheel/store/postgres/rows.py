@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
 from operator import attrgetter
 from typing import Any
@@ -29,6 +29,7 @@ from tickwheel.domain.states import AttemptStatus, ExecutionStatus
 from tickwheel.domain.submission import NewExecution
 from tickwheel.store.execution_columns import EXECUTION, NEW_EXECUTION, Kind, column, converters
 from tickwheel.store.protocol import InsertOutcome, StoredDefinition
+from tickwheel.store.sqlfile import load_queries, without_comment_lines
 
 Row = dict[str, Any]
 
@@ -87,33 +88,106 @@ _INSTANT_AT = tuple(
 """Where it has an instant (None stays None): ISO 8601 with its offset."""
 
 
-def insert_items(items: Sequence[NewExecution]) -> str:
-    """The ``items`` parameter of ``execution_insert``: one JSON array per item, positional in
-    ``NewExecution``'s field order (the statement's), instants with their offset.
+def lock_order(item: NewExecution) -> tuple[str, str]:
+    """The order in which every insert path writes a batch's rows (a sort key): by tenant, then
+    key, in code point order (Python's, whatever the database's collation). The unique index
+    makes an insert wait for a competing uncommitted one of the same key; two batches that share
+    keys and take them in one order cannot each hold a key the other waits for. Items without a
+    key clash with nothing; they sort as the empty key. Used with ``sorted`` (stable), it keeps
+    duplicates of a key in their batch order, so that the earliest is the one inserted."""
+    return item.tenant, item.idempotency_key or ""
+
+
+def key_pairs(items: Iterable[NewExecution]) -> str:
+    """The ``pairs`` parameter of ``execution_get_by_key``: each item's (tenant, idempotency key)
+    once, as a JSON array of arrays (items without a key left out)."""
+    pairs = dict.fromkeys(
+        (i.tenant, i.idempotency_key) for i in items if i.idempotency_key is not None
+    )
+    return _COMPACT.encode(list(pairs))
+
+
+def insert_items(items: Sequence[NewExecution]) -> dict[str, str]:
+    """The ``items`` and ``shared`` parameters of ``execution_insert``: one JSON array per item,
+    positional in ``NewExecution``'s field order (the statement's), instants with their offset,
+    and what every item of the batch has in common written once (``shared_columns``). For one
+    item, ``execution_insert_one``'s ``items``: its row whole.
 
     The items of one batch share their instants (the batch's ``now`` is each one's creation
     and, unless it says otherwise, its ``executeAt``): each instant object is written once
     (kept by identity, so two equal instants with different offsets are still each written as
     given; every item is alive until the end, so no identity is reused meanwhile)."""
+    if len(items) == 1:  # execution_insert_one: the row whole, the limit's columns if any
+        return {"items": _COMPACT.encode([_one_row(items[0], {})])}
     rows = []
     written: dict[int, str] = {}
     for item in items:
-        row = list(_INSERT_NAMES(item))
-        for index in _TEXT_AT:
-            row[index] = str(row[index])
-        for index in _INSTANT_AT:
-            if (value := row[index]) is not None:
-                text = written.get(id(value))
-                if text is None:
-                    text = written[id(value)] = _iso(value)
-                row[index] = text
-        if (group := item.concurrency) is not None:  # SPREAD: left off when there is none
-            row += (group.key, group.limit, group.order)
+        row = _one_row(item, written)
+        if len(row) < _WIDTH:
+            row += _NO_GROUP
         rows.append(row)
-    return _COMPACT.encode(rows)
+    return shared_columns(rows)
 
 
-def insert_items_reference(items: Sequence[NewExecution]) -> str:
+def _one_row(item: NewExecution, written: dict[int, str]) -> list[Any]:
+    """``item``'s positional row; ``written`` keeps the instants written so far by identity."""
+    row = list(_INSERT_NAMES(item))
+    for index in _TEXT_AT:
+        row[index] = str(row[index])
+    for index in _INSTANT_AT:
+        if (value := row[index]) is not None:
+            text = written.get(id(value))
+            if text is None:
+                text = written[id(value)] = _iso(value)
+            row[index] = text
+    if (group := item.concurrency) is not None:  # SPREAD: left off when there is none
+        row += (group.key, group.limit, group.order)
+    return row
+
+
+_QUERIES = load_queries("tickwheel.store.postgres.sql")
+INSERT = without_comment_lines(_QUERIES["execution_insert"])
+"""The batch insert as sent: without its comment lines it stays under psycopg's 4 kB query
+cache (a statement over it has its ``%(name)s`` placeholders converted at every call)."""
+INSERT_ONE = without_comment_lines(_QUERIES["execution_insert_one"])
+_NO_GROUP = (None, None, None)
+_WIDTH = len(NEW_EXECUTION) + len(_NO_GROUP)
+
+
+def insert_statement(count: int) -> str:
+    """The statement for ``insert_items`` of ``count`` items, as sent."""
+    return INSERT_ONE if count == 1 else INSERT
+
+
+def shared_columns(rows: list[list[Any]]) -> dict[str, str]:
+    """``rows`` (of equal length) as ``execution_insert``'s two parameters: ``shared``, the
+    value of each column that is the same in every row (``null`` for the others), and ``items``,
+    the rows with those columns written ``null`` and the trailing ones left off. The statement
+    casts a shared value once per batch instead of once per row (a submission's tenant,
+    definition, instants, status, limits and most often its inputs and fingerprint are its
+    batch's): 4.8 of 24.8 µs of the database's CPU per row, measured. A column whose rows are
+    all NULL is shared as NULL: the same either way."""
+    count = len(rows)
+    columns = list(zip(*rows, strict=True))
+    shared: list[Any] = [None] * len(columns)
+    nulls = (None,) * count
+    varying = 0
+    for index, values in enumerate(columns):
+        first = values[0]
+        if count > 1 and values.count(first) == count:
+            shared[index] = first
+            columns[index] = nulls
+        else:
+            varying = index + 1
+    # At least one column, so that there is a row per item (the same item twice: all shared).
+    kept = columns[: max(varying, 1)]
+    return {
+        "items": _COMPACT.encode(list(zip(*kept, strict=True))),
+        "shared": _COMPACT.encode(shared),
+    }
+
+
+def insert_items_reference(items: Sequence[NewExecution]) -> dict[str, str]:
     """``insert_items`` field by field through the column kinds' conversions (tests hold the two
     equal)."""
     rows = []
@@ -122,10 +196,13 @@ def insert_items_reference(items: Sequence[NewExecution]) -> str:
             getattr(item, name) if convert is None else convert(getattr(item, name))
             for name, convert in _INSERT
         ]
-        if (group := item.concurrency) is not None:
-            row += (group.key, group.limit, group.order)
+        group = item.concurrency
+        if group is not None:
+            row += [group.key, group.limit, group.order]
+        elif len(items) > 1:
+            row += [None] * 3
         rows.append(row)
-    return _COMPACT.encode(rows)
+    return {"items": _COMPACT.encode(rows)} if len(rows) == 1 else shared_columns(rows)
 
 
 # The conversions of each column kind (store/execution_columns.py); any other is taken as is.

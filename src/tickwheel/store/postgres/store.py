@@ -43,8 +43,11 @@ from tickwheel.store.postgres.rows import (
     execution_from_row,
     insert_items,
     insert_outcomes,
+    insert_statement,
     jsonb,
+    key_pairs,
     like_prefix,
+    lock_order,
     opt_aware,
     require_aware,
 )
@@ -171,12 +174,12 @@ class PostgresStore(
         statuses = {i.status for i in items}
         due = hint_pairs(items) if ExecutionStatus.SCHEDULED in statuses else []
         params: dict[str, Any] = {
-            "items": insert_items(items),
+            **insert_items(sorted(items, key=lock_order) if len(items) > 1 else items),
             "notify": self._signals.insert_notifications(statuses, due),
         }
         async with self._pool.connection() as conn:
             cursor = conn.cursor(row_factory=tuple_row)
-            await cursor.execute(Q["execution_insert"], params)
+            await cursor.execute(insert_statement(len(items)), params)
             rows = await cursor.fetchall()
         if len(rows) == len(items):
             # Every item was inserted (each id returned is one of the items', all distinct):
@@ -194,10 +197,7 @@ class PostgresStore(
         # Only on a conflict: the follow-up read is a new statement, so under READ COMMITTED it
         # sees the rows of competing submissions that made ours skip.
         missing = [i for i in items if i.execution_id not in created]
-        params = {
-            "tenants": [i.tenant for i in missing],
-            "idempotency_keys": [i.idempotency_key for i in missing],
-        }
+        params = {"pairs": key_pairs(missing)}
         existing = [execution_from_row(r) for r in await self._all("execution_get_by_key", params)]
         return insert_outcomes(items, inserted, existing)
 

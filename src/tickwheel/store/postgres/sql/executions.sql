@@ -1,18 +1,95 @@
 -- name: execution_insert
 -- The whole batch in one statement, one round trip and one commit (the pool's connections are
 -- autocommit). The items come as one JSON array of positional arrays (rows.insert_items gives
--- the order): one parameter whatever the batch size, encoded by the C JSON encoder, where 14
--- typed arrays cost the client more than the insert costs the server.
+-- the order), and what they all have in common once (shared): two parameters whatever the
+-- batch size, encoded by the C JSON encoder, where 14 typed arrays cost the client more than
+-- the insert costs the server. (A binary COPY of new keys after a read of the taken ones cost
+-- the server less per row, but its six round trips lost more where a process serves several
+-- batches at once: docs/scaling.md, "The batch insert's server time".)
 -- ON CONFLICT DO NOTHING waits for a competing, uncommitted insert of the same key and then
--- skips, so concurrent identical submissions create one row. Rows go in ordered by key: two
--- batches that share keys then wait on each other in the same order and cannot deadlock, and
--- among duplicates inside the batch the earliest item is the one inserted. No conflict target:
--- on a partitioned table (docs/scaling.md) the key's uniqueness is execution_keys', claimed by a
--- trigger that skips the row the same way, and no unique index on executions could name it.
+-- skips, so concurrent identical submissions create one row. Rows go in in the array's order,
+-- which the store sorts by (tenant, key) in Python (rows.lock_order, code point order, the same
+-- for every insert path): two batches that share keys then wait on each other in the same order
+-- and cannot deadlock, and among duplicates inside the batch the earliest item is the one
+-- inserted (the sort is stable). No conflict target: on a partitioned table (docs/scaling.md)
+-- the key's uniqueness is execution_keys', claimed by a trigger that skips the row the same way,
+-- and no unique index on executions could name it.
 -- Only the ids come back: the store knows the rest of each row it inserted.
 -- The wake-ups ride in the same statement: one pg_notify per (channel, payload) whose status
 -- some inserted row has (delivered at the commit, never for a row not inserted). The scalar
 -- subquery runs once, when the first row is returned: with no row inserted nothing is sent.
+WITH shared AS MATERIALIZED (
+    -- What every item of the batch has in common (rows.shared_columns), cast once: NULL where
+    -- the items differ, and each row then has the value.
+    SELECT
+        (s ->> 0)::uuid AS execution_id, s ->> 1 AS tenant, s ->> 2 AS definition_uri,
+        (s ->> 3)::integer AS definition_version, nullif(s -> 4, 'null') AS input_snapshot,
+        (s ->> 5)::timestamptz AS execute_at, (s ->> 6)::timestamptz AS bucket_start,
+        (s ->> 7)::smallint AS shard_id, s ->> 8 AS idempotency_key,
+        s ->> 9 AS request_fingerprint, s ->> 10 AS status, (s ->> 11)::integer AS priority,
+        (s ->> 12)::integer AS max_attempts, (s ->> 13)::timestamptz AS created_at,
+        nullif(s -> 14, 'null') AS trace_context, (s ->> 15)::timestamptz AS start_by,
+        (s ->> 16)::timestamptz AS deadline, s ->> 17 AS concurrency_key,
+        (s ->> 18)::integer AS concurrency_limit, s ->> 19 AS concurrency_order
+    FROM (SELECT %(shared)s::jsonb AS s) AS given
+),
+batch AS (
+    -- Each row's own value where the batch has none in common (coalesce stops at the first
+    -- value: a shared column is not read from the rows, where it is null). Past the end of a
+    -- row (rows.shared_columns leaves trailing shared columns off): NULL.
+    SELECT
+        position,
+        coalesce(shared.execution_id, (item ->> 0)::uuid) AS execution_id,
+        coalesce(shared.tenant, item ->> 1) AS tenant,
+        coalesce(shared.definition_uri, item ->> 2) AS definition_uri,
+        coalesce(shared.definition_version, (item ->> 3)::integer) AS definition_version,
+        coalesce(shared.input_snapshot, item -> 4) AS input_snapshot,
+        coalesce(shared.execute_at, (item ->> 5)::timestamptz) AS execute_at,
+        coalesce(shared.bucket_start, (item ->> 6)::timestamptz) AS bucket_start,
+        coalesce(shared.shard_id, (item ->> 7)::smallint) AS shard_id,
+        coalesce(shared.idempotency_key, item ->> 8) AS idempotency_key,
+        coalesce(shared.request_fingerprint, item ->> 9) AS request_fingerprint,
+        coalesce(shared.status, item ->> 10) AS status,
+        coalesce(shared.priority, (item ->> 11)::integer) AS priority,
+        coalesce(shared.max_attempts, (item ->> 12)::integer) AS max_attempts,
+        coalesce(shared.created_at, (item ->> 13)::timestamptz) AS created_at,
+        coalesce(shared.trace_context, nullif(item -> 14, 'null')) AS trace_context,
+        coalesce(shared.start_by, (item ->> 15)::timestamptz) AS start_by,
+        coalesce(shared.deadline, (item ->> 16)::timestamptz) AS deadline,
+        coalesce(shared.concurrency_key, item ->> 17) AS concurrency_key,
+        coalesce(shared.concurrency_limit, (item ->> 18)::integer) AS concurrency_limit,
+        coalesce(shared.concurrency_order, item ->> 19) AS concurrency_order
+    FROM jsonb_array_elements(%(items)s::jsonb) WITH ORDINALITY AS given (item, position)
+    CROSS JOIN shared
+),
+inserted AS (
+    INSERT INTO executions (
+        execution_id, tenant, definition_uri, definition_version, input_snapshot, execute_at,
+        bucket_start, shard_id, idempotency_key, request_fingerprint, status, priority,
+        attempt_count, max_attempts, ready_at, created_at, updated_at, trace_context,
+        start_by, deadline, concurrency_key, concurrency_limit, concurrency_order
+    )
+    SELECT
+        execution_id, tenant, definition_uri, definition_version, input_snapshot, execute_at,
+        bucket_start, shard_id, idempotency_key, request_fingerprint, status, priority,
+        0, max_attempts, CASE WHEN status = 'READY' THEN created_at END, created_at, created_at,
+        trace_context, start_by, deadline, concurrency_key, concurrency_limit, concurrency_order
+    FROM batch
+    ORDER BY position
+    ON CONFLICT DO NOTHING
+    RETURNING execution_id, status
+),
+notified AS (
+    SELECT pg_notify(signal.channel, signal.payload)
+    FROM jsonb_to_recordset(%(notify)s::jsonb) AS signal (channel text, payload text, status text)
+    WHERE EXISTS (SELECT 1 FROM inserted WHERE inserted.status = signal.status)
+)
+SELECT inserted.execution_id, (SELECT count(*) FROM notified) AS notifications FROM inserted;
+
+-- name: execution_insert_one
+-- execution_insert for a single submission (the statement as it was before the batch's shared
+-- columns: nothing to share, and a smaller statement to parse, plan and run). rows.insert_items
+-- writes its one row whole; the wake-up rides in it the same way.
 WITH inserted AS (
     INSERT INTO executions (
         execution_id, tenant, definition_uri, definition_version, input_snapshot, execute_at,
@@ -28,10 +105,8 @@ WITH inserted AS (
         CASE WHEN item ->> 10 = 'READY' THEN (item ->> 13)::timestamptz END,
         (item ->> 13)::timestamptz, (item ->> 13)::timestamptz, nullif(item -> 14, 'null'),
         (item ->> 15)::timestamptz, (item ->> 16)::timestamptz,
-        -- Past the end of an item without a limit (rows.insert_items leaves them off): NULL.
         item ->> 17, (item ->> 18)::integer, item ->> 19
-    FROM jsonb_array_elements(%(items)s::jsonb) WITH ORDINALITY AS batch (item, position)
-    ORDER BY item ->> 1, item ->> 8, position
+    FROM jsonb_array_elements(%(items)s::jsonb) AS batch (item)
     ON CONFLICT DO NOTHING
     RETURNING execution_id, status
 ),
@@ -43,11 +118,18 @@ notified AS (
 SELECT inserted.execution_id, (SELECT count(*) FROM notified) AS notifications FROM inserted;
 
 -- name: execution_get_by_key
--- The executions holding any of the given (tenant, key) pairs: parallel arrays.
-SELECT * FROM executions
-WHERE (tenant, idempotency_key) IN (
-    SELECT * FROM unnest(%(tenants)s::text[], %(idempotency_keys)s::text[])
-);
+-- The executions holding any of the given (tenant, key) pairs (rows.key_pairs: one JSON array
+-- of [tenant, key] arrays; psycopg writes a text[] element by element in Python). One probe of
+-- the (tenant, idempotency_key) index per pair whatever the table's size or statistics (the
+-- LIMIT keeps each pair a lookup of its own; a key is held once at most): an IN list was
+-- planned over a small or unanalysed table as a hash join over a scan of every row (7 ms for
+-- 1,000 pairs over 20,000 rows, against 1.7 ms by the index).
+SELECT e.* FROM jsonb_array_elements(%(pairs)s::jsonb) AS pair (item)
+CROSS JOIN LATERAL (
+    SELECT * FROM executions
+    WHERE executions.tenant = pair.item ->> 0 AND executions.idempotency_key = pair.item ->> 1
+    LIMIT 1
+) AS e;
 
 -- name: execution_get
 SELECT * FROM executions WHERE tenant = %(tenant)s AND execution_id = %(execution_id)s;
