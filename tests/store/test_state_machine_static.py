@@ -51,6 +51,7 @@ def test_the_attempt_diagram_draws_exactly_the_table() -> None:
 QUERY_METHODS: dict[str, set[str]] = {
     # An insert starts the machine ([*] -> SCHEDULED or READY); it is not an edge of the table.
     "execution_insert": {"execution_insert_many"},
+    "execution_insert_one": {"execution_insert_many"},
     "execution_promote_ids": {"execution_promote_ids", "execution_promote_ids_leased"},
     "execution_promote_ids_fenced": {"execution_promote_ids_leased"},
     "execution_promote_scheduled": {"execution_promote_due", "execution_promote_due_leased"},
