@@ -50,6 +50,7 @@ from tickwheel.store.postgres.rows import (
 )
 from tickwheel.store.postgres.running import PostgresRunning
 from tickwheel.store.postgres.shard_leases import PostgresShardLeases
+from tickwheel.store.postgres.submit_lane import SubmitLane, first_uuid
 from tickwheel.store.postgres.workers import PostgresWorkerRegistry
 from tickwheel.store.protocol import AttemptResult, InsertOutcome, Topic
 from tickwheel.store.sqlfile import load_queries
@@ -91,6 +92,10 @@ class PostgresStore(
         self._pool = pool
         self._hot = hot if hot is not None else pool
         self._signals = Signals(url)
+        # Single submissions' own connection (submit_lane.py); our Pool only, which lends it.
+        self._lane = (
+            SubmitLane(pool, Q["execution_insert"], first_uuid) if isinstance(pool, Pool) else None
+        )
 
     @property
     def pool(self) -> AsyncConnectionPool[Conn]:
@@ -137,6 +142,8 @@ class PostgresStore(
 
     async def close(self) -> None:
         await self._signals.close()
+        if self._lane is not None:
+            await self._lane.close()
         await self._pool.close()
         if self._hot is not self._pool:
             await self._hot.close()
@@ -174,10 +181,15 @@ class PostgresStore(
             "items": insert_items(items),
             "notify": self._signals.insert_notifications(statuses, due),
         }
-        async with self._pool.connection() as conn:
-            cursor = conn.cursor(row_factory=tuple_row)
-            await cursor.execute(Q["execution_insert"], params)
-            rows = await cursor.fetchall()
+        rows: list[Any] | None = None
+        if len(items) == 1 and self._lane is not None:
+            # One execution: on the lane's connection unless it is busy (submit_lane.py).
+            rows = await self._lane.run(params)
+        if rows is None:
+            async with self._pool.connection() as conn:
+                cursor = conn.cursor(row_factory=tuple_row)
+                await cursor.execute(Q["execution_insert"], params)
+                rows = await cursor.fetchall()
         if len(rows) == len(items):
             # Every item was inserted (each id returned is one of the items', all distinct):
             # none to look up among them, and the statuses and hints are the items'.
