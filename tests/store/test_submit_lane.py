@@ -250,3 +250,28 @@ async def test_a_caller_on_another_event_loop_goes_through_the_pool(
     assert await asyncio.to_thread(in_another_loop)
     assert _lane(store)._conn is None
     assert await _count(pg_url, "other-loop") == 1
+
+
+async def test_a_session_that_no_longer_takes_writes_is_dropped_and_unavailable(
+    store: PostgresStore, pg_url: str
+) -> None:
+    """As on the pool's path (a primary just demoted): 503, and the session closed so that the
+    next one goes to whichever node takes writes."""
+    await store.execution_insert_many([new_execution(key="warm")])
+    lane = _lane(store)
+    conn = lane._conn
+    assert conn is not None
+    pgconn = conn.pgconn
+    lane._busy = True
+    try:
+        await lane._roundtrip(
+            pgconn, lambda: pgconn.send_query(b"SET default_transaction_read_only = on")
+        )
+    finally:
+        lane._busy = False
+    with pytest.raises(Unavailable):
+        await store.execution_insert_many([new_execution(key="refused")])
+    assert conn.closed and lane._conn is None
+    assert await _count(pg_url, "refused") == 0
+    [next_one] = await store.execution_insert_many([new_execution(key="next")])
+    assert next_one.created
