@@ -275,3 +275,41 @@ async def test_a_session_that_no_longer_takes_writes_is_dropped_and_unavailable(
     assert await _count(pg_url, "refused") == 0
     [next_one] = await store.execution_insert_many([new_execution(key="next")])
     assert next_one.created
+
+
+async def test_a_kept_connection_is_not_used_from_another_event_loop(
+    store: PostgresStore, pg_url: str
+) -> None:
+    """Its socket is watched by the pool's loop: a statement sent from another loop would wait
+    for an answer that loop never hears about."""
+    await store.execution_insert_many([new_execution(key="here")])
+    pid = _lane_pid(store)
+
+    def in_another_loop() -> bool:
+        async def body() -> bool:
+            [one] = await store.execution_insert_many([new_execution(key="there")])
+            return one.created
+
+        return asyncio.run(body())
+
+    assert await asyncio.wait_for(asyncio.to_thread(in_another_loop), WAIT_S)
+    assert _lane_pid(store) == pid
+    assert await _count(pg_url, "there") == 1
+
+
+async def test_the_kept_connection_goes_back_when_the_pool_has_none_idle(pg_url: str) -> None:
+    """Two connections at most: one with the lane, one held by a caller. A third caller gets
+    the lane's at once instead of waiting (here: instead of the pool's 2 s timeout)."""
+    s = await PostgresStore.open(pg_url, max_size=2, min_size=2, timeout=2)
+    try:
+        await s.migrate()
+        await s.execution_insert_many([new_execution(key="lane-first")])
+        assert _lane(s)._conn is not None
+        async with s.pool.connection() as held:
+            await held.execute("SELECT 1")
+            assert await s.execution_get("acme", new_execution().execution_id) is None
+            assert _lane(s)._conn is None
+        [after] = await s.execution_insert_many([new_execution(key="lane-again")])
+        assert after.created and _lane(s)._conn is not None
+    finally:
+        await s.close()

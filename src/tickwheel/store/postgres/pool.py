@@ -31,7 +31,7 @@ import asyncio
 import logging
 import os
 import select
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 
 import psycopg
@@ -123,6 +123,8 @@ class Pool(AsyncConnectionPool[Conn]):
     ) -> None:
         self._down = False
         self._loop: asyncio.AbstractEventLoop | None = None  # the one it was opened on
+        # Asked to give a kept connection back when a caller finds none idle (SubmitLane).
+        self.keeper: Callable[[], Awaitable[None]] | None = None
         # Callers waiting for a connection: the timer of each and its deadline at the start.
         self._waits: dict[asyncio.Timeout, float] = {}
         conninfo = primary_conninfo(url, reads=reads)
@@ -190,6 +192,10 @@ class Pool(AsyncConnectionPool[Conn]):
                 # a failed check, which marks the pool down: at most OUTAGE_WAIT, as a waiting
                 # caller's deadline is then moved to.
                 return await self.getconn(min(wait, OUTAGE_WAIT))
+            if self.keeper is not None:
+                # None idle: a connection kept aside (the single submissions' lane, when not
+                # running one) comes back first, so that keeping it never makes others wait.
+                await self.keeper()
             async with asyncio.timeout(wait) as limit:
                 self._waits[limit] = asyncio.get_running_loop().time() + wait
                 try:
@@ -239,6 +245,11 @@ class Pool(AsyncConnectionPool[Conn]):
     async def open(self, wait: bool = False, timeout: float = 30.0) -> None:
         self._loop = asyncio.get_running_loop()
         await super().open(wait=wait, timeout=timeout)
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop | None:
+        """The event loop the pool was opened on, whose tasks make its connections."""
+        return self._loop
 
     async def lend_idle(self) -> Conn | None:
         """An idle connection for a caller that keeps it a while (``SubmitLane``), or None when

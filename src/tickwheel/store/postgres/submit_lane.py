@@ -16,8 +16,9 @@ longer takes writes is dropped). A statement's own error is raised as psycopg ra
 
 The lane never makes a submission wait: when it is busy (another submission in flight), has no
 connection and the pool has none idle, or its session said something unasked (the server ends a
-session by writing to it first), the caller runs the statement through the pool as before. A
-connection it holds goes back to the pool after the pool's ``max_lifetime``, when it looks
+session by writing to it first), the caller runs the statement through the pool as before. Nor
+does it make anyone else wait: the connection it holds goes back to the pool as soon as a caller
+finds none idle there (``Pool.keeper``), after the pool's ``max_lifetime``, when it looks
 suspect, and at ``close``."""
 
 from __future__ import annotations
@@ -79,12 +80,14 @@ class SubmitLane:
         self._suspect = False
         self._waiter: asyncio.Future[None] | None = None
         self._prepared: weakref.WeakSet[Conn] = weakref.WeakSet()
+        pool.keeper = self.give_back
 
     async def run(self, params: Mapping[str, str | None]) -> list[Any] | None:
         """The statement's rows, or None when the lane cannot take it now (the caller then runs
         it through the pool). Raises what the pool's path raises: ``Unavailable`` for a lost
         database, psycopg's error for a statement the server refused."""
-        if self._busy:
+        if self._busy or asyncio.get_running_loop() is not self._pool.loop:
+            # Another loop (a blocking Client's thread): the socket is watched by the pool's.
             return None
         self._busy = True
         try:
@@ -99,6 +102,17 @@ class SubmitLane:
                 raise
         finally:
             self._busy = False
+
+    async def give_back(self) -> None:
+        """The pool has no idle connection for a caller: the lane's goes back to it unless a
+        submission is running on it (the lane takes one again when one is idle)."""
+        # Only from the loop that watches its socket (a blocking Client's thread has its own).
+        if (
+            self._conn is not None
+            and not self._busy
+            and asyncio.get_running_loop() is self._pool.loop
+        ):
+            await self._release()
 
     async def close(self) -> None:
         """Gives its connection back to the pool (before the pool closes)."""
