@@ -313,3 +313,19 @@ async def test_the_kept_connection_goes_back_when_the_pool_has_none_idle(pg_url:
         assert after.created and _lane(s)._conn is not None
     finally:
         await s.close()
+
+
+async def test_closed_from_another_loop_it_stops_watching_the_socket_on_its_own(
+    store: PostgresStore,
+) -> None:
+    await store.execution_insert_many([new_execution(key="watched")])
+    lane = _lane(store)
+    fd = lane._fd
+
+    def close_elsewhere() -> None:
+        asyncio.run(lane.close())
+
+    await asyncio.to_thread(close_elsewhere)
+    await asyncio.sleep(0)  # the removal was handed to this loop
+    assert lane._conn is None
+    assert not asyncio.get_running_loop().remove_reader(fd)  # no longer registered here

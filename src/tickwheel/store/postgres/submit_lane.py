@@ -151,7 +151,11 @@ class SubmitLane:
         conn, self._conn = self._conn, None
         if conn is None:
             return
-        asyncio.get_running_loop().remove_reader(self._fd)
+        loop = self._pool.loop  # the one watching the socket (``run`` is used from no other)
+        if loop is asyncio.get_running_loop():
+            loop.remove_reader(self._fd)
+        elif loop is not None and not loop.is_closed():  # closed from another loop's thread
+            loop.call_soon_threadsafe(loop.remove_reader, self._fd)
         try:
             if close:
                 await conn.close()
