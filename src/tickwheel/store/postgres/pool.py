@@ -31,7 +31,7 @@ import asyncio
 import logging
 import os
 import select
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 
 import psycopg
@@ -122,6 +122,9 @@ class Pool(AsyncConnectionPool[Conn]):
         options: str | None = None,
     ) -> None:
         self._down = False
+        self._loop: asyncio.AbstractEventLoop | None = None  # the one it was opened on
+        # Asked to give a kept connection back when a caller finds none idle (SubmitLane).
+        self.keeper: Callable[[], Awaitable[None]] | None = None
         # Callers waiting for a connection: the timer of each and its deadline at the start.
         self._waits: dict[asyncio.Timeout, float] = {}
         conninfo = primary_conninfo(url, reads=reads)
@@ -189,6 +192,10 @@ class Pool(AsyncConnectionPool[Conn]):
                 # a failed check, which marks the pool down: at most OUTAGE_WAIT, as a waiting
                 # caller's deadline is then moved to.
                 return await self.getconn(min(wait, OUTAGE_WAIT))
+            if self.keeper is not None:
+                # None idle: a connection kept aside (the single submissions' lane, when not
+                # running one) comes back first, so that keeping it never makes others wait.
+                await self.keeper()
             async with asyncio.timeout(wait) as limit:
                 self._waits[limit] = asyncio.get_running_loop().time() + wait
                 try:
@@ -219,17 +226,42 @@ class Pool(AsyncConnectionPool[Conn]):
         except psycopg.Error as exc:
             if not connection_lost(exc, conn):
                 raise
-            self._mark_down(_first_line(exc))
-            if read_only(exc):
-                # Alive but not a primary: dropped, so that the pool connects anew and libpq
-                # picks the node that takes writes now.
-                await conn.close()
-            # The driver's text names the database host: it goes to the log, not to the client.
-            raise Unavailable(
-                "the database connection was lost; retry shortly", RETRY_AFTER
-            ) from exc
+            raise await self.lost(exc, conn) from exc
         finally:
             await self.putconn(conn)
+
+    async def lost(self, exc: psycopg.Error, conn: Conn) -> Unavailable:
+        """What a statement that failed with ``exc`` on ``conn``, lent by this pool, raises when
+        ``connection_lost`` says the session or the database is gone: the pool is marked down
+        and a session that no longer takes writes is closed (the caller still returns it)."""
+        self._mark_down(_first_line(exc))
+        if read_only(exc):
+            # Alive but not a primary: dropped, so that the pool connects anew and libpq
+            # picks the node that takes writes now.
+            await conn.close()
+        # The driver's text names the database host: it goes to the log, not to the client.
+        return Unavailable("the database connection was lost; retry shortly", RETRY_AFTER)
+
+    async def open(self, wait: bool = False, timeout: float = 30.0) -> None:
+        self._loop = asyncio.get_running_loop()
+        await super().open(wait=wait, timeout=timeout)
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop | None:
+        """The event loop the pool was opened on, whose tasks make its connections."""
+        return self._loop
+
+    async def lend_idle(self) -> Conn | None:
+        """An idle connection for a caller that keeps it a while (``SubmitLane``), or None when
+        none is idle, the database looks down, the pool could lend no other connection
+        meanwhile (fewer than two at most), or the caller runs on another event loop than the
+        pool's (a blocking ``Client``'s thread): the pool grows by tasks on its own loop, which
+        such a caller may be blocking. Never waits for a connection to become free."""
+        if self.max_size < 2 or not self._pool or self._down:
+            return None
+        if asyncio.get_running_loop() is not self._loop:
+            return None
+        return await self._lend(None)
 
 
 def _first_line(exc: BaseException) -> str:

@@ -39,6 +39,7 @@ from tickwheel.store.postgres.outbox import webhook_outbox_execution_failed, wor
 from tickwheel.store.postgres.pool import Conn, Pool
 from tickwheel.store.postgres.promotion import PostgresPromotion
 from tickwheel.store.postgres.rows import (
+    INSERT_ONE,
     execution_from_new,
     execution_from_row,
     insert_items,
@@ -53,6 +54,7 @@ from tickwheel.store.postgres.rows import (
 )
 from tickwheel.store.postgres.running import PostgresRunning
 from tickwheel.store.postgres.shard_leases import PostgresShardLeases
+from tickwheel.store.postgres.submit_lane import SubmitLane, first_uuid
 from tickwheel.store.postgres.workers import PostgresWorkerRegistry
 from tickwheel.store.protocol import AttemptResult, InsertOutcome, Topic
 from tickwheel.store.sqlfile import load_queries
@@ -94,6 +96,8 @@ class PostgresStore(
         self._pool = pool
         self._hot = hot if hot is not None else pool
         self._signals = Signals(url)
+        # Single submissions' own connection (submit_lane.py); our Pool only, which lends it.
+        self._lane = SubmitLane(pool, INSERT_ONE, first_uuid) if isinstance(pool, Pool) else None
 
     @property
     def pool(self) -> AsyncConnectionPool[Conn]:
@@ -140,6 +144,8 @@ class PostgresStore(
 
     async def close(self) -> None:
         await self._signals.close()
+        if self._lane is not None:
+            await self._lane.close()
         await self._pool.close()
         if self._hot is not self._pool:
             await self._hot.close()
@@ -177,10 +183,15 @@ class PostgresStore(
             **insert_items(sorted(items, key=lock_order) if len(items) > 1 else items),
             "notify": self._signals.insert_notifications(statuses, due),
         }
-        async with self._pool.connection() as conn:
-            cursor = conn.cursor(row_factory=tuple_row)
-            await cursor.execute(insert_statement(len(items)), params)
-            rows = await cursor.fetchall()
+        rows: list[Any] | None = None
+        if len(items) == 1 and self._lane is not None:
+            # One execution: on the lane's connection unless it is busy (submit_lane.py).
+            rows = await self._lane.run(params)
+        if rows is None:
+            async with self._pool.connection() as conn:
+                cursor = conn.cursor(row_factory=tuple_row)
+                await cursor.execute(insert_statement(len(items)), params)
+                rows = await cursor.fetchall()
         if len(rows) == len(items):
             # Every item was inserted (each id returned is one of the items', all distinct):
             # none to look up among them, and the statuses and hints are the items'.
