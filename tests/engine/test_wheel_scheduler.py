@@ -220,7 +220,7 @@ async def test_a_hinted_herd_is_loaded_ahead_and_promoted_first_in_a_small_batch
     monkeypatch.setattr(store, "execution_promote_ids", counted_promote)
     clock.advance(5)
     assert await s.run_once() == 250
-    assert loads == [] and batches == [32, 100, 100, 18]
+    assert loads == [] and batches == [8, 32, 100, 100, 10]
     assert all([await status(store, i) is ExecutionStatus.READY for i in ids])
 
 
@@ -262,7 +262,7 @@ async def test_an_armed_instant_is_promoted_at_its_instant_not_before(
     assert all([await status(store, i) is ExecutionStatus.SCHEDULED for i in ids])
     clock.advance(1e-6)
     assert await s.run_once() == 40
-    assert [len(b) for b in batches] == [32, 8] and s._armed is None
+    assert [len(b) for b in batches] == [8, 32] and s._armed is None
     assert all([await status(store, i) is ExecutionStatus.READY for i in ids])
 
 
