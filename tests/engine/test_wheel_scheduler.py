@@ -7,6 +7,7 @@ are counted per definition (and fenced ones counted as such)."""
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from dataclasses import replace
 from datetime import timedelta
@@ -17,7 +18,7 @@ from tests.factories import T0, definition, new_execution, stored
 from tickwheel.domain.clock import FakeClock
 from tickwheel.domain.sharding import SHARD_COUNT
 from tickwheel.domain.states import ExecutionStatus
-from tickwheel.engine.scheduler import ARM_LEAD, Scheduler
+from tickwheel.engine.scheduler import ARM_LEAD, PROMOTE_LANES, Scheduler
 from tickwheel.observability.metrics import Metrics
 from tickwheel.services.settings import SchedulerSettings
 from tickwheel.store.due import DueSlice
@@ -357,3 +358,61 @@ async def test_shards_given_up_leave_the_armed_instant_too(
     await s.run_once()
     promoted = {i for b in batches for i in b}
     assert promoted == {g.execution_id for g in got if g is not None and g.shard_id != shard}
+
+
+async def test_an_instants_batches_after_the_first_go_out_on_two_lanes(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first batch alone (the herd's first start waits on it), then two batches in flight
+    at once, each lane taking the next when its last one returns; every row promoted once."""
+    clock = FakeClock(T0)
+    s = scheduler(store, clock, settings=SchedulerSettings(batch=100))
+    await s.run_once()
+    ids = await insert(store, clock, *[5.0] * 250)
+    await s.run_once()
+    promote = store.execution_promote_ids
+    in_flight, most, sizes = 0, 0, []
+
+    async def overlapping(execution_ids, shards, now=None):  # type: ignore[no-untyped-def]
+        nonlocal in_flight, most
+        in_flight += 1
+        most = max(most, in_flight)
+        sizes.append((len(execution_ids), in_flight))
+        try:
+            for _ in range(3):  # let the other lane start its batch
+                await asyncio.sleep(0)
+            return await promote(execution_ids, shards, now)
+        finally:
+            in_flight -= 1
+
+    monkeypatch.setattr(store, "execution_promote_ids", overlapping)
+    clock.advance(5)
+    assert await s.run_once() == 250
+    assert sizes[0] == (8, 1) and most == PROMOTE_LANES
+    assert sorted(n for n, _ in sizes) == [8, 10, 32, 100, 100]
+    assert all([await status(store, i) is ExecutionStatus.READY for i in ids])
+
+
+async def test_a_lane_that_fails_fails_the_round_with_its_own_error(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Not an ExceptionGroup: the service tells a database outage apart by the exception."""
+    clock = FakeClock(T0)
+    s = scheduler(store, clock)
+    await s.run_once()
+    await insert(store, clock, *[5.0] * 50)
+    await s.run_once()
+    promote = store.execution_promote_ids
+    calls = 0
+
+    async def failing(execution_ids, shards, now=None):  # type: ignore[no-untyped-def]
+        nonlocal calls
+        calls += 1
+        if calls == 2:
+            raise ConnectionError("the database went away")
+        return await promote(execution_ids, shards, now)
+
+    monkeypatch.setattr(store, "execution_promote_ids", failing)
+    clock.advance(5)
+    with pytest.raises(ConnectionError):
+        await s.run_once()

@@ -24,6 +24,7 @@ row of a full page carries a marker that loads the next page when its instant co
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections import defaultdict
 from collections.abc import Hashable, Iterator, Sequence
@@ -56,6 +57,8 @@ FIRST_CHUNK = 8
 # out of the wheel (``arm``), so that at the instant itself it only promotes: taking 2,000
 # entries out and sorting them costs ~3 ms of Python, 100,000 about 150 ms.
 ARM_LEAD = timedelta(milliseconds=50)
+# An instant's batches after its first go out on this many connections at once.
+PROMOTE_LANES = 2
 
 
 PROBE_EVERY = timedelta(seconds=1)  # breakers to probe, executions to expire
@@ -233,9 +236,29 @@ class Scheduler(Service, WheelWindow, ShardLeasing):
     async def _fire_taken(
         self, markers: list[_Load], fire: dict[uuid.UUID, _Fire], now: datetime
     ) -> int:
-        total = 0
-        for chunk in self._chunks(list(fire)):
-            total += await self._promote_ids(chunk, fire, now)
+        chunks = self._chunks(list(fire))
+        first = next(chunks, None)
+        total = 0 if first is None else await self._promote_ids(first, fire, now)
+        if first is not None and len(fire) > len(first):
+            # The rest on PROMOTE_LANES connections at once, each taking the next batch when
+            # its last one committed: the batches are disjoint, fenced and guarded each on its
+            # own, so their order between lanes does not matter; one commit no longer waits for
+            # the one before (a batch of 500 waited 40-60 ms for its turn during a herd).
+            async def lane() -> int:
+                promoted = 0
+                for chunk in chunks:
+                    promoted += await self._promote_ids(chunk, fire, now)
+                return promoted
+
+            try:
+                async with asyncio.TaskGroup() as group:
+                    lanes = [group.create_task(lane()) for _ in range(PROMOTE_LANES)]
+            except* Exception as failed:
+                # The round fails as it would have with one lane (a database outage is told
+                # apart by its own exception, not by a group): the first error, the other lane
+                # already cancelled.
+                raise failed.exceptions[0] from None
+            total += sum(t.result() for t in lanes)
         loads: list[DueSlice] = []
         for marker in markers:
             if marker.page:
