@@ -22,7 +22,7 @@ from tickwheel.engine.scheduler import ARM_LEAD, PROMOTE_LANES, Scheduler
 from tickwheel.observability.metrics import Metrics
 from tickwheel.services.settings import SchedulerSettings
 from tickwheel.store.due import DueSlice
-from tickwheel.store.protocol import Store
+from tickwheel.store.protocol import Store, Topic
 
 
 def scheduler(store: Store, clock: FakeClock, **options: object) -> Scheduler:
@@ -416,3 +416,30 @@ async def test_a_lane_that_fails_fails_the_round_with_its_own_error(
     clock.advance(5)
     with pytest.raises(ConnectionError):
         await s.run_once()
+
+
+async def test_a_worker_of_this_process_is_woken_before_the_next_batches_go_out(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Scheduler and worker in one process: the first batch's commit wakes the worker in
+    process (no NOTIFY round trip), and the scheduler yields to it before it sends the next
+    batches, so that the herd's first claim goes out first."""
+    clock = FakeClock(T0)
+    s = scheduler(store, clock)
+    await s.run_once()
+    await insert(store, clock, *[5.0] * 200)
+    await s.run_once()
+    batches = counting_promotions(store, monkeypatch)
+    seen: list[int] = []
+
+    async def worker() -> None:
+        assert await store.wait_for(Topic.READY, 5)
+        seen.append(len(batches))
+
+    waiting = asyncio.create_task(worker())
+    for _ in range(3):
+        await asyncio.sleep(0)  # the worker waits
+    clock.advance(5)
+    assert await s.run_once() == 200
+    await waiting
+    assert seen == [1]
