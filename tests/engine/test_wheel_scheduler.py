@@ -7,6 +7,7 @@ are counted per definition (and fenced ones counted as such)."""
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from dataclasses import replace
 from datetime import timedelta
@@ -17,10 +18,11 @@ from tests.factories import T0, definition, new_execution, stored
 from tickwheel.domain.clock import FakeClock
 from tickwheel.domain.sharding import SHARD_COUNT
 from tickwheel.domain.states import ExecutionStatus
-from tickwheel.engine.scheduler import Scheduler
+from tickwheel.engine.scheduler import ARM_LEAD, PROMOTE_LANES, Scheduler
 from tickwheel.observability.metrics import Metrics
 from tickwheel.services.settings import SchedulerSettings
-from tickwheel.store.protocol import Store
+from tickwheel.store.due import DueSlice
+from tickwheel.store.protocol import Store, Topic
 
 
 def scheduler(store: Store, clock: FakeClock, **options: object) -> Scheduler:
@@ -219,5 +221,225 @@ async def test_a_hinted_herd_is_loaded_ahead_and_promoted_first_in_a_small_batch
     monkeypatch.setattr(store, "execution_promote_ids", counted_promote)
     clock.advance(5)
     assert await s.run_once() == 250
-    assert loads == [] and batches == [32, 100, 100, 18]
+    assert loads == [] and batches == [8, 32, 100, 100, 10]
     assert all([await status(store, i) is ExecutionStatus.READY for i in ids])
+
+
+# -- arming: the next instant taken out of the wheel shortly before it ---------------------------
+
+
+def counting_promotions(store: Store, monkeypatch: pytest.MonkeyPatch) -> list[list[uuid.UUID]]:
+    batches: list[list[uuid.UUID]] = []
+    promote = store.execution_promote_ids
+
+    async def counted(execution_ids, shards, now=None):  # type: ignore[no-untyped-def]
+        batches.append(list(execution_ids))
+        return await promote(execution_ids, shards, now)
+
+    monkeypatch.setattr(store, "execution_promote_ids", counted)
+    return batches
+
+
+async def test_an_armed_instant_is_promoted_at_its_instant_not_before(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Armed 30 ms ahead, the instant's entries leave the wheel at once, and the rounds before
+    the instant promote nothing; the round at the instant promotes them, small batch first."""
+    clock = FakeClock(T0)
+    s = scheduler(store, clock)
+    await s.run_once()
+    ids = await insert(store, clock, *[5.0] * 40)
+    await s.run_once()
+    batches = counting_promotions(store, monkeypatch)
+    clock.set(T0 + timedelta(seconds=5) - ARM_LEAD - timedelta(milliseconds=1))
+    assert s.arm(clock.now()) == 0  # not yet within ARM_LEAD
+    clock.set(T0 + timedelta(seconds=5) - timedelta(milliseconds=30))
+    assert s.arm(clock.now()) == 40
+    assert s.wheel is not None and len(s.wheel) == 0
+    assert await s.sleep_seconds() == pytest.approx(0.03)
+    assert s.arm(clock.now()) == 0  # one instant at a time
+    clock.set(T0 + timedelta(seconds=5) - timedelta(microseconds=1))
+    assert await s.run_once() == 0 and batches == []
+    assert all([await status(store, i) is ExecutionStatus.SCHEDULED for i in ids])
+    clock.advance(1e-6)
+    assert await s.run_once() == 40
+    assert [len(b) for b in batches] == [8, 32] and s._armed is None
+    assert all([await status(store, i) is ExecutionStatus.READY for i in ids])
+
+
+async def test_arming_takes_only_the_next_instant_and_later_inserts_keep_theirs(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An execution due before the armed instant, inserted after arming, still fires at its own
+    instant; one of the armed instant that a later hint reads again is promoted once."""
+    clock = FakeClock(T0)
+    s = scheduler(store, clock)
+    await s.run_once()
+    [first] = await insert(store, clock, 5.0)
+    [second] = await insert(store, clock, 5.01)
+    await s.run_once()
+    clock.set(T0 + timedelta(seconds=5) - timedelta(milliseconds=20))
+    assert s.arm(clock.now()) == 1  # the earliest instant only
+    assert s.wheel is not None and second in s.wheel
+    batches = counting_promotions(store, monkeypatch)
+    [between] = await insert(store, clock, 0.01)  # due 10 ms before the armed instant
+    [again] = await insert(store, clock, 0.02)  # the armed instant (a hint of its sliver)
+    await s.run_once()  # both hints' slivers are read
+    got = await store.execution_get("acme", first)
+    assert got is not None
+    at = T0 + timedelta(seconds=5)
+    await s._load_slices([DueSlice(got.shard_id, at - timedelta(milliseconds=1), at)])
+    assert first not in s.wheel and between in s.wheel and again in s.wheel
+    clock.set(T0 + timedelta(seconds=5) - timedelta(milliseconds=10))
+    assert await s.run_once() == 1
+    assert batches == [[between]]
+    clock.set(T0 + timedelta(seconds=5))
+    assert await s.run_once() == 2
+    assert sorted(batches[1]) == sorted([first]) and batches[2] == [again]
+    clock.set(T0 + timedelta(seconds=5.01))
+    assert await s.run_once() == 1
+    assert batches[3] == [second]
+    assert len(batches) == 4
+
+
+async def test_idle_arms_the_next_instant_before_sleeping_until_it(store: Store) -> None:
+    """Idle waits until ARM_LEAD before the instant, arms it, then waits the rest (a fake
+    wait_for that moves the fake clock: no real sleep)."""
+    clock = FakeClock(T0)
+    s = scheduler(store, clock, settings=SchedulerSettings(max_sleep=5.0))
+    await s.run_once()
+    await insert(store, clock, *[1.0] * 3)
+    await s.run_once()
+    waits: list[float] = []
+
+    async def wait_for(topic: object, timeout: float) -> bool:
+        waits.append(round(timeout, 6))
+        clock.advance(timeout)
+        return False
+
+    s.store = type("Waiting", (), {"wait_for": staticmethod(wait_for)})()  # type: ignore[assignment]
+    await s.idle(0)
+    assert waits == [round(1.0 - ARM_LEAD.total_seconds(), 6), ARM_LEAD.total_seconds()]
+    assert s._armed is not None and len(s._armed.fire) == 3
+    assert clock.now() == T0 + timedelta(seconds=1)
+
+
+async def test_idle_woken_by_a_hint_before_arming_goes_round_unarmed(store: Store) -> None:
+    clock = FakeClock(T0)
+    s = scheduler(store, clock, settings=SchedulerSettings(max_sleep=5.0))
+    await s.run_once()
+    await insert(store, clock, 1.0)
+    await s.run_once()
+
+    async def hinted(topic: object, timeout: float) -> bool:
+        clock.advance(0.1)
+        return True
+
+    s.store = type("Waiting", (), {"wait_for": staticmethod(hinted)})()  # type: ignore[assignment]
+    await s.idle(0)
+    assert s._armed is None and s.wheel is not None and len(s.wheel) == 1
+
+
+async def test_shards_given_up_leave_the_armed_instant_too(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    clock = FakeClock(T0)
+    s = scheduler(store, clock)
+    await s.run_once()
+    ids = await insert(store, clock, *[5.0] * 6)
+    await s.run_once()
+    clock.set(T0 + timedelta(seconds=5) - timedelta(milliseconds=10))
+    assert s.arm(clock.now()) == 6
+    got = [await store.execution_get("acme", i) for i in ids]
+    shard = got[0].shard_id if got[0] is not None else -1
+    s._forget([shard])
+    batches = counting_promotions(store, monkeypatch)
+    clock.set(T0 + timedelta(seconds=5))
+    await s.run_once()
+    promoted = {i for b in batches for i in b}
+    assert promoted == {g.execution_id for g in got if g is not None and g.shard_id != shard}
+
+
+async def test_an_instants_batches_after_the_first_go_out_on_two_lanes(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first batch alone (the herd's first start waits on it), then two batches in flight
+    at once, each lane taking the next when its last one returns; every row promoted once."""
+    clock = FakeClock(T0)
+    s = scheduler(store, clock, settings=SchedulerSettings(batch=100))
+    await s.run_once()
+    ids = await insert(store, clock, *[5.0] * 250)
+    await s.run_once()
+    promote = store.execution_promote_ids
+    in_flight, most, sizes = 0, 0, []
+
+    async def overlapping(execution_ids, shards, now=None):  # type: ignore[no-untyped-def]
+        nonlocal in_flight, most
+        in_flight += 1
+        most = max(most, in_flight)
+        sizes.append((len(execution_ids), in_flight))
+        try:
+            for _ in range(3):  # let the other lane start its batch
+                await asyncio.sleep(0)
+            return await promote(execution_ids, shards, now)
+        finally:
+            in_flight -= 1
+
+    monkeypatch.setattr(store, "execution_promote_ids", overlapping)
+    clock.advance(5)
+    assert await s.run_once() == 250
+    assert sizes[0] == (8, 1) and most == PROMOTE_LANES
+    assert sorted(n for n, _ in sizes) == [8, 10, 32, 100, 100]
+    assert all([await status(store, i) is ExecutionStatus.READY for i in ids])
+
+
+async def test_a_lane_that_fails_fails_the_round_with_its_own_error(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Not an ExceptionGroup: the service tells a database outage apart by the exception."""
+    clock = FakeClock(T0)
+    s = scheduler(store, clock)
+    await s.run_once()
+    await insert(store, clock, *[5.0] * 50)
+    await s.run_once()
+    promote = store.execution_promote_ids
+    calls = 0
+
+    async def failing(execution_ids, shards, now=None):  # type: ignore[no-untyped-def]
+        nonlocal calls
+        calls += 1
+        if calls == 2:
+            raise ConnectionError("the database went away")
+        return await promote(execution_ids, shards, now)
+
+    monkeypatch.setattr(store, "execution_promote_ids", failing)
+    clock.advance(5)
+    with pytest.raises(ConnectionError):
+        await s.run_once()
+
+
+async def test_a_worker_of_this_process_is_woken_before_the_next_batches_go_out(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Scheduler and worker in one process: the first batch's commit wakes the worker in
+    process (no NOTIFY round trip), and the scheduler yields to it before it sends the next
+    batches, so that the herd's first claim goes out first."""
+    clock = FakeClock(T0)
+    s = scheduler(store, clock)
+    await s.run_once()
+    await insert(store, clock, *[5.0] * 200)
+    await s.run_once()
+    batches = counting_promotions(store, monkeypatch)
+    seen: list[int] = []
+
+    async def worker() -> None:
+        assert await store.wait_for(Topic.READY, 5)
+        seen.append(len(batches))
+
+    waiting = asyncio.create_task(worker())
+    for _ in range(3):
+        await asyncio.sleep(0)  # the worker waits
+    clock.advance(5)
+    assert await s.run_once() == 200
+    await waiting
+    assert seen == [1]

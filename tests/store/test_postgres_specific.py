@@ -9,7 +9,7 @@ import random
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -487,3 +487,48 @@ async def test_two_processes_migrating_at_once_apply_each_migration_once(pg_url:
     finally:
         async with await psycopg.AsyncConnection.connect(PG_ADMIN_URL, autocommit=True) as conn:
             await conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.mark.parametrize("fenced", [False, True])
+async def test_a_dense_herds_promotion_by_id_reads_only_its_rows(
+    open_pg: OpenStore, pg_url: str, fenced: bool
+) -> None:
+    """A herd of 100,000 puts ~100 due rows in each shard. Written as a join of the batch's ids
+    with the shards, the promotion was driven through executions_due and read every due row of
+    each shard to find the batch's few (most of a batch of 500): one primary-key probe per id."""
+    store = await open_pg(1)
+    items = [new_execution(execute_in=5, key=f"k{n}") for n in range(3_000)]
+    # Six shards: 500 due rows each, as dense as a herd of 500,000 over 1,024 shards.
+    items = [replace(i, shard_id=n % 6) for n, i in enumerate(items)]
+    await store.execution_insert_many(items)
+    ids = sorted(i.execution_id for i in items)[::100]  # 30 of them, in every shard
+    now = T0 + timedelta(seconds=5)
+    params: dict[str, object] = {"execution_ids": ids, "now": now}
+    if fenced:
+        leases = await store.shard_lease_acquire("s", 6, timedelta(seconds=30), T0)
+        query = Q["execution_promote_ids_fenced"]
+        params |= {
+            "owner": "s",
+            "shards": [x.shard_id for x in leases],
+            "epochs": [x.epoch for x in leases],
+            "channel": "tickwheel_test",
+            "payload": "",
+        }
+    else:
+        query = Q["execution_promote_ids"]
+        params |= {"shards": list(range(6))}
+    async with await psycopg.AsyncConnection.connect(pg_url) as conn:
+        cursor = await conn.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + query, params)
+        [(plan,)] = await cursor.fetchall()
+        await conn.rollback()
+    [due] = [p for p in plan[0]["Plan"]["Plans"] if p.get("Subplan Name") == "CTE due"]
+    # Rows visited: those returned and those a filter removed (both averaged per loop).
+    read = {
+        node.get("Index Name"): (node["Actual Rows"] + node.get("Rows Removed by Filter", 0))
+        * node["Actual Loops"]
+        for node in _nodes(due)
+        if node.get("Relation Name") == "executions"
+    }
+    assert read == {"executions_pkey": len(ids)}, plan
+    promoted = await store.execution_promote_ids(ids, list(range(6)), now)
+    assert set(promoted.moved) == set(ids)

@@ -5,6 +5,7 @@ and promotes."""
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -37,6 +38,15 @@ class _Load:
     page: bool = False
 
 
+@dataclass(slots=True)
+class _Armed:
+    """The wheel's next instant, taken out ahead of it (``Scheduler.arm``): fired at ``at``."""
+
+    at: datetime
+    loads: list[_Load]
+    fire: dict[uuid.UUID, _Fire]
+
+
 class WheelWindow:
     """The wheel's contents per shard. The attributes are the scheduler's."""
 
@@ -50,6 +60,7 @@ class WheelWindow:
     _keys: dict[int, set[Hashable]]
     _loaded: set[int]
     _paged: set[int]
+    _armed: _Armed | None
     loaded_until: datetime | None
     _next_refresh: datetime | None
 
@@ -57,6 +68,7 @@ class WheelWindow:
         """Extends the window to ``now + window``: from where it ended for the shards loaded,
         from a little before now for shards new to this scheduler (or all, to rebuild)."""
         if rebuild:
+            self._armed = None  # its rows are read again below
             self._forget(list(self._keys))
             self._loaded.clear()
             self._paged.clear()
@@ -81,8 +93,13 @@ class WheelWindow:
         if not slices:
             return
         pages = await self.store.execution_due_window(slices, self.batch)
+        # Rows armed for the next instant are out of the wheel, not forgotten: a sliver that
+        # reads them again must not fire them twice.
+        armed = self._armed.fire if self._armed is not None else {}
         for part, rows in zip(slices, pages, strict=True):
             for row in rows:
+                if row.execution_id in armed:
+                    continue
                 self._add(row.execution_id, row.execute_at, _Fire(row.shard_id), row.shard_id)
             if len(rows) == self.batch:
                 self._next_page(part, rows[-1])
@@ -129,7 +146,12 @@ class WheelWindow:
         self._keys[shard].add(key)
 
     def _forget(self, shard_ids: Sequence[int]) -> None:
-        """Drops the wheel's entries of shards no longer served."""
+        """Drops the wheel's entries of shards no longer served (armed ones too)."""
+        armed = self._armed
+        if armed is not None and shard_ids:
+            gone = set(shard_ids)
+            armed.fire = {k: f for k, f in armed.fire.items() if f.shard_id not in gone}
+            armed.loads = [m for m in armed.loads if m.slice.shard_id not in gone]
         for shard in shard_ids:
             for key in self._keys.pop(shard, ()):
                 if self.wheel is not None:

@@ -43,14 +43,18 @@ SELECT set_config('idle_in_transaction_session_timeout', %(timeout)s, true);
 -- due by the database's clock, so that a scheduler whose clock runs ahead fires nothing early.
 -- SKIP LOCKED and the id order as in execution_promote_scheduled: a row a cancel holds is left
 -- to the cancel, and two statements never wait on each other's rows in opposite orders.
+-- One probe of the primary key per id, in id order, as in execution_promote_ids_fenced below.
 WITH due AS MATERIALIZED (
-    SELECT execution_id FROM executions
-    WHERE execution_id = ANY (%(execution_ids)s::uuid[])
-      AND status = 'SCHEDULED'
-      AND shard_id = ANY (%(shards)s::smallint[])
-      AND execute_at <= coalesce(%(now)s::timestamptz, now())
-    ORDER BY execution_id
-    FOR UPDATE SKIP LOCKED
+    SELECT d.execution_id
+    FROM (SELECT DISTINCT id FROM unnest(%(execution_ids)s::uuid[]) AS id ORDER BY id) AS i
+    CROSS JOIN LATERAL (
+        SELECT execution_id FROM executions
+        WHERE execution_id = i.id
+          AND status = 'SCHEDULED'
+          AND shard_id = ANY (%(shards)s::smallint[])
+          AND execute_at <= coalesce(%(now)s::timestamptz, now())
+        FOR UPDATE SKIP LOCKED
+    ) AS d
 )
 UPDATE executions e
 SET status = 'READY', ready_at = coalesce(%(now)s::timestamptz, now()),
@@ -70,6 +74,11 @@ RETURNING e.execution_id, e.definition_uri, e.trace_context;
 -- until the commit; no transaction stays open between statements, so the idle timeout of the
 -- multi-statement promotions has nothing to bound here. Rows come back as held shards
 -- (shard_id set) and promoted executions (execution_id set).
+-- Each id is one probe of the primary key (a LATERAL subquery with its own row lock is never
+-- flattened into a join), in id order (the lock order of every promotion). Written as a join,
+-- the planner drove it from the held shards through executions_due, reading every due row of
+-- each shard to find the batch's few: a herd of 100,000 has ~100 a shard, and that read was
+-- most of a batch of 500 (docs/scaling.md, "The herd's first milliseconds").
 WITH held AS MATERIALIZED (
     SELECT l.shard_id
     FROM shard_leases l
@@ -81,13 +90,16 @@ WITH held AS MATERIALIZED (
     FOR SHARE OF l
 ),
 due AS MATERIALIZED (
-    SELECT execution_id FROM executions
-    WHERE execution_id = ANY (%(execution_ids)s::uuid[])
-      AND status = 'SCHEDULED'
-      AND shard_id IN (SELECT shard_id FROM held)
-      AND execute_at <= coalesce(%(now)s::timestamptz, now())
-    ORDER BY execution_id
-    FOR UPDATE SKIP LOCKED
+    SELECT d.execution_id
+    FROM (SELECT DISTINCT id FROM unnest(%(execution_ids)s::uuid[]) AS id ORDER BY id) AS i
+    CROSS JOIN LATERAL (
+        SELECT execution_id FROM executions
+        WHERE execution_id = i.id
+          AND status = 'SCHEDULED'
+          AND shard_id = ANY (ARRAY(SELECT shard_id FROM held))
+          AND execute_at <= coalesce(%(now)s::timestamptz, now())
+        FOR UPDATE SKIP LOCKED
+    ) AS d
 ),
 moved AS (
     UPDATE executions e
