@@ -73,7 +73,9 @@ async def _attempts(store: Store, executions: list[Execution]) -> list[list[Atte
 async def test_short_attempts_are_claimed_ahead_each_run_once_never_past_concurrency(
     store: Store,
 ) -> None:
-    d, recording, worker = await _set_up(store, WorkerSettings(concurrency=4, poll=0.05))
+    d, recording, worker = await _set_up(
+        store, WorkerSettings(concurrency=4, poll=0.05, ahead_batches=3)
+    )
     outcomes = await store.execution_insert_many(
         [new_execution(d=d, inputs={"seconds": 0}) for _ in range(120)]
     )
@@ -81,10 +83,10 @@ async def test_short_attempts_are_claimed_ahead_each_run_once_never_past_concurr
     await _run(worker, recording, len(executions))
     assert await _attempts(store, executions) == [[AttemptStatus.SUCCEEDED]] * 120
     assert worker.stale_writes == 0
-    # Ahead: claims asked for more than the slots (at most a batch more), and never more than
-    # the concurrency ran at once.
-    assert max(asked for asked, _ in recording.claims) > 4, recording.claims
-    assert max(asked for asked, _ in recording.claims) <= 8, recording.claims
+    # Ahead: claims asked for more than the slots and a batch (at most three batches more),
+    # and never more than the concurrency ran at once.
+    assert max(asked for asked, _ in recording.claims) > 8, recording.claims
+    assert max(asked for asked, _ in recording.claims) <= 4 + 3 * 4, recording.claims
     assert recording.most_running <= 4
     assert recording.released == []
 
@@ -132,3 +134,8 @@ async def test_what_waited_a_third_of_a_lease_goes_back_to_ready_with_no_attempt
         assert final is not None
         assert final.max_attempts == d.retry.max_attempts + len(given_back)
     assert worker.stale_writes == 0
+
+
+def test_ahead_batches_are_at_least_one() -> None:
+    with pytest.raises(ValueError, match="ahead_batches"):
+        Worker(cast(Store, None), FakeClock(T0), settings=WorkerSettings(ahead_batches=0))

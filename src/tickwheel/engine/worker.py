@@ -94,6 +94,9 @@ class Worker(Service, Attempts):
         # Claimed ahead, not started yet, with when each was claimed (time.monotonic).
         self.waiting: deque[tuple[Execution, float]] = deque()
         self.claim_ahead = settings.claim_ahead
+        if settings.ahead_batches < 1:
+            raise ValueError("ahead_batches must be at least 1")
+        self.ahead = settings.ahead_batches * concurrency
         self._began: dict[uuid.UUID, float] = {}
         self._short_run = 0  # attempts in a row that were short
         self._held_check: asyncio.TimerHandle | None = None
@@ -150,16 +153,19 @@ class Worker(Service, Attempts):
         return self.concurrency - len(self.running) - self.blocked_slots
 
     def _claimable(self) -> int:
-        """How many a claim may take now: the free slots, and while attempts are short a batch
-        ahead, less what waits already.
+        """How many a claim may take now: the free slots, and while attempts are short
+        ``ahead_batches`` batches ahead, less what waits already.
 
         Claiming ahead hides the claim's round trip behind the batch that runs: a claim sent
         when slots are free finds its batch's attempts done during its own round trip (a no-op
         takes microseconds), and the worker then waits on the database with nothing to run.
         Only short attempts are claimed ahead of (``AHEAD_SHORT``): an execution claimed ahead
         waits for a slot with its lease running and no heartbeat, so it must not wait long; one
-        that waits a third of a lease anyway is released (``_check_held``)."""
-        ahead = self.concurrency if self._ahead_ok() else 0
+        that waits a third of a lease anyway is released (``_check_held``). One batch ahead was
+        not enough: it ran out in a millisecond, long before the next claim came back, so the
+        worker waited on every claim; with four in hand, claims are larger and fewer, and each
+        goes out while some of the last one's attempts still run."""
+        ahead = self.ahead if self._ahead_ok() else 0
         return self.free_slots + ahead - len(self.waiting)
 
     def _ahead_ok(self) -> bool:

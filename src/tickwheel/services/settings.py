@@ -52,6 +52,11 @@ class WorkerSettings:
     claim_ahead: bool = True
     """While attempts are short, claim the next slots' work while this batch runs (one round trip
     hidden behind the batch); see engine/worker.py."""
+    ahead_batches: int = 4
+    """Claiming ahead, how many batches of ``concurrency`` a worker may hold beyond its free
+    slots. One batch ran out during the next claim's round trip (a no-op takes microseconds),
+    and the worker waited on the database with nothing to run; four keep work in hand while the
+    claim is out (docs/scaling.md, "The drain's pipeline")."""
 
 
 @dataclass(frozen=True, kw_only=True)
