@@ -172,3 +172,47 @@ def test_the_http_transport_refuses_an_answer_of_another_shape() -> None:
         checked(Execution, {**wire, "status": "NAPPING"}, "GET /v1/executions/x")
     with pytest.raises(ServerError, match="executionId: Field required"):
         checked(Execution, {k: v for k, v in wire.items() if k != "executionId"}, "GET x")
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {},
+        {"status": ExecutionStatus.RUNNING, "started_at": T0, "idempotency_key": "k-1"},
+        {
+            "status": ExecutionStatus.FAILED,
+            "output": [1, "two", {"3": None}],
+            "error": {"kind": "permanent", "message": "no"},
+            "next_attempt_at": T0 + timedelta(seconds=5),
+            "finished_at": datetime(2026, 3, 1, 12, tzinfo=timezone(timedelta(hours=5))),
+        },
+        {
+            "cancel_requested_at": T0 + timedelta(microseconds=7),
+            "progress": {"fraction": 0.42, "message": "copied 4,200 rows", "at": T0.isoformat()},
+            "checkpoint": {"offset": 4200, "files": ["a", "b"]},
+            "start_by": T0 + timedelta(hours=1),
+            "deadline": T0 + timedelta(hours=2),
+        },
+        {"output_reference": "outputs/x", "output": None, "inputs": {}},
+        {"concurrency": Concurrency("customer-7", 2, "none")},
+        {"status": "READY"},  # not the enum: validated
+    ],
+)
+def test_the_assembled_model_is_the_validated_one(changes: dict[str, object]) -> None:
+    """``Execution.of`` puts the model together without the validator: the same fields, set
+    and valued alike, in the same order, written alike; its dictionaries its own."""
+    record = dataclasses.replace(RECORD, **changes)  # type: ignore[arg-type]
+    made, validated = Execution.of(record), Execution.of_reference(record)
+    assert made == validated
+    assert list(made.__dict__.items()) == list(validated.__dict__.items())
+    assert made.model_fields_set == validated.model_fields_set
+    assert made.model_extra == validated.model_extra and made.__pydantic_private__ is None
+    assert repr(made) == repr(validated)
+    assert made.to_wire() == validated.to_wire()
+    assert made.model_dump(exclude_unset=True) == validated.model_dump(exclude_unset=True)
+    assert type(made.status) is ExecutionStatus
+    assert made.inputs is not record.inputs
+    if record.error is not None:
+        assert made.error is not record.error
+    with pytest.raises(ValueError, match="frozen"):
+        made.priority = 9  # type: ignore[misc]

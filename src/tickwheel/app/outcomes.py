@@ -28,7 +28,7 @@ class Outcome(StrEnum):
         return self is Outcome.CREATED
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Written(Generic[T]):
     """A write that succeeded: the stored thing and whether this call created it (``CREATED``)
     or found it already there (``SAME``)."""
@@ -41,10 +41,11 @@ class Written(Generic[T]):
         return self.outcome.created
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ItemOutcome(Generic[T]):
     """One item of a batch, which goes on when an item fails: ``value`` for ``CREATED`` and
-    ``SAME``, ``error`` (why nothing was written) for ``CONFLICT`` and ``INVALID``."""
+    ``SAME``, ``error`` (why nothing was written) for ``CONFLICT`` and ``INVALID``. Slotted, as
+    ``InsertOutcome``: no instance dictionary per item of a batch."""
 
     outcome: Outcome
     value: T | None = None
