@@ -60,12 +60,14 @@ class Output:
 @dataclass(frozen=True)
 class PreparedBatch:
     """A checked batch: an outcome per request so far (``INVALID`` ones), and the valid items
-    with their places (two lists, not a pair per item: one object fewer per item of a batch
-    for the garbage collector)."""
+    with their places."""
 
     results: builtins.list[ItemOutcome[Execution] | None]
-    places: builtins.list[int]
-    items: builtins.list[NewExecution]
+    valid: builtins.list[tuple[int, NewExecution]]
+
+    @property
+    def items(self) -> builtins.list[NewExecution]:
+        return [item for _, item in self.valid]
 
 
 class ExecutionService(TenantContext):
@@ -116,7 +118,7 @@ class ExecutionService(TenantContext):
             return await self._prepare_many(requests)
 
     async def _prepare_many(self, requests: Sequence[SubmitRequest]) -> PreparedBatch:
-        batch = PreparedBatch([None] * len(requests), [], [])
+        batch = PreparedBatch([None] * len(requests), [])
         cache: dict[tuple[str, int | None], Definition] = {}
         # One instant and one trace context for the whole call: its items are submitted
         # together (one statement, one span), and asking for each item cost more than its id.
@@ -128,8 +130,7 @@ class ExecutionService(TenantContext):
             except TickwheelError as exc:
                 batch.results[index] = ItemOutcome(Outcome.INVALID, error=exc)
             else:
-                batch.places.append(index)
-                batch.items.append(item)
+                batch.valid.append((index, item))
         return batch
 
     def settle_many(
@@ -138,7 +139,7 @@ class ExecutionService(TenantContext):
         """The second half: one outcome per request, in its order."""
         results = list(batch.results)
         _count_created(inserted)
-        for index, item, one in zip(batch.places, batch.items, inserted, strict=True):
+        for (index, item), one in zip(batch.valid, inserted, strict=True):
             try:
                 execution = _same_or_conflict(item, one.execution)
             except Conflict as exc:

@@ -28,7 +28,7 @@ class Outcome(StrEnum):
         return self is Outcome.CREATED
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class Written(Generic[T]):
     """A write that succeeded: the stored thing and whether this call created it (``CREATED``)
     or found it already there (``SAME``)."""
@@ -41,11 +41,10 @@ class Written(Generic[T]):
         return self.outcome.created
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class ItemOutcome(Generic[T]):
     """One item of a batch, which goes on when an item fails: ``value`` for ``CREATED`` and
-    ``SAME``, ``error`` (why nothing was written) for ``CONFLICT`` and ``INVALID``. Slotted, as
-    ``InsertOutcome``: no instance dictionary per item of a batch."""
+    ``SAME``, ``error`` (why nothing was written) for ``CONFLICT`` and ``INVALID``."""
 
     outcome: Outcome
     value: T | None = None

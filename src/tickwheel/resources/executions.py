@@ -6,7 +6,7 @@ from __future__ import annotations
 import uuid
 from datetime import datetime
 from operator import attrgetter
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt
 from pydantic.alias_generators import to_snake
@@ -150,58 +150,7 @@ class Execution(Resource):
         pydantic's validator, in Rust, takes them as they are, in about a sixth of the time of
         ``model_construct`` (a Python loop over the fields) and of a detour through the JSON
         shape (``execution_wire`` then ``from_wire``: instants formatted, then parsed back)."""
-        return built_execution(e)
-
-    @classmethod
-    def of_reference(cls, e: ExecutionRecord) -> Execution:
-        """``of`` through pydantic's validator (tests hold the two equal)."""
         return cls.model_validate(execution_fields(e))
-
-
-def built_execution(e: ExecutionRecord) -> Execution:
-    """``Execution.of_reference(e)`` without the validator: a record's values are the model's
-    already (a UUID, the status enum, aware datetimes; only its two dictionaries are copied, as
-    validation copies them), so the model is put together as ``model_construct`` does, in one
-    dictionary and without the validator's per-field work and its intermediate dictionary of
-    fields: what a batch of 1,000 answers cost in CPU and in allocations the garbage collector
-    then walks. A record of any other shape (a status read as text, say) is validated."""
-    if type(e.status) is not ExecutionStatus or type(e.execution_id) is not uuid.UUID:
-        return Execution.model_validate(execution_fields(e))
-    values = dict(zip(_MODEL_FIELDS, _model_values(e), strict=True))  # in field order
-    values["inputs"] = dict(values["inputs"])
-    if (error := values["error"]) is not None:
-        values["error"] = dict(error)
-    if e.progress is not None:
-        values["progress"] = Progress.of(e.progress)
-    if e.concurrency is not None:
-        values["concurrency"] = ConcurrencyGroup.of(e.concurrency)
-    fields_set = _ALWAYS_SET.copy()
-    for name in _OMITTED_WHEN_NONE:
-        if values[name] is not None:
-            fields_set.add(name)
-    return assembled(Execution, values, fields_set)
-
-
-def assembled(cls: type[_M], values: dict[str, Any], fields_set: set[str]) -> _M:
-    """What ``cls.model_construct(_fields_set=fields_set, **values)`` leaves, for a model without
-    extra fields, private attributes or a post-init (checked below), given every field's value
-    in field order."""
-    model = _new_object(cls)
-    _set(model, "__dict__", values)
-    _set(model, "__pydantic_fields_set__", fields_set)
-    _set(model, "__pydantic_extra__", None)
-    _set(model, "__pydantic_private__", None)
-    return model
-
-
-def _assemblable(cls: type[BaseModel]) -> bool:
-    """Whether ``assembled`` leaves what ``model_construct`` would for ``cls``."""
-    return (
-        cls.__pydantic_post_init__ is None
-        and not cls.__pydantic_root_model__
-        and not cls.__private_attributes__
-        and cls.model_config.get("extra") in (None, "ignore")
-    )
 
 
 def execution_fields(e: ExecutionRecord) -> dict[str, Any]:
@@ -228,12 +177,6 @@ _OMITTED_WHEN_NONE = frozenset(
     name for name, info in Execution.model_fields.items() if info.exclude_if is not None
 )
 """The fields the JSON leaves out when they have no value (``omitted_when_none``)."""
-_ALWAYS_SET = set(Execution.model_fields) - _OMITTED_WHEN_NONE
-_MODEL_FIELDS = tuple(Execution.model_fields)
-_model_values = attrgetter(*_MODEL_FIELDS)
-_M = TypeVar("_M", bound=BaseModel)
-_new_object = object.__new__
-_set = object.__setattr__
 
 
 def execution_wire(e: ExecutionRecord) -> dict[str, Any]:
@@ -353,7 +296,3 @@ class HistoryList(ItemList[HistoryEvent]):
 
 class BatchResult(ItemList[BatchItemResult]):
     """One result per submitted item, in the order given."""
-
-
-if not all(_assemblable(cls) for cls in (Execution, BatchItemResult)):
-    raise TypeError("a result model gained extra fields, private attributes or a post-init")

@@ -31,12 +31,10 @@ class StoredDefinition:
     """The tenant that registered it, or ``SHARED`` (''): the operator's shared registry."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class InsertOutcome:
     """``created`` is False when the (tenant, idempotency key) already named an execution; then
-    ``execution`` is that earlier one and the caller compares fingerprints. Slotted: a batch
-    makes one per item, and an instance dictionary each is one more object per item for the
-    garbage collector to walk."""
+    ``execution`` is that earlier one and the caller compares fingerprints."""
 
     execution: Execution
     created: bool

@@ -10,6 +10,8 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
+from pydantic import TypeAdapter
+
 from tickwheel.app.context import TenantContext
 from tickwheel.app.definition_cache import DefinitionCache
 from tickwheel.app.definitions import DefinitionService
@@ -28,7 +30,7 @@ from tickwheel.client.wire import (
 from tickwheel.domain.definitions import Definition
 from tickwheel.domain.models import Execution, ExecutionFilter
 from tickwheel.domain.submission import SubmitRequest
-from tickwheel.resources.executions import assembled, built_execution, execution_fields
+from tickwheel.resources.executions import execution_fields
 from tickwheel.store.protocol import StoredDefinition
 
 __all__ = ["MAX_PAGE", "InProcessTransport"]
@@ -148,34 +150,17 @@ class InProcessTransport(TenantContext):
 
 
 def item_result(item: ItemOutcome[Execution]) -> BatchItemResult:
-    """``BatchItemResult.from_wire(item_to_wire(item))``, without the JSON round and without
-    the validator (``item_result_reference``'s model: tests hold the two equal)."""
-    status = _ITEM_STATUS[item.outcome]
-    if item.error is not None:
-        exc = item.error
-        error = {"code": exc.code, "message": exc.message, "details": exc.details}
-        return assembled(
-            BatchItemResult,
-            {"status": status, "execution": None, "error": error},
-            {"status", "error"},
-        )
-    assert item.value is not None  # CREATED and SAME carry the execution
-    execution = built_execution(item.value)
-    return assembled(
-        BatchItemResult,
-        {"status": status, "execution": execution, "error": None},
-        {"status", "execution"},
-    )
+    """``BatchItemResult.from_wire(item_to_wire(item))``, without the JSON round."""
+    return BatchItemResult.model_validate(_result_fields(item))
 
 
 def item_results(items: Sequence[ItemOutcome[Execution]]) -> builtins.list[BatchItemResult]:
-    """``item_result`` of each: a batch's answers, each assembled from its record."""
-    return [item_result(item) for item in items]
+    """``item_result`` of each, validated in one call: a batch of 1,000 crossed into pydantic's
+    validator 1,000 times."""
+    return _RESULTS.validate_python([_result_fields(item) for item in items])
 
 
-def item_result_reference(item: ItemOutcome[Execution]) -> BatchItemResult:
-    """``item_result`` through pydantic's validator."""
-    return BatchItemResult.model_validate(_result_fields(item))
+_RESULTS = TypeAdapter(builtins.list[BatchItemResult])
 
 
 def _result_fields(item: ItemOutcome[Execution]) -> dict[str, Any]:

@@ -111,7 +111,8 @@ def insert_items(items: Sequence[NewExecution]) -> dict[str, str | None]:
     """The ``items`` and ``shared`` parameters of ``execution_insert``: one JSON array per item,
     positional in ``NewExecution``'s field order (the statement's), instants with their offset,
     and what every item of the batch has in common written once (``shared_columns``). For one
-    item, ``execution_insert_one``'s ``items``: its row whole.
+    item, ``execution_insert_one``'s parameters, one per column (``_one_params``; the JSON row
+    whole, for ``execution_insert``, when it cannot go so).
 
     The items of one batch share their instants (the batch's ``now`` is each one's creation
     and, unless it says otherwise, its ``executeAt``): each instant object is written once
