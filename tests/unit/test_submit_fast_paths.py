@@ -195,9 +195,9 @@ def test_each_item_is_in_the_bucket_of_its_own_instant() -> None:
 
 
 def test_a_bare_name_renamed_is_what_replace_would_make() -> None:
-    """with_uris copies a request named by a bare name through its ``__dict__``: every field
-    as ``dataclasses.replace`` gives it (the trace context too, which equality leaves out),
-    and the request given is left as it was."""
+    """with_uris copies a request named by a bare name field by field: every field as
+    ``dataclasses.replace`` gives it, in its order (the trace context too, which equality
+    leaves out), and the request given is left as it was."""
     traced = {"traceparent": "00-" + "1" * 32 + "-" + "2" * 16 + "-01"}
     given = [
         *REQUESTS,
@@ -208,5 +208,8 @@ def test_a_bare_name_renamed_is_what_replace_would_make() -> None:
         expected = dataclasses.replace(request, definition_uri=uri)
         assert renamed == expected and renamed.trace_context == expected.trace_context
         assert vars(renamed) == vars(expected)
+        assert list(vars(renamed)) == list(vars(expected))
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            renamed.priority = 1  # type: ignore[misc]
         if uri != request.definition_uri:
             assert renamed is not request and request.definition_uri != uri
