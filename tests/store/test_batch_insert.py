@@ -143,7 +143,7 @@ def test_the_insert_as_sent_fits_psycopgs_query_cache() -> None:
     submission's client CPU): the store sends it without its comment lines."""
     from psycopg import _queries
 
-    from tickwheel.store.postgres.rows import insert_statement
+    from tickwheel.store.postgres.rows import INSERT, INSERT_ONE
 
-    for count in (1, 2):
-        assert len(insert_statement(count).encode()) < _queries.MAX_CACHED_STATEMENT_LENGTH
+    for statement in (INSERT, INSERT_ONE):
+        assert len(statement.encode()) < _queries.MAX_CACHED_STATEMENT_LENGTH

@@ -40,12 +40,20 @@ def test_the_insert_lists_the_new_executions_fields_in_their_order(dialect: str)
 
 
 def test_postgres_inserts_one_item_into_the_same_columns() -> None:
-    assert insert_columns("postgres", "execution_insert_one") == insert_columns("postgres")
+    """A single item's statement takes a parameter per column, named after its field (the
+    spread ones after their column): each value goes into its field's column."""
+    columns = insert_columns("postgres", "execution_insert_one")
+    assert columns == insert_columns("postgres")
     sql = load_queries("tickwheel.store.postgres.sql")["execution_insert_one"]
-    select = sql[sql.index("SELECT") : sql.index("FROM jsonb_array_elements")]
-    positions = [int(p) for p in re.findall(r"item -{1,2}>{1,2} (\d+)", select)]
-    spread = sum(len(columns) for columns in SPREAD.values())
-    assert sorted(set(positions)) == list(range(len(NEW_EXECUTION) + spread))
+    values = sql[sql.index("VALUES (") + len("VALUES (") : sql.index("ON CONFLICT")]
+    entries = [e.strip() for e in values.rsplit(")", 1)[0].split(",")]
+    assert len(entries) == len(columns)
+    fields = {column(name): name for name, _ in NEW_EXECUTION}
+    fields |= {c: c for spread in SPREAD.values() for c in spread}
+    for col, entry in zip(columns, entries, strict=True):
+        if col in FILLED_BY_THE_INSERT:
+            continue
+        assert re.fullmatch(rf"%\({fields[col]}\)s::\w+", entry), (col, entry)
 
 
 def test_postgres_reads_each_item_at_the_fields_position() -> None:

@@ -4,18 +4,23 @@ on PostgreSQL the wake-ups travel inside the insert statement, for rows really i
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import AsyncIterator
 from datetime import timedelta, timezone
 
 import psycopg
 import pytest
 
-from tests.factories import T0, new_execution
+from tests.factories import T0, definition, new_execution
+from tickwheel.domain.ids import uuid7
+from tickwheel.domain.models import ExecutionFilter
 from tickwheel.domain.states import ExecutionStatus
+from tickwheel.domain.submission import SubmitRequest, prepare_execution
 from tickwheel.store.postgres.store import PostgresStore
 from tickwheel.store.protocol import Store
 
 PLUS_TWO = timezone(timedelta(hours=2))
+ANY = ExecutionFilter()
 
 
 async def test_an_insert_returns_the_row_it_stored(store: Store) -> None:
@@ -38,6 +43,43 @@ async def test_an_insert_returns_the_row_it_stored(store: Store) -> None:
             assert at.utcoffset() == timedelta(0)
     [repeat] = await store.execution_insert_many([new_execution(key="due", now=now)])
     assert not repeat.created and repeat.execution == outcomes[0].execution
+
+
+async def test_a_single_insert_stores_every_column_as_the_batch_does(store: Store) -> None:
+    """One item goes as a parameter per column (PostgreSQL), a batch as JSON rows: each item
+    with every optional column set, or an uncommon key, reads back as the row it returned, and
+    on PostgreSQL a key it cannot store (NUL, a lone surrogate) is refused, nothing stored."""
+    now = T0.astimezone(PLUS_TWO)
+    limited = definition(concurrency={"key": "${{ inputs.name }}", "limit": 2, "order": "none"})
+    trace = {"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}
+    request = SubmitRequest(
+        definition_uri="registry://jobs/greet",
+        inputs={"name": "Zoë", "times": 3},
+        execute_at=now + timedelta(minutes=3),
+        priority=-7,
+        idempotency_key="clé-1",
+        start_by=now + timedelta(hours=1),
+        deadline=now + timedelta(hours=2),
+    )
+    full = prepare_execution(request, limited, "acme", now, trace)
+    for item in (full, new_execution(key="plain", now=now), new_execution(now=now)):
+        [outcome] = await store.execution_insert_many([item])
+        assert outcome.created
+        assert outcome.execution == await store.execution_get("acme", item.execution_id)
+    stored = await store.execution_get("acme", full.execution_id)
+    assert stored is not None and stored.concurrency == full.concurrency
+    assert (stored.trace_context, stored.start_by) == (trace, full.start_by)
+    [again] = await store.execution_insert_many(
+        [dataclasses.replace(full, execution_id=uuid7(now))]
+    )
+    assert not again.created and again.execution == stored
+    if not isinstance(store, PostgresStore):  # SQLite stores such text as it is
+        return
+    for bad in ("a\x00b", "a\ud800b"):
+        with pytest.raises(Exception):  # noqa: B017 - the backend's own refusal
+            await store.execution_insert_many([new_execution(key=bad, now=now)])
+        stored_keys = {e.idempotency_key for e in await store.execution_list("acme", ANY, None, 50)}
+        assert stored_keys == {"clé-1", "plain", None}
 
 
 @pytest.fixture

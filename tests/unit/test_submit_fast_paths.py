@@ -6,6 +6,7 @@ validated in one call. Each pair is compared over shapes that take every branch.
 from __future__ import annotations
 
 import dataclasses
+import json
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
@@ -26,10 +27,12 @@ from tickwheel.domain.submission import (
     prepare_execution,
 )
 from tickwheel.store.postgres.rows import (
+    INSERT_ONE,
     execution_from_new,
     execution_from_new_reference,
     insert_items,
     insert_items_reference,
+    insert_statement,
 )
 
 PARIS = timezone(timedelta(hours=1))
@@ -122,6 +125,27 @@ def test_the_insert_rows_are_the_reference_rows() -> None:
     batch = items()
     assert insert_items(batch) == insert_items_reference(batch)
     assert insert_items(batch[2:]) == insert_items_reference(batch[2:])
+    for one in batch:  # a single item: a text parameter per column
+        params = insert_items([one])
+        assert params == insert_items_reference([one])
+        assert "items" not in params and insert_statement(params) is INSERT_ONE
+
+
+@pytest.mark.parametrize(
+    ("key", "typed"),
+    [("k-1", True), ("clé-é", True), ("a\x00b", False), ("a\ud800b", False)],
+)
+def test_a_single_item_that_libpq_cannot_take_as_text_goes_as_json(key: str, typed: bool) -> None:
+    """A NUL would cut a text parameter short and a lone surrogate has no UTF-8: such an item
+    is sent as the JSON row (the server refuses it there, as it always did)."""
+    [one] = items()[:1]
+    item = dataclasses.replace(one, idempotency_key=key)
+    params = insert_items([item])
+    assert params == insert_items_reference([item])
+    assert (insert_statement(params) is INSERT_ONE) is typed
+    if not typed:  # the batch statement's shape, nothing shared: the row whole
+        assert json.loads(params["items"])[0][8] == key
+        assert set(json.loads(params["shared"])) == {None}
 
 
 def test_an_execution_from_its_item_is_the_reference_execution() -> None:
@@ -171,9 +195,9 @@ def test_each_item_is_in_the_bucket_of_its_own_instant() -> None:
 
 
 def test_a_bare_name_renamed_is_what_replace_would_make() -> None:
-    """with_uris copies a request named by a bare name through its ``__dict__``: every field
-    as ``dataclasses.replace`` gives it (the trace context too, which equality leaves out),
-    and the request given is left as it was."""
+    """with_uris copies a request named by a bare name field by field: every field as
+    ``dataclasses.replace`` gives it, in its order (the trace context too, which equality
+    leaves out), and the request given is left as it was."""
     traced = {"traceparent": "00-" + "1" * 32 + "-" + "2" * 16 + "-01"}
     given = [
         *REQUESTS,
@@ -184,5 +208,8 @@ def test_a_bare_name_renamed_is_what_replace_would_make() -> None:
         expected = dataclasses.replace(request, definition_uri=uri)
         assert renamed == expected and renamed.trace_context == expected.trace_context
         assert vars(renamed) == vars(expected)
+        assert list(vars(renamed)) == list(vars(expected))
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            renamed.priority = 1  # type: ignore[misc]
         if uri != request.definition_uri:
             assert renamed is not request and request.definition_uri != uri

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import uuid
 from collections.abc import Iterable
 from datetime import datetime
+from operator import attrgetter
 from pathlib import Path
 from typing import Any, Unpack
 
@@ -73,13 +75,24 @@ def with_uris(requests: Iterable[SubmitRequest]) -> list[SubmitRequest]:
 
 
 def _renamed(request: SubmitRequest, uri: str) -> SubmitRequest:
-    """``dataclasses.replace(request, definition_uri=uri)`` in a sixth of its time (1.2 against
-    6.8 µs; a batch of bare names pays it per item): the instance dictionary copied, the name
-    replaced. What ``replace`` adds is ``__init__`` and ``__post_init__``, and a
-    ``SubmitRequest`` has no ``__post_init__`` and keeps a ``__dict__`` (checked below)."""
-    renamed: SubmitRequest = object.__new__(SubmitRequest)
-    renamed.__dict__.update(request.__dict__, definition_uri=uri)
+    """``dataclasses.replace(request, definition_uri=uri)`` in a fraction of its time (a batch of
+    bare names pays it per item): each field set as ``__init__`` sets it, the name replaced.
+    What ``replace`` adds is ``__init__`` and ``__post_init__``, and a ``SubmitRequest`` has no
+    ``__post_init__`` (checked below). Not through the instance dictionaries: reading a
+    request's ``__dict__`` makes one for it (Python keeps an instance's attributes without one
+    until asked), and writing the copy's made a second, two objects more per item of a batch
+    that outlive it and that the garbage collector then walks (over 60 batches of 1,000:
+    client CPU per item 29-30 against 31.5 µs, full collections 13 against 14)."""
+    renamed: SubmitRequest = _new(SubmitRequest)
+    for name, value in zip(_FIELDS, _values(request), strict=True):
+        _set(renamed, name, uri if name == "definition_uri" else value)
     return renamed
+
+
+_FIELDS = tuple(f.name for f in dataclasses.fields(SubmitRequest))
+_values = attrgetter(*_FIELDS)
+_new = object.__new__
+_set = object.__setattr__
 
 
 if hasattr(SubmitRequest, "__post_init__") or hasattr(SubmitRequest, "__slots__"):

@@ -55,7 +55,7 @@ class PostgresCallerInsert:
         if not self.items:
             return []
         with connection.cursor(row_factory=dict_row) as cursor:
-            cursor.execute(insert_statement(len(self.items)), self.params)
+            cursor.execute(insert_statement(self.params), self.params)
             created = {r["execution_id"] for r in cursor.fetchall()}
             missing = self._missing(created)
             existing = []
@@ -73,7 +73,7 @@ class PostgresCallerInsert:
         if not self.items:
             return []
         async with connection.cursor(row_factory=dict_row) as cursor:
-            await cursor.execute(insert_statement(len(self.items)), self.params)
+            await cursor.execute(insert_statement(self.params), self.params)
             created = {r["execution_id"] for r in await cursor.fetchall()}
             missing = self._missing(created)
             existing = []

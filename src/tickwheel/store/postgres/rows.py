@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from operator import attrgetter
 from typing import Any
@@ -107,18 +107,21 @@ def key_pairs(items: Iterable[NewExecution]) -> str:
     return _COMPACT.encode(list(pairs))
 
 
-def insert_items(items: Sequence[NewExecution]) -> dict[str, str]:
+def insert_items(items: Sequence[NewExecution]) -> dict[str, str | None]:
     """The ``items`` and ``shared`` parameters of ``execution_insert``: one JSON array per item,
     positional in ``NewExecution``'s field order (the statement's), instants with their offset,
     and what every item of the batch has in common written once (``shared_columns``). For one
-    item, ``execution_insert_one``'s ``items``: its row whole.
+    item, ``execution_insert_one``'s parameters, one per column (``_one_params``; the JSON row
+    whole, for ``execution_insert``, when it cannot go so).
 
     The items of one batch share their instants (the batch's ``now`` is each one's creation
     and, unless it says otherwise, its ``executeAt``): each instant object is written once
     (kept by identity, so two equal instants with different offsets are still each written as
     given; every item is alive until the end, so no identity is reused meanwhile)."""
-    if len(items) == 1:  # execution_insert_one: the row whole, the limit's columns if any
-        return {"items": _COMPACT.encode([_one_row(items[0], {})])}
+    if len(items) == 1:  # execution_insert_one: a text parameter per column
+        params = _one_params(items[0])
+        if params is not None:
+            return params
     rows = []
     written: dict[int, str] = {}
     for item in items:
@@ -127,6 +130,64 @@ def insert_items(items: Sequence[NewExecution]) -> dict[str, str]:
             row += _NO_GROUP
         rows.append(row)
     return shared_columns(rows)
+
+
+def _one_params(item: NewExecution) -> dict[str, str | None] | None:
+    """``execution_insert_one``'s parameters for ``item``: each column's value as the text the
+    statement casts (what ``_one_row`` writes into the JSON row, the JSON values as JSON); None
+    when a text value could not be sent as a libpq text parameter as it is (a NUL would cut it
+    short, a lone surrogate has no UTF-8): such an item takes the JSON statement, whose answer
+    (the server's refusal) stays what it was."""
+    group = item.concurrency
+    texts: tuple[str | None, ...] = (
+        item.tenant,
+        item.definition_uri,
+        item.idempotency_key,
+        item.request_fingerprint,
+    )
+    if group is not None:
+        texts += (group.key, group.order)
+    for text in texts:
+        if text is not None and not _sendable(text):
+            return None
+    trace = item.trace_context
+    start_by, deadline = item.start_by, item.deadline
+    return {
+        "execution_id": str(item.execution_id),
+        "tenant": item.tenant,
+        "definition_uri": item.definition_uri,
+        "definition_version": str(item.definition_version),
+        "inputs": _COMPACT.encode(item.inputs),
+        "execute_at": _iso(item.execute_at),
+        "bucket_start": _iso(item.bucket_start),
+        "shard_id": str(item.shard_id),
+        "idempotency_key": item.idempotency_key,
+        "request_fingerprint": item.request_fingerprint,
+        "status": str(item.status),
+        "priority": str(item.priority),
+        "max_attempts": str(item.max_attempts),
+        "created_at": _iso(item.created_at),
+        "trace_context": None if trace is None else _COMPACT.encode(trace),
+        "start_by": None if start_by is None else _iso(start_by),
+        "deadline": None if deadline is None else _iso(deadline),
+        "concurrency_key": None if group is None else group.key,
+        "concurrency_limit": None if group is None else str(group.limit),
+        "concurrency_order": None if group is None else group.order,
+    }
+
+
+def _sendable(text: str) -> bool:
+    """Whether ``text`` goes as a text parameter unchanged: no NUL, valid UTF-8 (ASCII, the
+    common case, is known without encoding)."""
+    if "\x00" in text:
+        return False
+    if text.isascii():
+        return True
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _one_row(item: NewExecution, written: dict[int, str]) -> list[Any]:
@@ -154,12 +215,13 @@ _NO_GROUP = (None, None, None)
 _WIDTH = len(NEW_EXECUTION) + len(_NO_GROUP)
 
 
-def insert_statement(count: int) -> str:
-    """The statement for ``insert_items`` of ``count`` items, as sent."""
-    return INSERT_ONE if count == 1 else INSERT
+def insert_statement(params: Mapping[str, Any]) -> str:
+    """The statement for ``insert_items``'s parameters, as sent: a single item's own, or the
+    JSON rows' (a batch's, and a single item that ``_one_params`` sends as JSON)."""
+    return INSERT if "items" in params else INSERT_ONE
 
 
-def shared_columns(rows: list[list[Any]]) -> dict[str, str]:
+def shared_columns(rows: list[list[Any]]) -> dict[str, str | None]:
     """``rows`` (of equal length) as ``execution_insert``'s two parameters: ``shared``, the
     value of each column that is the same in every row (``null`` for the others), and ``items``,
     the rows with those columns written ``null`` and the trailing ones left off. The statement
@@ -187,9 +249,11 @@ def shared_columns(rows: list[list[Any]]) -> dict[str, str]:
     }
 
 
-def insert_items_reference(items: Sequence[NewExecution]) -> dict[str, str]:
+def insert_items_reference(items: Sequence[NewExecution]) -> dict[str, str | None]:
     """``insert_items`` field by field through the column kinds' conversions (tests hold the two
     equal)."""
+    if len(items) == 1 and (params := _one_params_reference(items[0])) is not None:
+        return params
     rows = []
     for item in items:
         row = [
@@ -199,10 +263,40 @@ def insert_items_reference(items: Sequence[NewExecution]) -> dict[str, str]:
         group = item.concurrency
         if group is not None:
             row += [group.key, group.limit, group.order]
-        elif len(items) > 1:
+        else:
             row += [None] * 3
         rows.append(row)
-    return {"items": _COMPACT.encode(rows)} if len(rows) == 1 else shared_columns(rows)
+    return shared_columns(rows)
+
+
+def _one_params_reference(item: NewExecution) -> dict[str, str | None] | None:
+    """``_one_params`` through the column kinds: each field's text (JSON for the JSON kinds)."""
+    group = item.concurrency
+    params: dict[str, str | None] = {}
+    for name, kind in NEW_EXECUTION:
+        value = getattr(item, name)
+        if value is None:
+            params[name] = None
+        elif kind in (Kind.JSON, Kind.OBJECT):
+            params[name] = _COMPACT.encode(value)
+        elif kind in (Kind.INSTANT, Kind.OPTIONAL_INSTANT):
+            params[name] = _iso(value)
+        else:
+            params[name] = str(value)
+    params["concurrency_key"] = group.key if group else None
+    params["concurrency_limit"] = str(group.limit) if group else None
+    params["concurrency_order"] = group.order if group else None
+    texts = [v for n, v in params.items() if n not in ("inputs", "trace_context")]
+    for text in texts:
+        if text is None:
+            continue
+        try:
+            text.encode()
+        except UnicodeEncodeError:
+            return None
+        if "\x00" in text:
+            return None
+    return params
 
 
 # The conversions of each column kind (store/execution_columns.py); any other is taken as is.

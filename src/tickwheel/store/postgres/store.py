@@ -184,13 +184,14 @@ class PostgresStore(
             "notify": self._signals.insert_notifications(statuses, due),
         }
         rows: list[Any] | None = None
-        if len(items) == 1 and self._lane is not None:
+        statement = insert_statement(params)
+        if statement is INSERT_ONE and self._lane is not None:
             # One execution: on the lane's connection unless it is busy (submit_lane.py).
             rows = await self._lane.run(params)
         if rows is None:
             async with self._pool.connection() as conn:
                 cursor = conn.cursor(row_factory=tuple_row)
-                await cursor.execute(insert_statement(len(items)), params)
+                await cursor.execute(statement, params)
                 rows = await cursor.fetchall()
         if len(rows) == len(items):
             # Every item was inserted (each id returned is one of the items', all distinct):

@@ -87,9 +87,10 @@ notified AS (
 SELECT inserted.execution_id, (SELECT count(*) FROM notified) AS notifications FROM inserted;
 
 -- name: execution_insert_one
--- execution_insert for a single submission (the statement as it was before the batch's shared
--- columns: nothing to share, and a smaller statement to parse, plan and run). rows.insert_items
--- writes its one row whole; the wake-up rides in it the same way.
+-- execution_insert for a single submission: each column its own parameter, sent as text and
+-- cast once (rows.insert_items), no JSON row to parse and unpack (jsonb_in, twenty ->> and
+-- five casts of a row's fields cost the server about a tenth of a single submission). The
+-- wake-up rides in it as in the batch's.
 WITH inserted AS (
     INSERT INTO executions (
         execution_id, tenant, definition_uri, definition_version, input_snapshot, execute_at,
@@ -97,16 +98,17 @@ WITH inserted AS (
         attempt_count, max_attempts, ready_at, created_at, updated_at, trace_context,
         start_by, deadline, concurrency_key, concurrency_limit, concurrency_order
     )
-    SELECT
-        (item ->> 0)::uuid, item ->> 1, item ->> 2, (item ->> 3)::integer, item -> 4,
-        (item ->> 5)::timestamptz, (item ->> 6)::timestamptz, (item ->> 7)::smallint,
-        item ->> 8, item ->> 9, item ->> 10, (item ->> 11)::integer,
-        0, (item ->> 12)::integer,
-        CASE WHEN item ->> 10 = 'READY' THEN (item ->> 13)::timestamptz END,
-        (item ->> 13)::timestamptz, (item ->> 13)::timestamptz, nullif(item -> 14, 'null'),
-        (item ->> 15)::timestamptz, (item ->> 16)::timestamptz,
-        item ->> 17, (item ->> 18)::integer, item ->> 19
-    FROM jsonb_array_elements(%(items)s::jsonb) AS batch (item)
+    VALUES (
+        %(execution_id)s::uuid, %(tenant)s::text, %(definition_uri)s::text,
+        %(definition_version)s::integer, %(inputs)s::jsonb, %(execute_at)s::timestamptz,
+        %(bucket_start)s::timestamptz, %(shard_id)s::smallint, %(idempotency_key)s::text,
+        %(request_fingerprint)s::text, %(status)s::text, %(priority)s::integer,
+        0, %(max_attempts)s::integer,
+        CASE WHEN %(status)s::text = 'READY' THEN %(created_at)s::timestamptz END,
+        %(created_at)s::timestamptz, %(created_at)s::timestamptz, %(trace_context)s::jsonb,
+        %(start_by)s::timestamptz, %(deadline)s::timestamptz,
+        %(concurrency_key)s::text, %(concurrency_limit)s::integer, %(concurrency_order)s::text
+    )
     ON CONFLICT DO NOTHING
     RETURNING execution_id, status
 ),
