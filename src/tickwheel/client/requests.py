@@ -14,6 +14,7 @@ from typing import Any, Unpack
 from tickwheel.domain.concurrency import ConcurrencySpec, spec_of
 from tickwheel.domain.definition_files import format_from_filename
 from tickwheel.domain.definition_refs import to_uri
+from tickwheel.domain.fast_init import fillable
 from tickwheel.domain.submission import SubmitOptions, SubmitRequest
 
 ExecutionRef = uuid.UUID | str
@@ -94,9 +95,7 @@ _values = attrgetter(*_FIELDS)
 _new = object.__new__
 _set = object.__setattr__
 
-
-if hasattr(SubmitRequest, "__post_init__") or hasattr(SubmitRequest, "__slots__"):
-    raise TypeError("SubmitRequest gained a __post_init__ or __slots__: copy it with replace")
+fillable(SubmitRequest)
 
 
 def document_source(

@@ -17,6 +17,7 @@ from tickwheel.domain.concurrency import Concurrency, ConcurrencySpec, evaluate
 from tickwheel.domain.definition_refs import URI_RULE, name_of, versioned
 from tickwheel.domain.definitions import Definition, validate_values
 from tickwheel.domain.errors import ErrorList, FieldError, InvalidInput
+from tickwheel.domain.fast_init import fillable, filled
 from tickwheel.domain.ids import uuid7
 from tickwheel.domain.jsonvalues import VERSION_MAX, problems
 from tickwheel.domain.sharding import bucket_start, shard_id
@@ -288,14 +289,10 @@ def _new_execution(fields: dict[str, Any]) -> NewExecution:
     item cost. Its instance dictionary is filled in one step instead: what ``__init__`` leaves,
     as long as the class keeps a ``__dict__`` and has no ``__post_init__`` (checked below), and
     every field is given (``tests/unit/test_submit_fast_paths.py``)."""
-    item = _new(NewExecution)
-    item.__dict__.update(fields)
-    return item
+    return filled(NewExecution, fields)
 
 
-_new = object.__new__
-if hasattr(NewExecution, "__post_init__") or hasattr(NewExecution, "__slots__"):
-    raise TypeError("NewExecution gained a __post_init__ or __slots__: make it through __init__")
+fillable(NewExecution)
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _last_bucket = (_EPOCH, _EPOCH)  # (an instant, its bucket)

@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from tickwheel.domain.concurrency import Concurrency
+from tickwheel.domain.fast_init import filled
 from tickwheel.domain.jsonvalues import readable_object
 from tickwheel.domain.models import Execution
 from tickwheel.domain.states import ExecutionStatus
@@ -82,8 +83,8 @@ def claimed_from_row(r: Sequence[Any], worker_id: str) -> Execution:
     instants a claim always sets (its lease, its start, its update) are never NULL. Converting
     an instant to UTC is free when the session's TimeZone is UTC, as every pool's
     is (``pool.SESSION_UTC``): ``astimezone`` then returns the value itself."""
-    execution: Execution = object.__new__(Execution)
-    execution.__dict__.update(
+    return filled(
+        Execution,
         {
             "execution_id": r[0],
             "tenant": r[1],
@@ -122,9 +123,8 @@ def claimed_from_row(r: Sequence[Any], worker_id: str) -> Execution:
                 if r[24] is None
                 else Concurrency(r[23] or "", r[24], "none" if r[25] == "none" else "fifo")
             ),
-        }
+        },
     )
-    return execution
 
 
 def _check_claimed_decoder() -> None:

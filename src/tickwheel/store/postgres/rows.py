@@ -16,6 +16,7 @@ from psycopg.types.json import Jsonb, set_json_loads
 
 from tickwheel.domain.concurrency import Concurrency, Order
 from tickwheel.domain.definitions import definition_from_document
+from tickwheel.domain.fast_init import fillable, filled
 from tickwheel.domain.jsonvalues import load_readable, readable_object
 from tickwheel.domain.models import (
     ApiKey,
@@ -361,9 +362,7 @@ def execution_from_new(item: NewExecution) -> Execution:
     created = values["created_at"]
     values["updated_at"] = created
     values["ready_at"] = created if item.status is _READY else None
-    execution = object.__new__(Execution)
-    execution.__dict__.update(values)
-    return execution
+    return filled(Execution, values)
 
 
 def execution_from_new_reference(item: NewExecution) -> Execution:
@@ -448,8 +447,7 @@ def _execution_decoder() -> Callable[[Row], Execution]:
     instance's ``__dict__`` filled in one step, it is about 5.
     That is exactly what the dataclass's own ``__init__`` leaves behind, as long as ``Execution``
     keeps a ``__dict__`` and has no ``__post_init__`` (checked here, once)."""
-    if hasattr(Execution, "__post_init__") or hasattr(Execution, "__slots__"):
-        raise TypeError("Execution gained a __post_init__ or __slots__: decode it through __init__")
+    fillable(Execution)
     fields = [name for name, _ in EXECUTION]
     if sorted([*fields, "concurrency"]) != sorted(f.name for f in dataclasses.fields(Execution)):
         raise TypeError("the decoded fields are not Execution's")
