@@ -22,11 +22,11 @@ from tickwheel.store.postgres.notify import Signals
 from tickwheel.store.postgres.rows import (
     execution_from_new,
     execution_from_row,
+    in_lock_order,
     insert_items,
     insert_outcomes,
     insert_statement,
     key_pairs,
-    lock_order,
 )
 from tickwheel.store.protocol import InsertOutcome
 from tickwheel.store.sqlfile import load_queries
@@ -40,7 +40,7 @@ class PostgresCallerInsert:
         statuses = {i.status for i in items}
         due = hint_pairs(items) if ExecutionStatus.SCHEDULED in statuses else []
         self.params: dict[str, Any] = {
-            **insert_items(sorted(items, key=lock_order)),
+            **insert_items(in_lock_order(items)),
             "notify": signals.insert_notifications(statuses, due),
         }
 

@@ -99,6 +99,11 @@ def lock_order(item: NewExecution) -> tuple[str, str]:
     return item.tenant, item.idempotency_key or ""
 
 
+def in_lock_order(items: Sequence[NewExecution]) -> Sequence[NewExecution]:
+    """``items`` as every insert path writes them (``lock_order``); one item as it is."""
+    return items if len(items) < 2 else sorted(items, key=lock_order)
+
+
 def key_pairs(items: Iterable[NewExecution]) -> str:
     """The ``pairs`` parameter of ``execution_get_by_key``: each item's (tenant, idempotency key)
     once, as a JSON array of arrays (items without a key left out)."""

@@ -42,13 +42,13 @@ from tickwheel.store.postgres.rows import (
     INSERT_ONE,
     execution_from_new,
     execution_from_row,
+    in_lock_order,
     insert_items,
     insert_outcomes,
     insert_statement,
     jsonb,
     key_pairs,
     like_prefix,
-    lock_order,
     opt_aware,
     require_aware,
 )
@@ -180,7 +180,7 @@ class PostgresStore(
         statuses = {i.status for i in items}
         due = hint_pairs(items) if ExecutionStatus.SCHEDULED in statuses else []
         params: dict[str, Any] = {
-            **insert_items(sorted(items, key=lock_order) if len(items) > 1 else items),
+            **insert_items(in_lock_order(items)),
             "notify": self._signals.insert_notifications(statuses, due),
         }
         rows: list[Any] | None = None
