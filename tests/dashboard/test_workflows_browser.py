@@ -136,6 +136,9 @@ def test_a_run_graph_changes_state_live(gated: tuple[ServerProcess, Path], tmp_p
             assert "v1" in row and "4" in row
             page.screenshot(path=str(tmp_path / "workflows.png"), full_page=True)
             page.click("a[aria-label='Runs of gated-diamond']")
+            # count() does not wait: the click only starts the navigation.
+            page.wait_for_url(server.url + "/dashboard/workflows/runs?workflow=gated-diamond")
+            page.wait_for_selector("#runs tr[data-run]")
             assert page.locator("#runs tr[data-run]").count() == 1
             page.screenshot(path=str(tmp_path / "workflow-runs.png"), full_page=True)
             page.click(f"a[aria-label='Run {run_id}']")
