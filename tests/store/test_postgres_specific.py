@@ -557,8 +557,8 @@ async def test_a_tenants_listing_reads_one_ordered_page_per_status(
         "execute_to": None,
         "limit": 11,
     }
-    unfiltered = list_merged(tuple(ExecutionStatus))
-    failed = list_merged((ExecutionStatus.FAILED, ExecutionStatus.READY))
+    unfiltered = list_merged(frozenset(ExecutionStatus))
+    failed = list_merged(frozenset({ExecutionStatus.FAILED, ExecutionStatus.READY}))
     async with await psycopg.AsyncConnection.connect(pg_url, autocommit=True) as conn:
         await conn.execute("ANALYZE executions")
         plans = []

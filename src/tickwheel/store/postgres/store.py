@@ -75,9 +75,9 @@ costs nothing per statement; `SET LOCAL` in a pipelined transaction cost 0.7 ms 
 
 
 @functools.cache
-def list_merged(statuses: tuple[ExecutionStatus, ...]) -> str:
-    """execution_list_merged with one page per status of ``statuses`` (in the enum's order, so
-    that a filter gives one text whatever order it lists them in)."""
+def list_merged(statuses: frozenset[ExecutionStatus]) -> str:
+    """execution_list_merged with one page per status of ``statuses``, in the enum's order (one
+    text per set of statuses, so psycopg prepares each once)."""
     pages = []
     for status in ExecutionStatus:
         if status in statuses:
@@ -252,7 +252,7 @@ class PostgresStore(
         else:
             # No (tenant, execution_id) index: one ordered page per status, merged
             # (execution_list_merged, migration 0021).
-            merged = list_merged(flt.statuses or tuple(ExecutionStatus))
+            merged = list_merged(frozenset(flt.statuses or ExecutionStatus))
             async with self._pool.connection() as conn:
                 rows = await (await conn.execute(merged, params)).fetchall()
         return [execution_from_row(r) for r in rows]
