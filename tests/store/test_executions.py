@@ -84,6 +84,55 @@ async def test_list_is_newest_first_with_keyset_paging_and_filters(store: Store)
     assert await store.execution_list("acme", by_def, None, 100) == []
 
 
+async def test_list_pages_newest_first_across_statuses_and_filters(store: Store) -> None:
+    """Rows of every status interleaved by id: a page is the newest across all of them (or
+    across the statuses asked for), and keyset paging walks each exactly once. (PostgreSQL reads
+    one ordered page per status and merges them, migration 0021.)"""
+    items = [
+        new_execution(key=f"k{i}", execute_in=None if i % 3 else 600, now=T0) for i in range(12)
+    ]
+    await store.execution_insert_many(items)
+    claimed = await store.execution_claim_ready("w1", 3, timedelta(seconds=30), T0)
+    cancelled = [i for i in items if i.execution_id not in {c.execution_id for c in claimed}][:2]
+    for item in cancelled:
+        assert await store.execution_cancel("acme", item.execution_id, T0) is not None
+    everything = await store.execution_list("acme", ExecutionFilter(), None, 100)
+    assert {e.status for e in everything} == {
+        ExecutionStatus.SCHEDULED,
+        ExecutionStatus.READY,
+        ExecutionStatus.RUNNING,
+        ExecutionStatus.CANCELLED,
+    }
+    ids = sorted((i.execution_id for i in items), reverse=True)
+    assert [e.execution_id for e in everything] == ids
+
+    async def walk(flt: ExecutionFilter, size: int) -> list[uuid.UUID]:
+        seen: list[uuid.UUID] = []
+        before = None
+        while page := await store.execution_list("acme", flt, before, size):
+            assert len(page) <= size
+            seen += [e.execution_id for e in page]
+            before = page[-1].execution_id
+        return seen
+
+    assert await walk(ExecutionFilter(), 5) == ids
+    two = (ExecutionStatus.RUNNING, ExecutionStatus.SCHEDULED)
+    wanted = [e.execution_id for e in everything if e.status in two]
+    assert await walk(ExecutionFilter(statuses=two), 2) == wanted
+    assert await walk(ExecutionFilter(statuses=tuple(reversed(two))), 3) == wanted
+    by_key = ExecutionFilter(statuses=two, idempotency_key_prefix="k1")  # k1, k10, k11
+    assert await walk(by_key, 1) == [
+        e.execution_id
+        for e in everything
+        if e.status in two and e.idempotency_key in {"k1", "k10", "k11"}
+    ]
+    exact = await store.execution_list("acme", ExecutionFilter(idempotency_key="k4"), None, 9)
+    assert [e.execution_id for e in exact] == [items[4].execution_id]
+    by_def = ExecutionFilter(definition_uri=items[0].definition_uri, statuses=two)
+    assert await walk(by_def, 2) == wanted
+    assert await walk(ExecutionFilter(statuses=(ExecutionStatus.FAILED,)), 4) == []
+
+
 async def test_cancel_is_guarded_by_status(store: Store) -> None:
     item = new_execution(execute_in=30)
     await store.execution_insert_many([item])

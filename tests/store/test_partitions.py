@@ -101,7 +101,6 @@ async def test_enable_on_a_populated_table_keeps_every_row_and_every_query(fresh
         "executions_running_lease",
         "executions_start_by",
         "executions_tenant_definition",
-        "executions_tenant_list",
         "executions_tenant_status",
     ]
 

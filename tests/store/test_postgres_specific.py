@@ -20,11 +20,11 @@ from psycopg import _queries
 from tests.conftest import PG_ADMIN_URL
 from tests.factories import T0, definition, new_execution
 from tickwheel.domain.concurrency import ConcurrencySpec
-from tickwheel.domain.models import Execution, ExecutionEventKind
+from tickwheel.domain.models import Execution, ExecutionEventKind, ExecutionFilter
 from tickwheel.domain.states import AttemptStatus, ExecutionStatus
 from tickwheel.domain.submission import SubmitRequest, prepare_execution
 from tickwheel.store.migrate import load_migrations
-from tickwheel.store.postgres.store import MIGRATIONS, PostgresStore, Q
+from tickwheel.store.postgres.store import MIGRATIONS, PostgresStore, Q, list_merged
 from tickwheel.store.protocol import AttemptResult
 
 pytestmark = pytest.mark.postgres
@@ -532,3 +532,77 @@ async def test_a_dense_herds_promotion_by_id_reads_only_its_rows(
     assert read == {"executions_pkey": len(ids)}, plan
     promoted = await store.execution_promote_ids(ids, list(range(6)), now)
     assert set(promoted.moved) == set(ids)
+
+
+async def test_a_tenants_listing_reads_one_ordered_page_per_status(
+    open_pg: OpenStore, pg_url: str
+) -> None:
+    """Without (tenant, execution_id) (migration 0021), a tenant's listing is one page of each
+    status asked for, each read newest first from executions_tenant_status: no sort of the
+    tenant's rows, whatever it holds, and a status filter reads only its own range."""
+    store = await open_pg(1)
+    crowd = [new_execution("initech", execute_in=None if n % 4 else 600) for n in range(6_000)]
+    for start in range(0, len(crowd), 2_000):
+        await store.execution_insert_many(crowd[start : start + 2_000])
+    few = [new_execution("acme", execute_in=None if n % 2 else 600) for n in range(40)]
+    await store.execution_insert_many(few)
+    params = {
+        "tenant": "acme",
+        "before": None,
+        "statuses": None,
+        "definition_uri": None,
+        "idempotency_key": None,
+        "key_like": None,
+        "execute_from": None,
+        "execute_to": None,
+        "limit": 11,
+    }
+    unfiltered = list_merged(frozenset(ExecutionStatus))
+    failed = list_merged(frozenset({ExecutionStatus.FAILED, ExecutionStatus.READY}))
+    async with await psycopg.AsyncConnection.connect(pg_url, autocommit=True) as conn:
+        await conn.execute("ANALYZE executions")
+        plans = []
+        for sql in (unfiltered, failed):
+            cursor = await conn.execute("EXPLAIN (FORMAT JSON) " + sql, params)
+            [(plan,)] = await cursor.fetchall()
+            plans.append(plan)
+    for plan, pages in zip(plans, (len(ExecutionStatus), 2), strict=True):
+        scans = list(_scans(plan[0]["Plan"]))
+        assert scans == [("Index Scan", "executions", "executions_tenant_status")] * pages, plan
+        assert '"Sort"' not in json.dumps(plan), plan
+    listed = await store.execution_list("acme", ExecutionFilter(), None, 100)
+    assert [e.execution_id for e in listed] == sorted((e.execution_id for e in few), reverse=True)
+
+
+async def test_deleting_executions_deletes_their_attempt_rows(
+    open_pg: OpenStore, pg_url: str
+) -> None:
+    """The attempts' foreign key became a delete trigger (migration 0021): the retention
+    pruner's DELETE still takes the attempt rows with it, and a TRUNCATE of executions empties
+    attempts. (attempt_list joins its execution, so it could not see a row left behind.)"""
+    store = await open_pg(1)
+    await store.execution_insert_many([new_execution(key=f"k{n}") for n in range(4)])
+    claimed = await store.execution_claim_ready("w1", 4, LEASE)
+    results = [
+        AttemptResult(
+            e.execution_id,
+            e.fencing_token or 0,
+            AttemptStatus.SUCCEEDED,
+            ExecutionStatus.SUCCEEDED,
+        )
+        for e in claimed
+    ]
+    await store.attempt_finish_many(results)
+    gone, kept = claimed[:3], claimed[3]
+    async with await psycopg.AsyncConnection.connect(pg_url, autocommit=True) as conn:
+        await conn.execute(
+            "UPDATE executions SET finished_at = %s WHERE execution_id = ANY (%s)",
+            (T0 - timedelta(days=40), [e.execution_id for e in gone]),
+        )
+    assert await store.execution_prune(T0 - timedelta(days=30), 2) == 2
+    assert await store.execution_prune(T0 - timedelta(days=30), 2) == 1
+    left = await _rows(pg_url, "SELECT execution_id FROM attempts")
+    assert left == [(kept.execution_id,)]
+    async with await psycopg.AsyncConnection.connect(pg_url, autocommit=True) as conn:
+        await conn.execute("TRUNCATE executions, execution_events, execution_outputs")
+    assert await _rows(pg_url, "SELECT count(*) FROM attempts") == [(0,)]

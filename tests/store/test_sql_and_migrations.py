@@ -53,6 +53,10 @@ POSTGRES_ONLY = {
     "cron_job_get_by_ids",
     # The insert of a single submission: the batch's statement without its shared columns.
     "execution_insert_one",
+    # The listing without a definition filter, one ordered page per status, merged: there is no
+    # (tenant, execution_id) index on PostgreSQL (migration 0021; SQLite keeps it).
+    "execution_list_merged",
+    "execution_list_status_page",
 }
 
 

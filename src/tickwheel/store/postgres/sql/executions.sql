@@ -137,7 +137,8 @@ CROSS JOIN LATERAL (
 SELECT * FROM executions WHERE tenant = %(tenant)s AND execution_id = %(execution_id)s;
 
 -- name: execution_list
--- Optional filters are NULL when unused.
+-- With a definition filter (executions_tenant_definition, newest first); without one the store
+-- reads execution_list_merged. Optional filters are NULL when unused.
 SELECT * FROM executions
 WHERE tenant = %(tenant)s
   AND (%(before)s::uuid IS NULL OR execution_id < %(before)s::uuid)
@@ -151,6 +152,35 @@ WHERE tenant = %(tenant)s
   AND (%(execute_to)s::timestamptz IS NULL OR execute_at < %(execute_to)s::timestamptz)
 ORDER BY execution_id DESC
 LIMIT %(limit)s;
+
+-- name: execution_list_merged
+-- A tenant's executions newest first, without a definition filter: one page of each status
+-- asked for (all of them when unfiltered), each read in order from executions_tenant_status
+-- (tenant, status, execution_id), merged by execution_id. No listing index is then written at a
+-- status change but that one (migration 0021 dropped (tenant, execution_id)), and a status filter
+-- is read in order too, not sorted. The store (postgres/store.py) puts in the pages: one
+-- execution_list_status_page per status asked for, joined by UNION ALL, so none is planned that
+-- is not read (a page behind a false one-time filter was still planned, and for a large tenant
+-- as part of a parallel plan whose workers started: 32 ms). scoped is inlined into every page,
+-- with its status test. Optional filters are NULL when unused.
+WITH scoped AS NOT MATERIALIZED (
+    SELECT * FROM executions
+    WHERE tenant = %(tenant)s
+      AND (%(before)s::uuid IS NULL OR execution_id < %(before)s::uuid)
+      AND (%(idempotency_key)s::text IS NULL OR idempotency_key = %(idempotency_key)s::text)
+      -- A prefix: LIKE with the pattern's metacharacters escaped by the store (exact in any
+      -- collation); rows are read in the tenant's execution_id order and filtered.
+      AND (%(key_like)s::text IS NULL OR idempotency_key LIKE %(key_like)s::text ESCAPE '\')
+      AND (%(execute_from)s::timestamptz IS NULL OR execute_at >= %(execute_from)s::timestamptz)
+      AND (%(execute_to)s::timestamptz IS NULL OR execute_at < %(execute_to)s::timestamptz)
+)
+SELECT * FROM ({pages}) AS page
+ORDER BY execution_id DESC
+LIMIT %(limit)s;
+
+-- name: execution_list_status_page
+-- One status's page of execution_list_merged (the status quoted by the store).
+(SELECT * FROM scoped WHERE status = {status} ORDER BY execution_id DESC LIMIT %(limit)s)
 
 -- name: execution_cancel
 -- Guarded: only the statuses a cancel may leave. A claim that committed first makes this match

@@ -18,7 +18,7 @@ GROUP BY status;
 -- delete more than the batch. SKIP LOCKED: a row a replay or another pruner holds is left for the
 -- next batch; and FOR UPDATE re-checks the WHERE on the row it locks, so a row replayed meanwhile
 -- (no longer terminal) is never chosen. Attempts, events and outputs go with their execution
--- (ON DELETE CASCADE).
+-- (attempts by the delete trigger of migration 0021, the others by ON DELETE CASCADE).
 WITH batch AS MATERIALIZED (
     SELECT execution_id FROM executions
     WHERE status IN ('SUCCEEDED', 'FAILED', 'CANCELLED', 'EXPIRED')
