@@ -26,6 +26,7 @@ from tickwheel.domain.submission import (
     fingerprint_reference,
     prepare_execution,
 )
+from tickwheel.resources.executions import BatchItemResult, execution_fields
 from tickwheel.store.postgres.rows import (
     INSERT_ONE,
     execution_from_new,
@@ -167,10 +168,32 @@ def test_a_batchs_results_are_each_items_result() -> None:
         ItemOutcome(Outcome.INVALID, error=InvalidInput("bad")),
         ItemOutcome(Outcome.CREATED, executions[2]),
     ]
-    assert item_results(outcomes) == [item_result(o) for o in outcomes]
-    assert [r.model_fields_set for r in item_results(outcomes)] == [
+    results = item_results(outcomes)
+    assert results == [item_result(o) for o in outcomes]
+    assert [r.model_fields_set for r in results] == [
         item_result(o).model_fields_set for o in outcomes
     ]
+    # Each equal to what the validator makes of the answer's values (the code before).
+    validated = [BatchItemResult.model_validate(_result_fields(o)) for o in outcomes]
+    assert results == validated
+    for made, reference in zip(results, validated, strict=True):
+        assert made.model_fields_set == reference.model_fields_set
+        assert list(made.__dict__.items()) == list(reference.__dict__.items())
+        assert made.to_wire() == reference.to_wire()
+        assert list(made.to_wire()) == list(reference.to_wire())
+        if made.execution is not None:
+            assert reference.execution is not None
+            assert list(made.execution.__dict__) == list(reference.execution.__dict__)
+            assert made.execution.model_fields_set == reference.execution.model_fields_set
+
+
+def _result_fields(item: ItemOutcome[Any]) -> dict[str, Any]:
+    status = {Outcome.CREATED: 201, Outcome.SAME: 200, Outcome.CONFLICT: 409}.get(item.outcome, 422)
+    if item.error is not None:
+        exc = item.error
+        error = {"code": exc.code, "message": exc.message, "details": exc.details}
+        return {"status": status, "error": error}
+    return {"status": status, "execution": execution_fields(item.value)}
 
 
 def test_a_prepared_item_is_what_its_init_would_make() -> None:
