@@ -100,10 +100,13 @@ class NewExecution:
     """The key evaluated at submit time, its limit and order (None: no limit)."""
 
 
-def check_request_shape(request: SubmitRequest, now: datetime, limits: SubmitLimits) -> None:
-    """Checks that need no definition, so a bad request fails before touching the store."""
+def check_request_shape(
+    request: SubmitRequest, now: datetime, limits: SubmitLimits, uri: str | None = None
+) -> None:
+    """Checks that need no definition, so a bad request fails before touching the store.
+    ``uri``: the definition's URI when the request names it otherwise (the SDK's bare name)."""
     errors = ErrorList()
-    if name_of(request.definition_uri) is None:
+    if name_of(request.definition_uri if uri is None else uri) is None:
         errors.add("definitionUri", URI_RULE)
     version = request.definition_version
     if version is not None and not 1 <= version <= VERSION_MAX:
@@ -164,16 +167,18 @@ _CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), default=str
 never changes: stored fingerprints decide whether a retried request is the same."""
 
 
-def fingerprint(request: SubmitRequest) -> str:
+def fingerprint(request: SubmitRequest, uri: str | None = None) -> str:
     """The SHA-256 of the request's canonical JSON (``fingerprint_reference``'s, to the byte).
 
     Every submission takes one, and building the body then sorting and encoding it through
     ``json`` cost a batch about a tenth of its CPU per item: the common shape (no ``startBy``,
     ``deadline`` or ``concurrency``, plain values) is written here directly, keys in their
     sorted order, each value encoded as ``json`` encodes it. Anything else takes the reference
-    path (``tests/unit/test_submission_fingerprint.py`` holds the two equal)."""
+    path (``tests/unit/test_submission_fingerprint.py`` holds the two equal). ``uri``: as
+    ``check_request_shape``'s, taken for the request's ``definition_uri``."""
     version, priority, at = request.definition_version, request.priority, request.execute_at
-    uri = request.definition_uri
+    if uri is None:
+        uri = request.definition_uri
     if (
         request.start_by is not None
         or request.deadline is not None
@@ -182,7 +187,7 @@ def fingerprint(request: SubmitRequest) -> str:
         or type(priority) is not int
         or (version is not None and type(version) is not int)
     ):
-        return fingerprint_reference(request)
+        return fingerprint_reference(request, uri)
     inputs = request.inputs
     text = (
         '{"definitionUri":'
@@ -204,11 +209,11 @@ _encode_string = json.encoder.encode_basestring_ascii
 """How ``json`` (``ensure_ascii``, the default) writes a string."""
 
 
-def fingerprint_reference(request: SubmitRequest) -> str:
+def fingerprint_reference(request: SubmitRequest, uri: str | None = None) -> str:
     """The fingerprint as it was first defined: the request's fields in a dictionary, encoded
     by ``_CANONICAL``. ``fingerprint`` takes it for every shape it does not write itself."""
     body = {
-        "definitionUri": request.definition_uri,
+        "definitionUri": request.definition_uri if uri is None else uri,
         "definitionVersion": request.definition_version,
         "inputs": request.inputs,
         # The same instant written with another offset is the same request.
@@ -232,11 +237,13 @@ def prepare_execution(
     tenant: str,
     now: datetime,
     trace_context: dict[str, str] | None = None,
+    uri: str | None = None,
 ) -> NewExecution:
     """Validates the inputs against the pinned definition and fixes everything decided at insert:
     id, shard, bucket, and whether the execution is already due (then it starts READY and the
     scheduler never has to touch it). ``trace_context``: the submitter's, stored as it is (not
-    part of the request, so not of its fingerprint either)."""
+    part of the request, so not of its fingerprint either). ``uri``: as
+    ``check_request_shape``'s."""
     if type(request.inputs) is dict and not request.inputs and not definition.inputs:
         inputs: dict[str, Any] = {}  # what validate_values gives: nothing declared, none given
     else:
@@ -270,7 +277,7 @@ def prepare_execution(
             "bucket_start": _bucket_of(execute_at),
             "shard_id": shard_id(execution_id),
             "idempotency_key": request.idempotency_key,
-            "request_fingerprint": fingerprint(request),
+            "request_fingerprint": fingerprint(request, uri),
             "status": ExecutionStatus.READY if due else ExecutionStatus.SCHEDULED,
             "priority": request.priority,
             "max_attempts": definition.retry.max_attempts,

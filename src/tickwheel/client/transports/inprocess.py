@@ -113,9 +113,11 @@ class InProcessTransport(TenantContext):
         return ExecutionInfo.of(written.value), written.created
 
     async def submit_many_models(
-        self, requests: Sequence[SubmitRequest]
+        self, requests: Sequence[SubmitRequest], *, bare_names: bool = False
     ) -> builtins.list[BatchItemResult]:
-        return item_results(await self.executions_service.submit_many(requests))
+        """``bare_names``: as ``ExecutionService.prepare_many``'s (the SDK's requests)."""
+        service = self.executions_service
+        return item_results(await service.submit_many(requests, bare_names=bare_names))
 
     async def get(self, execution_id: uuid.UUID) -> Wire:
         return execution_to_wire(await self.executions_service.get(execution_id))
