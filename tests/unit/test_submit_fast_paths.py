@@ -86,6 +86,35 @@ def test_the_fingerprint_is_the_reference_fingerprint(request_: SubmitRequest) -
     assert fingerprint(request_) == fingerprint_reference(request_)
 
 
+def test_the_last_plain_fingerprint_kept_is_only_its_own() -> None:
+    """A request without executeAt or inputs reuses the last such one's fingerprint only when
+    its URI, version and priority are the same values; each in turn, any order."""
+    plain = [
+        SubmitRequest(definition_uri="registry://jobs/g", idempotency_key="a"),
+        SubmitRequest(definition_uri="registry://jobs/g", idempotency_key="b"),
+        SubmitRequest(definition_uri="registry://jobs/h"),
+        SubmitRequest(definition_uri="registry://jobs/h", definition_version=1),
+        SubmitRequest(definition_uri="registry://jobs/h", definition_version=1, priority=1),
+        SubmitRequest(definition_uri="registry://jobs/h", priority=1),
+        SubmitRequest(definition_uri="registry://jobs/h", priority=True),
+        SubmitRequest(definition_uri="registry://jobs/h", definition_version=True),
+        SubmitRequest(definition_uri="registry://jobs/h", inputs={"a": 1}),
+        SubmitRequest(definition_uri="registry://jobs/h", execute_at=T0),
+        SubmitRequest(definition_uri="", idempotency_key="z"),
+    ]
+    for order in (
+        plain,
+        plain[::-1],
+        plain + plain,
+        [r for pair in zip(plain, plain[::-1], strict=True) for r in pair],
+    ):
+        for request_ in order:
+            assert fingerprint(request_) == fingerprint_reference(request_)
+            uri = "registry://jobs/other"
+            assert fingerprint(request_, uri) == fingerprint_reference(request_, uri)
+    assert len({fingerprint(r) for r in plain}) == len(plain) - 1  # a and b are the same
+
+
 def items() -> list[NewExecution]:
     """Items of one batch: the batch's instant shared, executeAt in other offsets, SCHEDULED and
     READY, with and without a concurrency group and a trace context."""
