@@ -216,6 +216,18 @@ def test_a_batchs_results_are_each_items_result() -> None:
             assert made.execution.model_fields_set == reference.execution.model_fields_set
 
 
+def test_results_made_releasing_their_items_are_the_same() -> None:
+    """``release``: the list given up is emptied item by item, the answers are the same."""
+    executions = [execution_from_new(i) for i in items()]
+    outcomes: list[ItemOutcome[Any]] = [ItemOutcome(Outcome.CREATED, e) for e in executions]
+    outcomes.insert(1, ItemOutcome(Outcome.INVALID, error=InvalidInput("bad")))
+    given = list(outcomes)
+    assert item_results(given, release=True) == item_results(outcomes)
+    assert given == [None] * len(outcomes)
+    kept = tuple(outcomes)  # not a list: nothing to release
+    assert item_results(kept, release=True) == item_results(outcomes)
+
+
 def _result_fields(item: ItemOutcome[Any]) -> dict[str, Any]:
     status = {Outcome.CREATED: 201, Outcome.SAME: 200, Outcome.CONFLICT: 409}.get(item.outcome, 422)
     if item.error is not None:
