@@ -133,8 +133,11 @@ class ExecutionService(TenantContext):
         now = self.clock.now()
         trace_context = current_context()
         limits, tenant = self.limits, self.tenant
+        uris: dict[str, str] = {}  # a bare name's URI, made once per batch
         for index, request in enumerate(requests):
-            uri = to_uri(request.definition_uri) if bare_names else request.definition_uri
+            uri = request.definition_uri
+            if bare_names:
+                uri = uris.get(uri) or uris.setdefault(uri, to_uri(uri))
             try:
                 check_request_shape(request, now, limits, uri)
                 # Kept by the URI as written (one name for each valid one): the batch's items
@@ -274,7 +277,8 @@ class ExecutionService(TenantContext):
 
 
 def _same_or_conflict(item: NewExecution, existing: Execution) -> Execution:
-    if existing.execution_id == item.execution_id:
+    # The one created from this item holds its very id: the comparison of values not needed.
+    if existing.execution_id is item.execution_id or existing.execution_id == item.execution_id:
         return existing
     if existing.request_fingerprint == item.request_fingerprint:
         return existing

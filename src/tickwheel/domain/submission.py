@@ -100,14 +100,24 @@ class NewExecution:
     """The key evaluated at submit time, its limit and order (None: no limit)."""
 
 
+_last_uri = ""
+"""The last definition URI ``check_request_shape`` found well formed (``""`` is not)."""
+
+
 def check_request_shape(
     request: SubmitRequest, now: datetime, limits: SubmitLimits, uri: str | None = None
 ) -> None:
     """Checks that need no definition, so a bad request fails before touching the store.
     ``uri``: the definition's URI when the request names it otherwise (the SDK's bare name)."""
+    global _last_uri
     errors = ErrorList()
-    if name_of(request.definition_uri if uri is None else uri) is None:
-        errors.add("definitionUri", URI_RULE)
+    if uri is None:
+        uri = request.definition_uri
+    if uri != _last_uri:  # a batch names one definition most often: checked once in a row
+        if name_of(uri) is None:
+            errors.add("definitionUri", URI_RULE)
+        else:
+            _last_uri = uri
     version = request.definition_version
     if version is not None and not 1 <= version <= VERSION_MAX:
         errors.add("definitionVersion", f"must be a positive integer up to {VERSION_MAX}")
@@ -124,7 +134,8 @@ def check_request_shape(
             errors.add("executeAt", f"is more than {describe(limits.max_past)} in the past")
         elif at > now + limits.max_future:
             errors.add("executeAt", f"is more than {describe(limits.max_future)} in the future")
-    _check_limits(request, now, errors)
+    if request.start_by is not None or request.deadline is not None:
+        _check_limits(request, now, errors)
     # Checked here, before the definition: a batch refuses such an item alone, and the inputs
     # the definition does not declare must not reach a message or a row either.
     if not isinstance(request.inputs, dict):
