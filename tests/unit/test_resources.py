@@ -170,6 +170,17 @@ def test_the_built_model_is_the_validated_one(changes: dict[str, object]) -> Non
         assert made.error is not record.error
 
 
+@pytest.mark.parametrize(
+    "changes", [{"error": ["not", "an", "object"]}, {"inputs": [["a", 1]]}, {"error": "x"}]
+)
+def test_a_record_of_another_shape_is_refused_by_the_validator(changes: dict[str, object]) -> None:
+    """Records hold an object of inputs and an error object or None; anything else is not
+    built but validated, and refused as before (never read as a dictionary)."""
+    record = dataclasses.replace(RECORD, **changes)  # type: ignore[arg-type]
+    with pytest.raises(ValidationError):
+        Execution.of(record)
+
+
 def test_built_models_sharing_a_fields_set_stay_apart() -> None:
     """The answers of one call share their set of fields given: a frozen model cannot change
     it, and ``model_copy`` copies it first."""

@@ -161,6 +161,10 @@ class Execution(Resource):
         fields given and a dictionary more (``tests/unit/test_resources.py`` holds the two
         equal, field by field). ``fields_sets``: the sets of fields given made so far, by
         which optional fields are left out, shared by the answers of one call."""
+        if type(e.inputs) is not dict or (e.error is not None and type(e.error) is not dict):
+            # Not what the store reads back (an object, and an error object or None): the
+            # validator says what is wrong with it, as it always did.
+            return cls.model_validate(execution_fields(e))
         values = _model_values(e)
         if e.progress is not None:
             values["progress"] = Progress.of(e.progress)
