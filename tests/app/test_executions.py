@@ -4,6 +4,7 @@ every item its own outcome (created / same / conflict / invalid)."""
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -14,6 +15,7 @@ from tickwheel.app.definitions import DefinitionService
 from tickwheel.app.executions import ExecutionService
 from tickwheel.app.outcomes import Outcome
 from tickwheel.domain.clock import FakeClock
+from tickwheel.domain.definition_refs import to_uri
 from tickwheel.domain.errors import Conflict, InvalidInput
 from tickwheel.domain.models import ExecutionFilter
 from tickwheel.domain.states import ExecutionStatus
@@ -138,3 +140,54 @@ async def test_the_items_of_a_batch_are_submitted_at_one_instant(store: Store) -
     assert len({e.created_at for e in stored}) == 1
     assert {e.execute_at for e in stored} == {stored[0].created_at}
     assert [e.execution_id for e in stored] == sorted(e.execution_id for e in stored)
+
+
+async def test_a_batch_with_bare_names_is_the_batch_with_their_uris(store: Store) -> None:
+    """``bare_names`` (the SDK's batches): a bare name is taken as its URI without a copy of the
+    request, with the same outcomes, the same fingerprints and the same messages; without it (a
+    request from outside) a bare name stays refused."""
+    executions = await service(store)
+    bare = [
+        SubmitRequest(definition_uri="greet", inputs={"name": "Ada"}, idempotency_key="b1"),
+        SubmitRequest(definition_uri="greet", inputs={"name": "Ada"}, idempotency_key="b2"),
+        SubmitRequest(definition_uri="nope", idempotency_key="b3"),
+        SubmitRequest(definition_uri="Not A Name", idempotency_key="b4"),
+        SubmitRequest(definition_uri="greet", inputs={"name": "Ada"}, idempotency_key="b2"),
+        SubmitRequest(definition_uri="greet", inputs={"name": "Bo"}, idempotency_key="b1"),
+    ]
+    named = [dataclasses.replace(r, definition_uri=to_uri(r.definition_uri)) for r in bare]
+    first = await executions.submit_many(bare, bare_names=True)
+    assert [r.outcome for r in first] == [
+        Outcome.CREATED,
+        Outcome.CREATED,
+        Outcome.INVALID,
+        Outcome.INVALID,
+        Outcome.SAME,
+        Outcome.CONFLICT,
+    ]
+    # The same requests with their URIs are the same requests: SAME, one conflict, no more rows.
+    again = await executions.submit_many(named)
+    assert [r.outcome for r in again] == [
+        Outcome.SAME,
+        Outcome.SAME,
+        Outcome.INVALID,
+        Outcome.INVALID,
+        Outcome.SAME,
+        Outcome.CONFLICT,
+    ]
+    for one, other in zip(first, again, strict=True):
+        if one.value is not None:
+            assert other.value is not None and one.value == other.value
+            assert one.value.definition_uri == URI
+        if one.error is not None:
+            assert other.error is not None
+            assert (one.error.message, one.error.details) == (
+                other.error.message,
+                other.error.details,
+            )
+    assert "registry://jobs/nope" in str(first[2].error)
+    assert await stored_count(store) == 2
+    # A request from outside names its definition by its URI: a bare name is refused.
+    refused = await executions.submit_many(bare[:1])
+    assert refused[0].outcome is Outcome.INVALID
+    assert [e.path for e in refused[0].error.errors] == ["definitionUri"]  # type: ignore[union-attr]

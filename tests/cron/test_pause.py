@@ -203,7 +203,9 @@ class PausingTransport(InProcessTransport):
         super().__init__(rig.store, TENANT, rig.clock)
         self.rig, self.name, self.delete, self.done = rig, name, delete, False
 
-    async def submit_many_models(self, requests: Sequence[SubmitRequest]) -> list[BatchItemResult]:
+    async def submit_many_models(
+        self, requests: Sequence[SubmitRequest], *, bare_names: bool = False
+    ) -> list[BatchItemResult]:
         # What the SDK calls on an in-process transport (it takes the models, not the JSON).
         if not self.done:
             self.done = True
@@ -211,7 +213,7 @@ class PausingTransport(InProcessTransport):
                 await self.rig.jobs.cron_delete(self.name)
             else:
                 await self.rig.jobs.cron_pause(self.name)
-        return await super().submit_many_models(requests)
+        return await super().submit_many_models(requests, bare_names=bare_names)
 
 
 @pytest.mark.parametrize("delete", [False, True])

@@ -7,6 +7,7 @@ statement the server refuses raised as psycopg raises it, with nothing stored.""
 from __future__ import annotations
 
 import asyncio
+import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
@@ -16,7 +17,7 @@ import pytest
 from tests.factories import new_execution
 from tickwheel.domain.errors import Unavailable
 from tickwheel.store.postgres.store import PostgresStore
-from tickwheel.store.postgres.submit_lane import SubmitLane, positional
+from tickwheel.store.postgres.submit_lane import SubmitLane, first_uuid, positional
 
 pytestmark = pytest.mark.postgres
 
@@ -77,6 +78,25 @@ async def _state(pg_url: str, pid: int) -> tuple[Any, ...] | None:
 async def _waiting_on_lock(pg_url: str, pid: int) -> bool:
     state = await _state(pg_url, pid)
     return state is not None and state[1] == "Lock"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "00000000-0000-0000-0000-000000000000",
+        "019ca945-38e0-7fc1-ac6b-dd6af1fcd7ec",
+        "ffffffff-ffff-ffff-ffff-ffffffffffff",
+    ],
+)
+def test_a_returned_id_is_the_uuid_of_its_text(text: str) -> None:
+    class Result:
+        def get_value(self, row: int, column: int) -> bytes:
+            assert (row, column) == (3, 0)
+            return text.encode()
+
+    [made] = first_uuid(Result(), 3)  # type: ignore[arg-type]
+    assert made == uuid.UUID(text) and str(made) == text
+    assert hash(made) == hash(uuid.UUID(text))
 
 
 def test_placeholders_become_numbered_parameters() -> None:

@@ -25,6 +25,12 @@ def test_filled_equals_what_init_makes() -> None:
         made.a = 2  # type: ignore[misc]
 
 
+def test_the_fields_given_become_the_instances_dictionary() -> None:
+    fields = {"a": 1, "b": "x"}
+    made = filled(Plain, fields)
+    assert vars(made) is fields and made == Plain(1, "x")
+
+
 def test_a_class_with_post_init_is_refused() -> None:
     @dataclasses.dataclass(frozen=True)
     class Checked:

@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
+import copy
 import itertools
+import pickle
 import time
 import uuid
 from collections import Counter
@@ -15,7 +17,7 @@ from hypothesis import strategies as st
 
 from tickwheel.domain import ids
 from tickwheel.domain.clock import FakeClock, SystemClock
-from tickwheel.domain.ids import uuid7
+from tickwheel.domain.ids import uuid7, uuid_of
 from tickwheel.domain.sharding import SHARD_COUNT, bucket_start, shard_id
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
@@ -272,3 +274,21 @@ def test_system_clock_is_aware_utc() -> None:
     now = SystemClock().now()
     assert now.utcoffset() == timedelta(0)
     assert abs(now - datetime.now(UTC)) < timedelta(seconds=5)
+
+
+@pytest.mark.parametrize(
+    "value", [0, 1, 2**127 + 5, 2**128 - 1, 0x019CA94538E07FC1AC6BDD6AF1FCD7EC]
+)
+def test_an_id_made_from_its_int_is_the_one_uuid_makes(value: int) -> None:
+    made, reference = uuid_of(value), uuid.UUID(int=value)
+    assert made == reference and hash(made) == hash(reference)
+    assert (str(made), made.bytes, made.version, made.is_safe) == (
+        str(reference),
+        reference.bytes,
+        reference.version,
+        reference.is_safe,
+    )
+    assert pickle.loads(pickle.dumps(made)) == reference
+    assert copy.deepcopy(made) == reference
+    with pytest.raises(TypeError):
+        made.int = 1  # type: ignore[misc]

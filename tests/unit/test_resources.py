@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta, timezone
 from zoneinfo import ZoneInfo
 
 import pytest
-from pydantic import TypeAdapter
+from pydantic import TypeAdapter, ValidationError
 
 from tests.factories import T0
 from tickwheel.client.transports.answers import ServerError, checked
@@ -17,7 +17,13 @@ from tickwheel.domain.models import Execution as ExecutionRecord
 from tickwheel.domain.states import ExecutionStatus
 from tickwheel.resources.base import Instant, iso
 from tickwheel.resources.cron import CronJob
-from tickwheel.resources.executions import BatchItemResult, Execution, execution_wire
+from tickwheel.resources.executions import (
+    BatchItemResult,
+    Execution,
+    FieldSets,
+    execution_fields,
+    execution_wire,
+)
 
 RECORD = ExecutionRecord(
     execution_id=uuid.UUID("019ca945-38e0-7fc1-ac6b-dd6af1fcd7ec"),
@@ -120,6 +126,74 @@ def test_the_model_made_in_process_is_the_one_read_from_the_wire(
     assert direct == via_wire
     assert direct.to_wire() == via_wire.to_wire()
     assert direct.model_fields_set == via_wire.model_fields_set
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {},
+        {"status": ExecutionStatus.RUNNING, "started_at": T0, "idempotency_key": "k-1"},
+        {
+            "status": ExecutionStatus.FAILED,
+            "output": [1, "two", {"3": None}],
+            "error": {"kind": "permanent", "message": "no", "details": {"a": [1]}},
+            "next_attempt_at": T0 + timedelta(seconds=5),
+            "finished_at": datetime(2026, 3, 1, 12, tzinfo=timezone(timedelta(hours=5))),
+        },
+        {
+            "cancel_requested_at": T0 + timedelta(microseconds=7),
+            "progress": {"fraction": 0.42, "message": "copied 4,200 rows", "at": T0.isoformat()},
+            "checkpoint": {"offset": 4200, "files": ["a", "b"]},
+        },
+        {"output_reference": "outputs/x", "output": None, "inputs": {}},
+        {"start_by": T0.astimezone(ZoneInfo("Europe/Berlin")), "deadline": T0},
+        {"concurrency": Concurrency("customer-7", 2, "none"), "checkpoint": 0},
+        {"execute_at": datetime(2026, 7, 1, tzinfo=ZoneInfo("Europe/Berlin")), "output": "x"},
+    ],
+)
+def test_the_built_model_is_the_validated_one(changes: dict[str, object]) -> None:
+    """``Execution.of`` builds the model without the validator: equal to the validator's, the
+    same values of the same types in the same order, the same fields given, the same JSON."""
+    record = dataclasses.replace(RECORD, **changes)  # type: ignore[arg-type]
+    made, validated = Execution.of(record), Execution.model_validate(execution_fields(record))
+    assert made == validated
+    assert list(made.__dict__) == list(validated.__dict__)
+    for name, value in validated.__dict__.items():
+        assert type(made.__dict__[name]) is type(value), name
+        assert made.__dict__[name] == value, name
+    assert made.model_fields_set == validated.model_fields_set
+    assert made.to_wire() == validated.to_wire()
+    assert list(made.to_wire()) == list(validated.to_wire())
+    assert made.model_dump() == validated.model_dump()
+    assert made.inputs is not record.inputs  # its own copy, as the validator makes
+    if record.error is not None:
+        assert made.error is not record.error
+
+
+@pytest.mark.parametrize(
+    "changes", [{"error": ["not", "an", "object"]}, {"inputs": [["a", 1]]}, {"error": "x"}]
+)
+def test_a_record_of_another_shape_is_refused_by_the_validator(changes: dict[str, object]) -> None:
+    """Records hold an object of inputs and an error object or None; anything else is not
+    built but validated, and refused as before (never read as a dictionary)."""
+    record = dataclasses.replace(RECORD, **changes)  # type: ignore[arg-type]
+    with pytest.raises(ValidationError):
+        Execution.of(record)
+
+
+def test_built_models_sharing_a_fields_set_stay_apart() -> None:
+    """The answers of one call share their set of fields given: a frozen model cannot change
+    it, and ``model_copy`` copies it first."""
+    sets: FieldSets = {}
+    first, second = Execution.of(RECORD, sets), Execution.of(RECORD, sets)
+    assert first.model_fields_set is second.model_fields_set
+    with pytest.raises(ValidationError):
+        first.priority = 5  # type: ignore[misc]
+    copied = first.model_copy(update={"checkpoint": {"n": 1}})
+    assert "checkpoint" in copied.model_fields_set
+    assert "checkpoint" not in first.model_fields_set | second.model_fields_set
+    assert (first.checkpoint, second.checkpoint) == (None, None)
+    assert Execution.of(RECORD).model_fields_set is not first.model_fields_set
 
 
 def test_keys_the_api_leaves_out_stay_out() -> None:

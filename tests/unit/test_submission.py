@@ -335,3 +335,17 @@ def test_horizons_are_described_in_words(span: timedelta, words: str) -> None:
     from tickwheel.domain.submission import describe
 
     assert describe(span) == words
+
+
+def test_the_uri_checked_last_is_kept_only_when_it_was_well_formed() -> None:
+    """A batch's items most often name one URI: the last well-formed one is not parsed again;
+    a malformed one is refused every time, before or after it, and a bare name is refused
+    unless the caller says which URI it stands for."""
+    good, bad = "registry://jobs/greet", "registry://jobs/Greet"
+    for uri in (good, bad, good, good, bad, bad, "", good, "greet"):
+        found = shape_errors(request(definition_uri=uri))
+        assert (found == []) is (uri == good), uri
+    assert shape_errors(request(definition_uri="greet")) != []
+    check_request_shape(request(definition_uri="greet"), T0, LIMITS, good)
+    with pytest.raises(InvalidInput):
+        check_request_shape(request(definition_uri=good), T0, LIMITS, bad)

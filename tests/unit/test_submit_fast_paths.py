@@ -26,6 +26,7 @@ from tickwheel.domain.submission import (
     fingerprint_reference,
     prepare_execution,
 )
+from tickwheel.resources.executions import BatchItemResult, execution_fields
 from tickwheel.store.postgres.rows import (
     INSERT_ONE,
     execution_from_new,
@@ -83,6 +84,35 @@ the reference's bytes for them too, or a retried request would be refused as ano
 )
 def test_the_fingerprint_is_the_reference_fingerprint(request_: SubmitRequest) -> None:
     assert fingerprint(request_) == fingerprint_reference(request_)
+
+
+def test_the_last_plain_fingerprint_kept_is_only_its_own() -> None:
+    """A request without executeAt or inputs reuses the last such one's fingerprint only when
+    its URI, version and priority are the same values; each in turn, any order."""
+    plain = [
+        SubmitRequest(definition_uri="registry://jobs/g", idempotency_key="a"),
+        SubmitRequest(definition_uri="registry://jobs/g", idempotency_key="b"),
+        SubmitRequest(definition_uri="registry://jobs/h"),
+        SubmitRequest(definition_uri="registry://jobs/h", definition_version=1),
+        SubmitRequest(definition_uri="registry://jobs/h", definition_version=1, priority=1),
+        SubmitRequest(definition_uri="registry://jobs/h", priority=1),
+        SubmitRequest(definition_uri="registry://jobs/h", priority=True),
+        SubmitRequest(definition_uri="registry://jobs/h", definition_version=True),
+        SubmitRequest(definition_uri="registry://jobs/h", inputs={"a": 1}),
+        SubmitRequest(definition_uri="registry://jobs/h", execute_at=T0),
+        SubmitRequest(definition_uri="", idempotency_key="z"),
+    ]
+    for order in (
+        plain,
+        plain[::-1],
+        plain + plain,
+        [r for pair in zip(plain, plain[::-1], strict=True) for r in pair],
+    ):
+        for request_ in order:
+            assert fingerprint(request_) == fingerprint_reference(request_)
+            uri = "registry://jobs/other"
+            assert fingerprint(request_, uri) == fingerprint_reference(request_, uri)
+    assert len({fingerprint(r) for r in plain}) == len(plain) - 1  # a and b are the same
 
 
 def items() -> list[NewExecution]:
@@ -167,10 +197,44 @@ def test_a_batchs_results_are_each_items_result() -> None:
         ItemOutcome(Outcome.INVALID, error=InvalidInput("bad")),
         ItemOutcome(Outcome.CREATED, executions[2]),
     ]
-    assert item_results(outcomes) == [item_result(o) for o in outcomes]
-    assert [r.model_fields_set for r in item_results(outcomes)] == [
+    results = item_results(outcomes)
+    assert results == [item_result(o) for o in outcomes]
+    assert [r.model_fields_set for r in results] == [
         item_result(o).model_fields_set for o in outcomes
     ]
+    # Each equal to what the validator makes of the answer's values (the code before).
+    validated = [BatchItemResult.model_validate(_result_fields(o)) for o in outcomes]
+    assert results == validated
+    for made, reference in zip(results, validated, strict=True):
+        assert made.model_fields_set == reference.model_fields_set
+        assert list(made.__dict__.items()) == list(reference.__dict__.items())
+        assert made.to_wire() == reference.to_wire()
+        assert list(made.to_wire()) == list(reference.to_wire())
+        if made.execution is not None:
+            assert reference.execution is not None
+            assert list(made.execution.__dict__) == list(reference.execution.__dict__)
+            assert made.execution.model_fields_set == reference.execution.model_fields_set
+
+
+def test_results_made_releasing_their_items_are_the_same() -> None:
+    """``release``: the list given up is emptied item by item, the answers are the same."""
+    executions = [execution_from_new(i) for i in items()]
+    outcomes: list[ItemOutcome[Any]] = [ItemOutcome(Outcome.CREATED, e) for e in executions]
+    outcomes.insert(1, ItemOutcome(Outcome.INVALID, error=InvalidInput("bad")))
+    given = list(outcomes)
+    assert item_results(given, release=True) == item_results(outcomes)
+    assert given == [None] * len(outcomes)
+    kept = tuple(outcomes)  # not a list: nothing to release
+    assert item_results(kept, release=True) == item_results(outcomes)
+
+
+def _result_fields(item: ItemOutcome[Any]) -> dict[str, Any]:
+    status = {Outcome.CREATED: 201, Outcome.SAME: 200, Outcome.CONFLICT: 409}.get(item.outcome, 422)
+    if item.error is not None:
+        exc = item.error
+        error = {"code": exc.code, "message": exc.message, "details": exc.details}
+        return {"status": status, "error": error}
+    return {"status": status, "execution": execution_fields(item.value)}
 
 
 def test_a_prepared_item_is_what_its_init_would_make() -> None:

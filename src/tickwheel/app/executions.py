@@ -13,7 +13,6 @@ import builtins
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
 from functools import lru_cache
 from typing import Any
 
@@ -22,7 +21,7 @@ from prometheus_client import Counter
 from tickwheel.app.context import TenantContext
 from tickwheel.app.outcomes import ItemOutcome, Outcome, Written
 from tickwheel.domain.clock import store_now
-from tickwheel.domain.definition_refs import require_name, stored_name
+from tickwheel.domain.definition_refs import require_name, stored_name, to_uri
 from tickwheel.domain.definitions import Definition
 from tickwheel.domain.errors import Conflict, FieldError, InvalidInput, NotFound, TickwheelError
 from tickwheel.domain.models import Attempt, Execution, ExecutionEvent, ExecutionFilter
@@ -60,14 +59,11 @@ class Output:
 @dataclass(frozen=True)
 class PreparedBatch:
     """A checked batch: an outcome per request so far (``INVALID`` ones), and the valid items
-    with their places."""
+    with their places (``places[i]``: the index of ``items[i]``'s request)."""
 
     results: builtins.list[ItemOutcome[Execution] | None]
-    valid: builtins.list[tuple[int, NewExecution]]
-
-    @property
-    def items(self) -> builtins.list[NewExecution]:
-        return [item for _, item in self.valid]
+    places: builtins.list[int]
+    items: builtins.list[NewExecution]
 
 
 class ExecutionService(TenantContext):
@@ -78,7 +74,7 @@ class ExecutionService(TenantContext):
     async def submit(self, request: SubmitRequest) -> Written[Execution]:
         """``CREATED`` or ``SAME``; InvalidInput or Conflict (raised) write nothing."""
         with submit_span(1) as span:
-            item = await self._prepare(request, {})
+            item = await self._prepare(request)
             [inserted] = await self.store.execution_insert_many([item])
             written = self.settle(item, inserted)
             if span is not None:  # traced: the id, as text (a UUID's text costs more than its id)
@@ -90,7 +86,7 @@ class ExecutionService(TenantContext):
         written): the first half of a submit whose insert runs in the caller's transaction
         (``Store.execution_insert_on``)."""
         with submit_span(1) as span:
-            item = await self._prepare(request, {})
+            item = await self._prepare(request)
             mark_submitted(span, [item.execution_id])
         return item
 
@@ -102,36 +98,64 @@ class ExecutionService(TenantContext):
         return Written(Outcome.CREATED if inserted.created else Outcome.SAME, execution)
 
     async def submit_many(
-        self, requests: Sequence[SubmitRequest]
+        self, requests: Sequence[SubmitRequest], *, bare_names: bool = False
     ) -> builtins.list[ItemOutcome[Execution]]:
         """One transaction for every valid item, one outcome per request in its order: an
-        invalid item (``INVALID``) or a reused key (``CONFLICT``) does not stop the others."""
+        invalid item (``INVALID``) or a reused key (``CONFLICT``) does not stop the others.
+        ``bare_names``: see ``prepare_many``."""
         with submit_span(len(requests)):
-            batch = await self._prepare_many(requests)
+            batch = await self._prepare_many(requests, bare_names)
             inserted = await self.store.execution_insert_many(batch.items)
             return self.settle_many(batch, inserted)
 
-    async def prepare_many(self, requests: Sequence[SubmitRequest]) -> PreparedBatch:
+    async def prepare_many(
+        self, requests: Sequence[SubmitRequest], *, bare_names: bool = False
+    ) -> PreparedBatch:
         """The first half of ``submit_many`` (the insert may run in the caller's transaction):
-        the valid items to insert, the invalid ones already settled as ``INVALID``."""
+        the valid items to insert, the invalid ones already settled as ``INVALID``. With
+        ``bare_names`` (the SDK's, which accepts them: never a request from outside), a
+        definition named by its bare name is taken as its URI (``to_uri``), as if the request
+        said it: the same checks, fingerprint and messages, without a copy of the request."""
         with submit_span(len(requests)):
-            return await self._prepare_many(requests)
+            return await self._prepare_many(requests, bare_names)
 
-    async def _prepare_many(self, requests: Sequence[SubmitRequest]) -> PreparedBatch:
-        batch = PreparedBatch([None] * len(requests), [])
-        cache: dict[tuple[str, int | None], Definition] = {}
+    async def _prepare_many(
+        self, requests: Sequence[SubmitRequest], bare_names: bool
+    ) -> PreparedBatch:
+        """Each item as ``_prepare`` does it, the definitions read once per batch; no coroutine
+        per item (the one await is a definition not read yet)."""
+        results: builtins.list[ItemOutcome[Execution] | None] = [None] * len(requests)
+        places: builtins.list[int] = []
+        items: builtins.list[NewExecution] = []
+        definitions: dict[tuple[str, int | None], Definition] = {}
         # One instant and one trace context for the whole call: its items are submitted
         # together (one statement, one span), and asking for each item cost more than its id.
         now = self.clock.now()
         trace_context = current_context()
+        limits, tenant = self.limits, self.tenant
+        uris: dict[str, str] = {}  # a bare name's URI, made once per batch
         for index, request in enumerate(requests):
+            uri = request.definition_uri
+            if bare_names:
+                uri = uris.get(uri) or uris.setdefault(uri, to_uri(uri))
             try:
-                item = await self._prepare(request, cache, now, trace_context)
+                check_request_shape(request, now, limits, uri)
+                # Kept by the URI as written (one name for each valid one): the batch's items
+                # then read their definition without reading the name out of the URI again.
+                key = (uri, request.definition_version)
+                definition = definitions.get(key)
+                if definition is None:
+                    definition = definitions[key] = await self._pin(uri, require_name(uri), key[1])
+                # The submitter's trace, continued by the attempts; not part of the request,
+                # so not of its fingerprint either: a retry from another trace is the same.
+                trace = request.trace_context or trace_context
+                item = prepare_execution(request, definition, tenant, now, trace, uri)
             except TickwheelError as exc:
-                batch.results[index] = ItemOutcome(Outcome.INVALID, error=exc)
+                results[index] = ItemOutcome(Outcome.INVALID, error=exc)
             else:
-                batch.valid.append((index, item))
-        return batch
+                places.append(index)
+                items.append(item)
+        return PreparedBatch(results, places, items)
 
     def settle_many(
         self, batch: PreparedBatch, inserted: Sequence[InsertOutcome]
@@ -139,7 +163,7 @@ class ExecutionService(TenantContext):
         """The second half: one outcome per request, in its order."""
         results = list(batch.results)
         _count_created(inserted)
-        for (index, item), one in zip(batch.valid, inserted, strict=True):
+        for index, item, one in zip(batch.places, batch.items, inserted, strict=True):
             try:
                 execution = _same_or_conflict(item, one.execution)
             except Conflict as exc:
@@ -149,43 +173,24 @@ class ExecutionService(TenantContext):
             results[index] = ItemOutcome(outcome, execution)
         return [r for r in results if r is not None]
 
-    async def _prepare(
-        self,
-        request: SubmitRequest,
-        cache: dict[tuple[str, int | None], Definition],
-        now: datetime | None = None,
-        trace_context: dict[str, str] | None = None,
-    ) -> NewExecution:
-        """``now`` and ``trace_context``: the batch's (None: this submission's own)."""
-        if now is None:
-            now = self.clock.now()
-            trace_context = current_context()
-        check_request_shape(request, now, self.limits)
-        # Kept by the URI as written (one name for each valid one): a batch's items then read
-        # their definition without reading the name out of the URI again.
-        key = (request.definition_uri, request.definition_version)
-        definition = cache.get(key)
-        if definition is None:
-            name = require_name(request.definition_uri)
-            definition = cache[key] = await self._pin(request, name, key[1])
-        # The submitter's trace, continued by the attempts; not part of the request, so not of
-        # its fingerprint either: a retry from another trace is the same request.
-        trace = request.trace_context or trace_context
-        return prepare_execution(request, definition, self.tenant, now, trace)
+    async def _prepare(self, request: SubmitRequest) -> NewExecution:
+        """One submission's checked execution (``_prepare_many``'s steps for one item)."""
+        now = self.clock.now()
+        uri = request.definition_uri
+        check_request_shape(request, now, self.limits, uri)
+        definition = await self._pin(uri, require_name(uri), request.definition_version)
+        trace = request.trace_context or current_context()
+        return prepare_execution(request, definition, self.tenant, now, trace, uri)
 
-    async def _pin(self, request: SubmitRequest, name: str, version: int | None) -> Definition:
-        """The definition ``request`` names (InvalidInput when there is none), its rate limit's
-        bucket made ready for this tenant."""
+    async def _pin(self, uri: str, name: str, version: int | None) -> Definition:
+        """The definition a request names by ``uri`` (InvalidInput when there is none), its
+        rate limit's bucket made ready for this tenant."""
         stored = await self.cache.get(
             (self.tenant, name, version),
             lambda: self.store.definition_get(self.tenant, name, version),
         )
         if stored is None:
-            which = (
-                f"version {version} of {request.definition_uri}"
-                if version
-                else request.definition_uri
-            )
+            which = f"version {version} of {uri}" if version else uri
             raise InvalidInput(
                 f"no definition is registered as {which}",
                 [FieldError("definitionUri", "no such definition (register it first)")],
@@ -272,7 +277,8 @@ class ExecutionService(TenantContext):
 
 
 def _same_or_conflict(item: NewExecution, existing: Execution) -> Execution:
-    if existing.execution_id == item.execution_id:
+    # The one created from this item holds its very id: the comparison of values not needed.
+    if existing.execution_id is item.execution_id or existing.execution_id == item.execution_id:
         return existing
     if existing.request_fingerprint == item.request_fingerprint:
         return existing

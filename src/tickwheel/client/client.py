@@ -160,11 +160,13 @@ class AsyncClient:
         self, requests: Iterable[SubmitRequest], *, connection: Any = None
     ) -> builtins.list[BatchItemResult]:
         """With ``connection``: the valid items inside the caller's open transaction."""
+        if connection is None and isinstance(self.transport, InProcessTransport):
+            # The service takes a bare name as its URI itself: no copy of each request.
+            batch = requests if isinstance(requests, builtins.list) else builtins.list(requests)
+            return await self.transport.submit_many_models(batch, bare_names=True)
         items = with_uris(requests)
         if connection is not None:
             return await (await PendingBatch.prepare(self.transport, items)).run_async(connection)
-        if isinstance(self.transport, InProcessTransport):
-            return await self.transport.submit_many_models(items)
         return [BatchItemResult.from_wire(w) for w in await self.transport.submit_many(items)]
 
     async def get(self, execution_id: ExecutionRef) -> ExecutionInfo:

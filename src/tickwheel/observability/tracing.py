@@ -16,7 +16,7 @@ import sys
 import time
 import uuid
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from functools import cache
 from types import ModuleType
@@ -182,15 +182,23 @@ def _attributes(
     return attributes
 
 
-@contextmanager
-def submit_span(count: int) -> Iterator[Any]:
+def submit_span(count: int) -> AbstractContextManager[Any]:
     """A ``tickwheel.submit`` span around a submission of ``count`` executions, current while
-    it runs (so that ``current_context`` names it); yields the span, or None without otel."""
+    it runs (so that ``current_context`` names it); yields the span, or None without otel or
+    a tracer (then one shared context that does nothing: no generator and no context manager
+    made and entered for each untraced submission)."""
     otel = _otel()
     tracer = _tracer(otel) if otel is not None else None
     if otel is None or tracer is None:
-        yield None
-        return
+        return _NO_SPAN
+    return _submit_span(otel, tracer, count)
+
+
+_NO_SPAN = nullcontext(None)
+
+
+@contextmanager
+def _submit_span(otel: _Otel, tracer: Any, count: int) -> Iterator[Any]:
     kind = otel.trace.SpanKind.PRODUCER
     with tracer.start_as_current_span("tickwheel.submit", kind=kind) as span:
         span.set_attribute("tickwheel.count", count)

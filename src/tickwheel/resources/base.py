@@ -54,6 +54,41 @@ class Resource(BaseModel):
 
 
 T = TypeVar("T")
+R = TypeVar("R", bound=BaseModel)
+
+
+def buildable(cls: type[R]) -> type[R]:
+    """``cls``, once it is known that ``built`` makes what pydantic's ``model_construct`` would:
+    no private attributes, no extra fields kept, no ``model_post_init``, not a root model."""
+    if (
+        cls.__private_attributes__
+        or cls.model_config.get("extra") == "allow"
+        or cls.__pydantic_post_init__
+        or cls.__pydantic_root_model__
+    ):
+        raise TypeError(f"{cls.__name__} cannot be built without its validator")
+    return cls
+
+
+def built(cls: type[R], values: dict[str, Any], fields_set: set[str]) -> R:
+    """An instance of ``cls`` (checked by ``buildable``) holding ``values``: what
+    ``model_validate`` gives for values already of their fields' types, when ``values`` names
+    every field in the model's order and ``fields_set`` those that were given (the others hold
+    their defaults). For the answers of a batch, made from the store's own records: no check of
+    any value, so never for what came from outside (callers' tests hold the two equal).
+
+    ``fields_set`` may be one set shared by the answers of one call: a frozen model never
+    changes it, and ``model_copy`` copies it before adding to it."""
+    model = _new(cls)
+    _set(model, "__dict__", values)
+    _set(model, "__pydantic_fields_set__", fields_set)
+    _set(model, "__pydantic_extra__", None)
+    _set(model, "__pydantic_private__", None)
+    return model
+
+
+_new = object.__new__
+_set = object.__setattr__
 
 
 class ItemList(Resource, Generic[T]):

@@ -158,13 +158,15 @@ def _one_params(item: NewExecution) -> dict[str, str | None] | None:
             return None
     trace = item.trace_context
     start_by, deadline = item.start_by, item.deadline
+    # Due now, its executeAt is its creation's instant (the same object): written once.
+    created, at = _iso(item.created_at), item.execute_at
     return {
         "execution_id": str(item.execution_id),
         "tenant": item.tenant,
         "definition_uri": item.definition_uri,
         "definition_version": str(item.definition_version),
         "inputs": _COMPACT.encode(item.inputs),
-        "execute_at": _iso(item.execute_at),
+        "execute_at": created if at is item.created_at else _iso(at),
         "bucket_start": _iso(item.bucket_start),
         "shard_id": str(item.shard_id),
         "idempotency_key": item.idempotency_key,
@@ -172,7 +174,7 @@ def _one_params(item: NewExecution) -> dict[str, str | None] | None:
         "status": str(item.status),
         "priority": str(item.priority),
         "max_attempts": str(item.max_attempts),
-        "created_at": _iso(item.created_at),
+        "created_at": created,
         "trace_context": None if trace is None else _COMPACT.encode(trace),
         "start_by": None if start_by is None else _iso(start_by),
         "deadline": None if deadline is None else _iso(deadline),

@@ -35,6 +35,7 @@ from typing import Any
 import psycopg
 from psycopg import errors, pq
 
+from tickwheel.domain.ids import uuid_of
 from tickwheel.store.postgres.pool import Conn, Pool, connection_lost
 
 STATEMENT = b"tickwheel_submit_lane"
@@ -284,4 +285,7 @@ def first_uuid(result: pq.abc.PGresult, index: int) -> tuple[uuid.UUID]:
     value = result.get_value(index, 0)
     if value is None:  # pragma: no cover - the statement returns ids
         raise psycopg.DataError("a NULL id")
-    return (uuid.UUID(bytes(value).decode()),)
+    # PostgreSQL writes a uuid one way (36 characters, lower-case hex and four hyphens): its
+    # hex digits read as an int, without ``UUID``'s parsing of every other spelling (4-5 % of
+    # a single submit's CPU in the submitting process, py-spy).
+    return (uuid_of(int(bytes(value).replace(b"-", b""), 16)),)
