@@ -1068,7 +1068,12 @@ EXECUTIONS = st.one_of(
         st.sampled_from(["GET", "POST", "PUT", "PATCH", "DELETE"]),
         st.dictionaries(
             st.from_regex(r"[A-Za-z-]{1,10}", fullmatch=True),
-            st.text(alphabet=st.characters(blacklist_characters="\r\n\x00"), max_size=10),
+            # Storable text only: a lone surrogate is refused when a text is parsed (the
+            # document's values are checked), and with characters excluded hypothesis draws them.
+            st.text(
+                alphabet=st.characters(exclude_characters="\r\n\x00", exclude_categories=("Cs",)),
+                max_size=10,
+            ),
             max_size=3,
         ).map(lambda h: tuple(sorted(h.items()))),
     ),
