@@ -83,6 +83,9 @@ class Engine:
                 settings=settings.worker_settings(),
             )
             self.services.append(self.worker)
+            if scheduler:
+                # The worker reads ahead the definitions of what the scheduler loads.
+                promoter.definitions_ahead = self.worker.prefetch_definitions
         self._tasks: list[asyncio.Task[None]] = []
 
     def start(self) -> None:

@@ -21,7 +21,7 @@ from psycopg_pool import AsyncConnectionPool
 from tickwheel.domain.models import ShardLease
 from tickwheel.domain.sharding import bucket_start
 from tickwheel.observability.tracing import Traced, now_ns, record_batch, trace_promoted
-from tickwheel.store.due import DueEntry, DueHints, DueSlice, Promotion
+from tickwheel.store.due import DefinitionKey, DueEntry, DueHints, DueSlice, Promotion
 from tickwheel.store.postgres.notify import Signals
 from tickwheel.store.postgres.rows import opt_aware, require_aware, utc
 from tickwheel.store.protocol import Topic
@@ -62,8 +62,16 @@ class PostgresPromotion:
         async with self._pool.connection() as conn:
             cursor = await conn.execute(Q["execution_due_window"], params)
             rows = await cursor.fetchall()
+        # One key object per definition, not per row: the wheel keeps them until the instant.
+        keys: dict[DefinitionKey, DefinitionKey] = {}
         for r in rows:
-            entry = DueEntry(r["execution_id"], int(r["shard_id"]), utc(r["execute_at"]))
+            key = (r["tenant"], r["definition_uri"], int(r["definition_version"]))
+            entry = DueEntry(
+                r["execution_id"],
+                int(r["shard_id"]),
+                utc(r["execute_at"]),
+                keys.setdefault(key, key),
+            )
             found[int(r["slice"]) - 1].append(entry)
         return found
 
