@@ -63,7 +63,8 @@ class Engine:
             )
             pruning = settings.pruner_settings()
             if pruning is not None:  # retention beside the scheduler, hourly
-                self.services.append(Pruner(store, cron=cron_store_for(store), settings=pruning))
+                # (It finds the cron tables' store at its first pass, a minute after the start.)
+                self.services.append(Pruner(store, settings=pruning))
         if worker:
             from tickwheel.engine.runners import default_runners
             from tickwheel.engine.worker import Worker
