@@ -83,3 +83,12 @@ async def test_a_role_resumes_collection_with_its_start_frozen_before_its_servic
 
 async def _nothing() -> None:
     return None
+
+
+def test_the_roles_that_start_paused_are_the_role_commands() -> None:
+    """Each of them resumes collection in ``run_roles``: a command listed here that did not
+    would run without a collector."""
+    role_commands = {
+        name for name, register in cli_main.COMMANDS.items() if register is cli_main._roles
+    }
+    assert role_commands == cli_main.ROLES
