@@ -107,3 +107,17 @@ def test_cli_prune_dry_run_counts_and_deletes_nothing(tmp_path: Path) -> None:
 
     bad = runner.invoke(app, ["prune", "--older-than", "soon", "--database-url", url])
     assert bad.exit_code != 0 and "not an age" in bad.output
+
+
+async def test_the_first_pass_waits_past_the_start(store: Store) -> None:
+    """A process's start is for its first claims: the pruner's first pass comes ``first_after``
+    later (a retention period is days long); stopped meanwhile, it ends without a pass."""
+    pruner = Pruner(store, settings=PrunerSettings(first_after=3600))
+    pruner.metrics = Metrics()
+    running = asyncio.create_task(pruner.run())
+    for _ in range(20):
+        await asyncio.sleep(0)
+    assert pruner.rounds == 0 and pruner._cron is None
+    pruner.stop()
+    await running
+    assert pruner.rounds == 0

@@ -5,6 +5,7 @@ both and gives the shards back. Its start loads nothing of the SQLite store."""
 
 from __future__ import annotations
 
+import json
 import signal
 import subprocess
 import sys
@@ -56,10 +57,9 @@ def test_one_process_promotes_and_runs_a_future_execution_then_stops_on_sigterm(
     assert live_shards(cluster) == {}, "the shards were not released at the stop"
 
 
-def test_a_scheduler_on_postgresql_loads_nothing_of_sqlite(db_url: str) -> None:
-    """The scheduler's pruner and webhook sender find their tables on the store's own database
-    (``store.factory``): on PostgreSQL that loaded SQLite's whole store, ~40 ms of the start of
-    ``tickwheel worker --with-scheduler`` (and of ``tickwheel scheduler``)."""
+def loaded_by_a_start(db_url: str, prefixes: tuple[str, ...]) -> list[str]:
+    """Which of ``prefixes`` the start of ``worker --with-scheduler`` on ``db_url`` imports:
+    the store opened and checked, the engine's services built."""
     code = textwrap.dedent(f"""
         import asyncio, json, sys
         from tickwheel.config import Settings
@@ -72,11 +72,30 @@ def test_a_scheduler_on_postgresql_loads_nothing_of_sqlite(db_url: str) -> None:
             await prepared.store.close()
 
         asyncio.run(start())
-        prefixes = ("tickwheel.store.sqlite", "aiosqlite")
+        prefixes = {prefixes!r}
         print(json.dumps(sorted(m for m in sys.modules if m.startswith(prefixes))))
         """)
     done = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False
     )
     assert done.returncode == 0, done.stderr
-    assert done.stdout.strip().splitlines()[-1] == "[]"
+    found: list[str] = json.loads(done.stdout.strip().splitlines()[-1])
+    return found
+
+
+def test_a_scheduler_on_postgresql_loads_nothing_of_sqlite(db_url: str) -> None:
+    """The scheduler's pruner and webhook sender find their tables on the store's own database
+    (``store.factory``): on PostgreSQL that loaded SQLite's whole store, ~40 ms of the start of
+    ``tickwheel worker --with-scheduler`` (and of ``tickwheel scheduler``)."""
+    assert loaded_by_a_start(db_url, ("tickwheel.store.sqlite", "aiosqlite")) == []
+
+
+def test_a_scheduler_on_postgresql_loads_no_cron_domain_and_no_resource_models(
+    db_url: str,
+) -> None:
+    """The cron domain (its parsers, cronsim) and the API's resource models were loaded by the
+    webhook sender and the pruner beside the scheduler, for a cron outcome's type and an
+    instant's spelling: the pruner now finds the cron tables at its first pass, a minute after
+    the start (on SQLite they are part of the store)."""
+    cron = ("tickwheel.domain.cron", "tickwheel.store.postgres.cron", "cronsim")
+    assert loaded_by_a_start(db_url, (*cron, "tickwheel.resources")) == []

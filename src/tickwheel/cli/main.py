@@ -8,6 +8,7 @@ start-up, before the first claim, is mostly imports."""
 
 from __future__ import annotations
 
+import gc
 import os
 from collections.abc import Callable, Iterator, MutableMapping
 from typing import Annotated, Any
@@ -198,11 +199,26 @@ def main_options(
     ] = False,
 ) -> None:
     ctx.obj = CliState(url=url, api_key=resolve_api_key(api_key), as_json=as_json)
+    if ctx.invoked_subcommand not in ROLES:
+        gc.enable()  # (a role resumes collection once its engine is built: ``run_roles``)
+
+
+ROLES = frozenset({"worker", "scheduler", "orchestrator"})
+"""The role processes (``tickwheel.server.roles``), which start with the collector paused."""
 
 
 def main() -> None:
     os.environ.setdefault("COLUMNS", "120")
-    app()
+    # The start of a command is imports, and a role's also the engine's construction: some
+    # 60,000 objects that live as long as the process. Collecting while they are made found
+    # nothing to free and took ~65 ms of a role's ~550 ms of CPU before its first claim
+    # (docs/scaling.md). Paused from here; resumed before any command runs (``main_options``),
+    # or by a role once its engine is built, those objects then frozen out of reach.
+    gc.disable()
+    try:
+        app()
+    finally:
+        gc.enable()
 
 
 if __name__ == "__main__":

@@ -8,6 +8,11 @@ from datetime import UTC, datetime, timedelta
 from typing import Protocol
 
 
+def iso(value: datetime | None) -> str | None:
+    """RFC 3339, UTC as ``Z``: the API's one spelling of an instant."""
+    return value.isoformat().replace("+00:00", "Z") if value is not None else None
+
+
 class Clock(Protocol):
     def now(self) -> datetime:
         """The current instant, timezone-aware, in UTC."""

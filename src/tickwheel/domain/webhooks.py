@@ -16,13 +16,17 @@ import uuid
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import urlsplit
 
 from tickwheel.domain.addresses import denied_reason, ip_from_host, is_localhost_name
-from tickwheel.domain.cron_jobs import Outcome
 from tickwheel.domain.errors import FieldError, InvalidInput
 from tickwheel.domain.run_policy import RunPolicy, host_is_allowed
+
+if TYPE_CHECKING:
+    # The cron domain (its parsers, cronsim) is the Cron Service's: a webhook sender beside a
+    # scheduler never needs it.
+    from tickwheel.domain.cron_jobs import Outcome
 
 SIGNATURE_HEADER: Final = "Tickwheel-Signature"
 DELIVERY_HEADER: Final = "Tickwheel-Delivery"
@@ -161,6 +165,8 @@ def _invalid(path: str, message: str) -> InvalidInput:
 def cron_webhook_event(outcome: Outcome) -> WebhookEvent | None:
     """The event a cron occurrence's outcome raises: a missed one (found past its misfire
     grace) or a failed one (its submission refused); the others are not failures."""
+    from tickwheel.domain.cron_jobs import Outcome  # loaded already by whoever has an outcome
+
     if outcome is Outcome.SKIPPED_MISFIRE:
         return WebhookEvent.CRON_MISSED
     if outcome is Outcome.FAILED:

@@ -4,13 +4,15 @@ each is read from the store once per worker, whatever the number of its attempts
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterable
 
 from tickwheel.domain.definition_refs import stored_name
 from tickwheel.domain.definitions import Definition
 from tickwheel.domain.models import Execution
+from tickwheel.store.due import DefinitionKey
 from tickwheel.store.protocol import StoredDefinition, WorkerStore
 
-_Key = tuple[str, str, int]
+_Key = DefinitionKey
 
 
 class DefinitionCache:
@@ -33,14 +35,7 @@ class DefinitionCache:
             return known
         # One lookup per definition however many attempts miss the cache at once (a herd's
         # first claim: ten attempts of one definition, ten identical SELECTs before).
-        lookup = self._lookups.get(key)
-        if lookup is None:
-            name = stored_name(execution.definition_uri)
-            lookup = asyncio.ensure_future(
-                self.store.definition_get(execution.tenant, name, execution.definition_version)
-            )
-            self._lookups[key] = lookup
-            lookup.add_done_callback(lambda done: self._lookup_done(key, done))
+        lookup = self._lookups.get(key) or self._lookup(key)
         # Shielded: an attempt cancelled while it waits must not cancel the others' lookup.
         stored = await asyncio.shield(lookup)
         if stored is None:
@@ -48,7 +43,30 @@ class DefinitionCache:
         self._definitions[key] = stored.definition
         return stored.definition
 
+    def warm(self, keys: Iterable[_Key]) -> int:
+        """Starts reading the definitions of ``keys`` not cached nor being read, without waiting
+        (the scheduler beside this worker hands over those of the executions it loaded into its
+        wheel, seconds before their instant: a herd's first attempt then finds its definition
+        here instead of reading it after its claim). Returns how many reads it started."""
+        started = 0
+        for key in keys:
+            if key not in self._definitions and key not in self._lookups:
+                self._lookup(key)
+                started += 1
+        return started
+
+    def _lookup(self, key: _Key) -> asyncio.Future[StoredDefinition | None]:
+        tenant, uri, version = key
+        lookup = asyncio.ensure_future(self.store.definition_get(tenant, stored_name(uri), version))
+        self._lookups[key] = lookup
+        lookup.add_done_callback(lambda done: self._lookup_done(key, done))
+        return lookup
+
     def _lookup_done(self, key: _Key, done: asyncio.Future[StoredDefinition | None]) -> None:
         self._lookups.pop(key, None)
-        if not done.cancelled():
-            done.exception()  # retrieved: the waiters (if any are left) raise it themselves
+        if done.cancelled():
+            return
+        if done.exception() is None:  # else retrieved: the waiters (if any) raise it themselves
+            stored = done.result()
+            if stored is not None:  # kept even when no attempt waited (``warm``)
+                self._definitions[key] = stored.definition

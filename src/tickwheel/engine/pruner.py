@@ -15,14 +15,17 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
 
 from tickwheel.domain.clock import Clock
 from tickwheel.domain.states import TERMINAL
 from tickwheel.engine.service import Service
 from tickwheel.services.settings import PrunerSettings
-from tickwheel.store.cron_protocol import CronStore
 from tickwheel.store.factory import cron_store_for
 from tickwheel.store.protocol import Store
+
+if TYPE_CHECKING:  # the cron tables' store (and the cron domain) load at the first pass
+    from tickwheel.store.cron_protocol import CronStore
 
 DEFAULT_BATCH = PrunerSettings.batch
 """Also the batch of ``tickwheel prune``."""
@@ -50,6 +53,7 @@ class Pruner(Service):
         self.retention = retention
         self.batch = batch
         self.interval = settings.interval
+        self.first_after = settings.first_after
         self.pruned = 0
 
     def cutoff(self) -> datetime:
@@ -74,6 +78,13 @@ class Pruner(Service):
         if rows:
             self.log.info("pruned %d cron history and audit rows from before %s", rows, cutoff)
         return total + rows
+
+    async def run(self) -> None:
+        # Not at the process's start, which is for the first claims and promotions: the first
+        # pass deletes in batches and loads the cron tables' store, and a retention period is
+        # days long.
+        await self.pause(self.first_after)
+        await super().run()
 
     async def idle(self, did: int) -> None:
         # Hourly is plenty: a retention period is days long, and one round clears the backlog.

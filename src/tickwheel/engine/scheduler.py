@@ -27,7 +27,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections import defaultdict
-from collections.abc import Hashable, Iterator, Sequence
+from collections.abc import Callable, Collection, Hashable, Iterator, Sequence
 from datetime import datetime, timedelta
 
 from tickwheel.domain.clock import Clock
@@ -38,7 +38,7 @@ from tickwheel.engine.shard_leasing import ShardLeasing, shard_target
 from tickwheel.engine.timing_wheel import Due, TimingWheel
 from tickwheel.engine.wheel_window import WheelWindow, _Armed, _Fire, _Load
 from tickwheel.services.settings import SchedulerSettings
-from tickwheel.store.due import HINT_HORIZON, DueHints, DueSlice, Promotion
+from tickwheel.store.due import HINT_HORIZON, DefinitionKey, DueHints, DueSlice, Promotion
 from tickwheel.store.protocol import SchedulerStore, Topic
 
 __all__ = ["ALL_SHARDS", "Scheduler", "shard_target"]
@@ -109,6 +109,8 @@ class Scheduler(Service, WheelWindow, ShardLeasing):
         self._next_refresh: datetime | None = None
         self._retry_at: datetime | None = None
         self._armed: _Armed | None = None
+        # Told the definitions of the executions loaded into the wheel (a worker beside it).
+        self.definitions_ahead: Callable[[Collection[DefinitionKey]], None] | None = None
         if leased:
             self.shards = []
 

@@ -26,7 +26,7 @@ from urllib.parse import urlsplit
 
 from tickwheel.domain.addresses import denied_reason, ip_from_host
 from tickwheel.domain.backoff import backoff_delay
-from tickwheel.domain.clock import Clock
+from tickwheel.domain.clock import Clock, iso
 from tickwheel.domain.run_policy import RunPolicy, host_is_allowed
 from tickwheel.domain.webhooks import (
     DELIVERY_HEADER,
@@ -39,7 +39,6 @@ from tickwheel.domain.webhooks import (
 )
 from tickwheel.engine.runners.http import Resolver, resolve_host
 from tickwheel.engine.service import Service
-from tickwheel.resources.base import iso
 from tickwheel.store.webhook_protocol import WebhookStore
 
 if TYPE_CHECKING:

@@ -26,7 +26,7 @@ import socket
 import time
 import uuid
 from collections import deque
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 
 from tickwheel.domain.backoff import Uniform
 from tickwheel.domain.clock import Clock
@@ -40,6 +40,7 @@ from tickwheel.engine.runners import Runner, default_runners
 from tickwheel.engine.service import Service
 from tickwheel.observability.logs import execution_fields
 from tickwheel.services.settings import WorkerSettings
+from tickwheel.store.due import DefinitionKey
 from tickwheel.store.engine_protocol import RELEASED_AT_SHUTDOWN, RELEASED_UNSTARTED, retry_after
 from tickwheel.store.protocol import Topic, WorkerStore
 
@@ -133,6 +134,15 @@ class Worker(Service, Attempts):
         self.breakers = BreakerCounts(
             store, now=self.clock.now, metrics=lambda: self.metrics, log=self.log
         )
+
+    def prefetch_definitions(self, keys: Collection[DefinitionKey]) -> None:
+        """Reads ahead the definitions of executions due soon (a scheduler of this process
+        loaded them into its wheel), those this worker may claim; no wait."""
+        if self.stopping:
+            return
+        if self.definition_uris is not None:
+            keys = [k for k in keys if k[1] in self.definition_uris]
+        self.definitions.warm(keys)
 
     # -- claiming -------------------------------------------------------------------------------
 

@@ -13,11 +13,7 @@ from typing import Annotated, Any, Generic, Self, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, PlainSerializer
 from pydantic.alias_generators import to_camel
 
-
-def iso(value: datetime | None) -> str | None:
-    """RFC 3339, UTC as ``Z``: the API's one spelling of an instant."""
-    return value.isoformat().replace("+00:00", "Z") if value is not None else None
-
+from tickwheel.domain.clock import iso as iso  # the API's spelling of an instant, re-exported
 
 Instant = datetime
 """An instant on the wire: ``2026-03-01T12:00:00Z``, an offset when it has another one.

@@ -5,6 +5,7 @@ client per tenant (they are built on the client, never on the engine)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from typing import TYPE_CHECKING
 
 from tickwheel.config import Settings
@@ -63,7 +64,8 @@ class Engine:
             )
             pruning = settings.pruner_settings()
             if pruning is not None:  # retention beside the scheduler, hourly
-                self.services.append(Pruner(store, cron=cron_store_for(store), settings=pruning))
+                # (It finds the cron tables' store at its first pass, a minute after the start.)
+                self.services.append(Pruner(store, settings=pruning))
         if worker:
             from tickwheel.engine.runners import default_runners
             from tickwheel.engine.worker import Worker
@@ -83,10 +85,27 @@ class Engine:
                 settings=settings.worker_settings(),
             )
             self.services.append(self.worker)
+            if scheduler:
+                # The worker reads ahead the definitions of what the scheduler loads.
+                promoter.definitions_ahead = self.worker.prefetch_definitions
         self._tasks: list[asyncio.Task[None]] = []
 
     def start(self) -> None:
-        self._tasks = [asyncio.create_task(s.run(), name=s.name) for s in self.services]
+        worker = self.worker
+        if worker is None:
+            self._tasks = [asyncio.create_task(s.run(), name=s.name) for s in self.services]
+        else:
+            # The worker first, the others once its first round is done (or FIRST_ROUND_WAIT
+            # passed): its first claim takes only READY work, which needs no promotion, while
+            # a scheduler's first round (its shards' leases, a sweep and a window over each of
+            # them) is tens of milliseconds of this loop's time that the first claim's
+            # attempts would otherwise wait behind, a process's start being mostly that.
+            first = asyncio.create_task(worker.run(), name=worker.name)
+            self._tasks = [first] + [
+                asyncio.create_task(_after_first_round(worker, s), name=s.name)
+                for s in self.services
+                if s is not worker
+            ]
         for extra in (self.cron, self.orchestrator):
             if extra is not None:
                 self._tasks.append(asyncio.create_task(extra.run(), name=extra.name))
@@ -108,6 +127,16 @@ class Engine:
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
+
+
+FIRST_ROUND_WAIT = 0.5
+"""Seconds the other services of a process with a worker wait, at most, for its first round."""
+
+
+async def _after_first_round(worker: Worker, service: Service) -> None:
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(worker.wait_rounds(1), FIRST_ROUND_WAIT)
+    await service.run()
 
 
 def worker_secrets(settings: Settings) -> Secrets:

@@ -75,6 +75,8 @@ class PrunerSettings:
     """Rows deleted per transaction, at most."""
     interval: float = 3600.0
     """Seconds between passes."""
+    first_after: float = 60.0
+    """Seconds from the service's start to its first pass."""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -58,11 +58,18 @@ class DueSlice:
     after_id: uuid.UUID = MAX_UUID
 
 
+DefinitionKey = tuple[str, str, int]
+"""A definition version as an execution refers to it: (tenant, definition uri, version)."""
+
+
 @dataclass(frozen=True)
 class DueEntry:
     execution_id: uuid.UUID
     shard_id: int
     execute_at: datetime
+    definition: DefinitionKey | None = None
+    """What the execution will run: read with the row (its heap tuple is read anyway), so that
+    a worker beside the scheduler can read the definition before the instant."""
 
 
 def hint_pairs(executions: Iterable[Execution | NewExecution]) -> list[tuple[int, datetime]]:

@@ -6,12 +6,11 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from psycopg.rows import DictRow
 from psycopg_pool import AsyncConnectionPool
 
-from tickwheel.domain.cron_jobs import OccurrenceRecord
 from tickwheel.domain.webhooks import (
     DeliveryJob,
     DeliveryStatus,
@@ -23,6 +22,9 @@ from tickwheel.domain.webhooks import (
 from tickwheel.store.postgres.pool import Conn
 from tickwheel.store.postgres.rows import opt_aware, opt_utc, require_aware, utc
 from tickwheel.store.sqlfile import load_queries
+
+if TYPE_CHECKING:  # the cron domain: the Cron Service's, not the webhook sender's
+    from tickwheel.domain.cron_jobs import OccurrenceRecord
 
 Q = load_queries("tickwheel.store.postgres.sql")
 

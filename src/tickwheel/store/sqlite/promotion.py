@@ -22,7 +22,15 @@ import aiosqlite
 from tickwheel.domain.models import Execution, ShardLease
 from tickwheel.domain.sharding import bucket_start
 from tickwheel.observability.tracing import Traced, now_ns, record_batch, trace_promoted
-from tickwheel.store.due import DueEntry, DueFanout, DueHints, DueSlice, Promotion, hint_pairs
+from tickwheel.store.due import (
+    DefinitionKey,
+    DueEntry,
+    DueFanout,
+    DueHints,
+    DueSlice,
+    Promotion,
+    hint_pairs,
+)
 from tickwheel.store.protocol import Topic
 from tickwheel.store.sqlfile import load_queries
 from tickwheel.store.sqlite.codec import from_us, to_us
@@ -68,9 +76,14 @@ class SqlitePromotion(SqliteConnection):
             for c in slices
         ]
         params = {"slices": json.dumps(spec), "limit": limit}
+        keys: dict[DefinitionKey, DefinitionKey] = {}
         for r in await self._all("execution_due_window", params):
+            key = (r["tenant"], r["definition_uri"], int(r["definition_version"]))
             entry = DueEntry(
-                uuid.UUID(r["execution_id"]), int(r["shard_id"]), from_us(r["execute_at"])
+                uuid.UUID(r["execution_id"]),
+                int(r["shard_id"]),
+                from_us(r["execute_at"]),
+                keys.setdefault(key, key),
             )
             found[int(r["slice"])].append(entry)
         return found

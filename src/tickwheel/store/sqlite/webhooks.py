@@ -8,11 +8,10 @@ import sqlite3
 import uuid
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import aiosqlite
 
-from tickwheel.domain.cron_jobs import OccurrenceRecord
 from tickwheel.domain.webhooks import (
     DeliveryJob,
     DeliveryStatus,
@@ -23,6 +22,9 @@ from tickwheel.domain.webhooks import (
 )
 from tickwheel.store.sqlite.codec import from_us, jload_object, opt_us, to_us
 from tickwheel.store.sqlite.connection import Q, SqliteConnection
+
+if TYPE_CHECKING:  # the cron domain: the Cron Service's, not the webhook sender's
+    from tickwheel.domain.cron_jobs import OccurrenceRecord
 
 
 class SqliteWebhookStore(SqliteConnection):

@@ -11,7 +11,8 @@
 -- The slices come as one JSON array of positional arrays (shard, after_at, after_id,
 -- bucket_from, until): five typed arrays dumped element by element cost the scheduler more than
 -- the query (a herd's hints make hundreds of slices, and the first promotion waited on them).
-SELECT c.slice, d.execution_id, d.shard_id, d.execute_at
+SELECT c.slice, d.execution_id, d.shard_id, d.execute_at, d.tenant, d.definition_uri,
+    d.definition_version
 FROM (
     SELECT (item ->> 0)::smallint AS shard_id, (item ->> 1)::timestamptz AS after_at,
         (item ->> 2)::uuid AS after_id, (item ->> 3)::timestamptz AS bucket_from,
@@ -19,7 +20,9 @@ FROM (
     FROM jsonb_array_elements(%(slices)s::jsonb) WITH ORDINALITY AS s (item, slice)
 ) c
 CROSS JOIN LATERAL (
-    SELECT e.execution_id, e.shard_id, e.execute_at FROM executions e
+    SELECT e.execution_id, e.shard_id, e.execute_at, e.tenant, e.definition_uri,
+        e.definition_version
+    FROM executions e
     WHERE e.status = 'SCHEDULED'
       AND e.shard_id = c.shard_id
       AND e.bucket_start >= c.bucket_from AND e.bucket_start <= c.until
