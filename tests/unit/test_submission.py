@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from tests.factories import T0, definition
+from tickwheel.domain.definition_refs import URI_RULE
 from tickwheel.domain.errors import InvalidInput
 from tickwheel.domain.sharding import SHARD_COUNT, shard_id
 from tickwheel.domain.states import ExecutionStatus
@@ -349,3 +350,19 @@ def test_the_uri_checked_last_is_kept_only_when_it_was_well_formed() -> None:
     check_request_shape(request(definition_uri="greet"), T0, LIMITS, good)
     with pytest.raises(InvalidInput):
         check_request_shape(request(definition_uri=good), T0, LIMITS, bad)
+
+
+def test_a_hostile_uri_after_a_well_formed_one_is_still_refused() -> None:
+    """The URI kept from the last check never stands in for another: a lone surrogate, a NUL,
+    a private address or a huge text right after a good URI is refused as on its own."""
+    good = "registry://jobs/greet"
+    hostile = [
+        "registry://jobs/gr\ud800eet",
+        "registry://jobs/greet\x00",
+        "http://10.0.0.1/jobs/greet",
+        "registry://jobs/" + "g" * 100_000,
+        "registry://jobs/greet ",
+    ]
+    for uri in hostile:
+        assert shape_errors(request(definition_uri=good)) == []
+        assert ("definitionUri", URI_RULE) in shape_errors(request(definition_uri=uri)), uri
