@@ -4,6 +4,8 @@ its own idempotency key, on a fresh database per way and run (no scheduler or wo
 - ``http_single``: ``POST /v1/executions``, one execution per request (``--concurrency``
   requests in flight on as many kept-alive connections);
 - ``http_batch``: ``POST /v1/executions/batch``, 1,000 per request (bench/e2e.py's submitter);
+- ``http_batch_minimal``: the same requests with ``Prefer: return=minimal``, answered with each
+  item's status and id instead of the whole execution (one client, one request at a time);
 - ``sdk_single`` / ``sdk_batch``: the Python SDK in-process (``AsyncClient`` on an
   ``InProcessTransport`` over the store, as the Cron Service and the orchestrator use it):
   ``submit`` one at a time, and ``submit_many`` 1,000 at a time, answered by default with
@@ -36,7 +38,7 @@ import psycopg
 from bench import e2e, report
 from bench.systems import BENCH_TENANT, TickwheelSystem, definition_yaml
 
-MODES = ("http_single", "http_batch", "sdk_single", "sdk_batch")
+MODES = ("http_single", "http_batch", "http_batch_minimal", "sdk_single", "sdk_batch")
 CLIENTS = ("httpx", "raw")
 BATCH = 1000
 TICK_US = 1e6 / os.sysconf("SC_CLK_TCK")
@@ -82,6 +84,8 @@ def submit_through(
         return asyncio.run(run(system.base_url, system.api_key, n, concurrency))
     if mode == "http_batch":
         return system.submit(n, None)
+    if mode == "http_batch_minimal":
+        return asyncio.run(http_batch_minimal(system.base_url, system.api_key, n))
     return asyncio.run(sdk(system.db.url, n, batch=mode == "sdk_batch", answer=answer))
 
 
@@ -148,6 +152,30 @@ async def http_single(base_url: str, api_key: str, n: int, concurrency: int) -> 
     ) as http:
         started = time.perf_counter()
         await asyncio.gather(*(sender(http) for _ in range(concurrency)))
+        return time.perf_counter() - started
+
+
+async def http_batch_minimal(base_url: str, api_key: str, n: int, size: int = BATCH) -> float:
+    """``n`` due now in requests of ``size`` asking for ``Prefer: return=minimal``, one at a
+    time; the bodies are built before the clock starts."""
+    headers = {"Authorization": f"Bearer {api_key}", "Prefer": "return=minimal"}
+    batches = [
+        {
+            "items": [
+                {"definitionUri": e2e.DEFINITION_URI, "inputs": {}, "idempotencyKey": f"b1-m-{i}"}
+                for i in range(start, min(start + size, n))
+            ]
+        }
+        for start in range(0, n, size)
+    ]
+    async with httpx.AsyncClient(base_url=base_url, headers=headers, timeout=300.0) as http:
+        started = time.perf_counter()
+        for batch in batches:
+            response = await http.post("/v1/executions/batch", json=batch)
+            if response.status_code != 200 or "preference-applied" not in response.headers:
+                raise RuntimeError(f"batch: HTTP {response.status_code}: {response.text[:300]}")
+            if any(item["status"] != 201 for item in response.json()["items"]):
+                raise RuntimeError(f"batch: {response.text[:300]}")
         return time.perf_counter() - started
 
 
