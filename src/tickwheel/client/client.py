@@ -264,6 +264,8 @@ Answer = Literal["full", "ids"]
 
 
 def wants_ids(answer: str) -> bool:
+    """Whether ``answer`` asks for receipts; ValueError for a word that is neither (a typo must
+    not silently give the full answer)."""
     if answer not in ("full", "ids"):
         raise ValueError(f"answer must be 'full' or 'ids', not {answer!r}")
     return answer == "ids"

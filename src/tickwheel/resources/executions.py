@@ -442,7 +442,7 @@ class BatchReceipts(ItemList[BatchReceipt]):
 
 def receipts_wire(receipts: list[SubmitReceipt]) -> dict[str, Any]:
     """``BatchReceipts``'s JSON for ``receipts``, written directly: the same keys and values
-    as the model's (``tests/client/test_submit_receipts.py`` holds the two equal)."""
+    as the model's (``tests/api/test_submit_receipts.py`` holds the two equal)."""
     items: list[dict[str, Any]] = []
     for status, execution_id, error in receipts:
         if execution_id is not None:

@@ -94,6 +94,8 @@ async def submit_batch(
     who.require(Scope.SUBMIT)
     requests = [item.to_request(item.idempotencyKey) for item in body.items]
     transport = transport_for(request, who)
+    # ``prefer`` is declared for the OpenAPI document; every ``Prefer`` field of the request is
+    # read (RFC 7240 lets a request send several, and a parameter would see one).
     if prefers_minimal(request.headers.getlist("prefer")):
         receipts = await transport.submit_many_receipts(requests)
         headers = {"Preference-Applied": MINIMAL}
