@@ -4,9 +4,13 @@ its own idempotency key, on a fresh database per way and run (no scheduler or wo
 - ``http_single``: ``POST /v1/executions``, one execution per request (``--concurrency``
   requests in flight on as many kept-alive connections);
 - ``http_batch``: ``POST /v1/executions/batch``, 1,000 per request (bench/e2e.py's submitter);
+- ``http_batch_minimal``: the same requests with ``Prefer: return=minimal``, answered with each
+  item's status and id instead of the whole execution (one client, one request at a time);
 - ``sdk_single`` / ``sdk_batch``: the Python SDK in-process (``AsyncClient`` on an
   ``InProcessTransport`` over the store, as the Cron Service and the orchestrator use it):
-  ``submit`` one at a time, and ``submit_many`` 1,000 at a time.
+  ``submit`` one at a time, and ``submit_many`` 1,000 at a time, answered by default with
+  receipts (``answer="ids"``: each item's status and id, as PgQueuer's batch enqueue returns a
+  list of ids); ``--batch-answer full`` measures the answer with whole executions.
 
 On two cores the client and the server share the machine, so executions/s alone says as much
 about the client as about the server: each HTTP run also reports the server process's CPU per
@@ -34,20 +38,26 @@ import psycopg
 from bench import e2e, report
 from bench.systems import BENCH_TENANT, TickwheelSystem, definition_yaml
 
-MODES = ("http_single", "http_batch", "sdk_single", "sdk_batch")
+MODES = ("http_single", "http_batch", "http_batch_minimal", "sdk_single", "sdk_batch")
 CLIENTS = ("httpx", "raw")
 BATCH = 1000
 TICK_US = 1e6 / os.sysconf("SC_CLK_TCK")
 
 
 def measure(
-    mode: str, n: int, backend: str, pg_url: str, concurrency: int, client: str = "httpx"
+    mode: str,
+    n: int,
+    backend: str,
+    pg_url: str,
+    concurrency: int,
+    client: str = "httpx",
+    answer: str = "ids",
 ) -> dict[str, Any]:
     with contextlib.ExitStack() as stack:
         tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="tickwheel-bench-")))
         system = TickwheelSystem(stack, tmp, tmp / "journal", pg_url=pg_url, backend=backend)
         cpu = CpuMeter(system)
-        seconds = submit_through(system, mode, n, concurrency, client)
+        seconds = submit_through(system, mode, n, concurrency, client, answer)
         server_us, db_us = cpu.spent()
         ready = system.db.counts().get("READY", 0)
         if ready != n:
@@ -61,7 +71,12 @@ def measure(
 
 
 def submit_through(
-    system: TickwheelSystem, mode: str, n: int, concurrency: int, client: str = "httpx"
+    system: TickwheelSystem,
+    mode: str,
+    n: int,
+    concurrency: int,
+    client: str = "httpx",
+    answer: str = "ids",
 ) -> float:
     """Seconds to store ``n`` executions due now (keys unique to the mode) through ``mode``."""
     if mode == "http_single":
@@ -69,7 +84,9 @@ def submit_through(
         return asyncio.run(run(system.base_url, system.api_key, n, concurrency))
     if mode == "http_batch":
         return system.submit(n, None)
-    return asyncio.run(sdk(system.db.url, n, batch=mode == "sdk_batch"))
+    if mode == "http_batch_minimal":
+        return asyncio.run(http_batch_minimal(system.base_url, system.api_key, n))
+    return asyncio.run(sdk(system.db.url, n, batch=mode == "sdk_batch", answer=answer))
 
 
 class CpuMeter:
@@ -138,6 +155,30 @@ async def http_single(base_url: str, api_key: str, n: int, concurrency: int) -> 
         return time.perf_counter() - started
 
 
+async def http_batch_minimal(base_url: str, api_key: str, n: int, size: int = BATCH) -> float:
+    """``n`` due now in requests of ``size`` asking for ``Prefer: return=minimal``, one at a
+    time; the bodies are built before the clock starts."""
+    headers = {"Authorization": f"Bearer {api_key}", "Prefer": "return=minimal"}
+    batches = [
+        {
+            "items": [
+                {"definitionUri": e2e.DEFINITION_URI, "inputs": {}, "idempotencyKey": f"b1-m-{i}"}
+                for i in range(start, min(start + size, n))
+            ]
+        }
+        for start in range(0, n, size)
+    ]
+    async with httpx.AsyncClient(base_url=base_url, headers=headers, timeout=300.0) as http:
+        started = time.perf_counter()
+        for batch in batches:
+            response = await http.post("/v1/executions/batch", json=batch)
+            if response.status_code != 200 or "preference-applied" not in response.headers:
+                raise RuntimeError(f"batch: HTTP {response.status_code}: {response.text[:300]}")
+            if any(item["status"] != 201 for item in response.json()["items"]):
+                raise RuntimeError(f"batch: {response.text[:300]}")
+        return time.perf_counter() - started
+
+
 async def http_single_raw(base_url: str, api_key: str, n: int, concurrency: int) -> float:
     """``http_single``'s requests, built by the same httpx client before the clock starts and
     written as HTTP/1.1 on ``concurrency`` kept-alive connections, one request in flight on
@@ -194,8 +235,12 @@ async def _response(reader: asyncio.StreamReader) -> tuple[int, bytes]:
     return status, await reader.readexactly(length)
 
 
-async def sdk(database_url: str, n: int, *, batch: bool, size: int = BATCH) -> float:
-    """The SDK in this process, straight on the store: no HTTP, no server."""
+async def sdk(
+    database_url: str, n: int, *, batch: bool, size: int = BATCH, answer: str = "ids"
+) -> float:
+    """The SDK in this process, straight on the store: no HTTP, no server. ``answer``: the
+    batches' (``submit_many(..., answer=)``): receipts, as PgQueuer's enqueue returns ids, or
+    ``full`` results with the whole executions."""
     from tickwheel import AsyncClient, SubmitRequest
     from tickwheel.client.transports.inprocess import InProcessTransport
     from tickwheel.store.factory import open_store
@@ -212,7 +257,11 @@ async def sdk(database_url: str, n: int, *, batch: bool, size: int = BATCH) -> f
             started = time.perf_counter()
             if batch:
                 for start in range(0, n, size):
-                    results = await client.submit_many(requests[start : start + size])
+                    part = requests[start : start + size]
+                    if answer == "ids":
+                        results: Sequence[Any] = await client.submit_many(part, answer="ids")
+                    else:
+                        results = await client.submit_many(part)
                     if any(r.status != 201 for r in results):
                         raise RuntimeError(f"submit_many: statuses {[r.status for r in results]}")
             else:
@@ -235,6 +284,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--client", choices=CLIENTS, default="httpx",
         help="http_single: httpx's AsyncClient, or the same requests written raw (see above)",
     )  # fmt: skip
+    parser.add_argument(
+        "--batch-answer", choices=("ids", "full"), default="ids",
+        help="sdk_batch: submit_many answered with receipts (ids) or whole executions (full)",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     report.check_common(parser, args)
     started = time.monotonic()
@@ -242,7 +295,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         report.Case(
             {"mode": mode},
             functools.partial(
-                measure, mode, args.n, args.backend, args.pg_url, args.concurrency, args.client
+                measure,
+                mode,
+                args.n,
+                args.backend,
+                args.pg_url,
+                args.concurrency,
+                args.client,
+                args.batch_answer,
             ),
         )
         for mode in args.modes
@@ -252,7 +312,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     path = report.write(
         "b1-submit", args,
         {"backend": args.backend, "modes": args.modes, "http_single_concurrency": args.concurrency,
-         "http_single_client": args.client, "batch_size": BATCH},
+         "http_single_client": args.client, "batch_size": BATCH,
+         "sdk_batch_answer": args.batch_answer},
         runs, rows, interrupted, started,
     )  # fmt: skip
     modes = [m for m in args.modes if report.find(rows, mode=m)]

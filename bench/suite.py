@@ -260,6 +260,11 @@ def main(which: str, argv: Sequence[str] | None = None) -> int:
         )  # fmt: skip
         parser.add_argument("--submit-batch", type=int, default=1000, help="submit: batch size")
         parser.add_argument(
+            "--submit-answer", choices=("ids", "full"), default="ids",
+            help="submit: tickwheel's batches answered with receipts (ids, as PgQueuer's"
+            " enqueue returns) or with the whole executions (full)",
+        )  # fmt: skip
+        parser.add_argument(
             "--workloads", nargs="+", choices=WORKLOADS, default=list(WORKLOADS),
             help="only these workloads (e.g. the drain alone while working on it)",
         )  # fmt: skip
@@ -275,7 +280,10 @@ def main(which: str, argv: Sequence[str] | None = None) -> int:
     b5 = which == "b5"
     # B5 as issue 13 compares the peers: each tickwheel worker process is a scheduler and a
     # worker (``--with-scheduler``); B2 and B3 keep their scheduler apart, as before.
-    cfg = config(args, limit_keys=limit_keys or Config.limit_keys, together=b5)
+    cfg = config(
+        args, limit_keys=limit_keys or Config.limit_keys, together=b5,
+        submit_answer=getattr(args, "submit_answer", Config.submit_answer),
+    )  # fmt: skip
     workloads = getattr(args, "workloads", WORKLOADS)
     todo = cases(
         systems,
@@ -305,6 +313,7 @@ def main(which: str, argv: Sequence[str] | None = None) -> int:
         "herd_n": getattr(args, "herd_n", args.n),
         "submit_single_n": getattr(args, "submit_single_n", None),
         "submit_batch": getattr(args, "submit_batch", None),
+        "submit_answer": getattr(args, "submit_answer", None),
     }  # fmt: skip
     path = report.write(name, args, settings, runs, rows, interrupted, started, extra)
     charts(path.with_suffix(""), f"{name.upper()} ({args.n:,} executions)", rows, runs, "system")

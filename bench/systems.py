@@ -121,12 +121,15 @@ class TickwheelSystem:
         drain_timeout: float = 1800.0,
         limit_keys: int = 0,
         together: bool = False,
+        submit_answer: str = "ids",
     ) -> None:
         """``database_url``: an existing, migrated-or-not database to use instead of a fresh
         one (B4's backlog database); the run's own executions are deleted from it afterwards.
         ``limit_keys``: every execution gets a concurrency limit of 1 (fifo) on one of this
-        many keys, round robin (0: none). ``together``: see ``start_workers``."""
+        many keys, round robin (0: none). ``together``: see ``start_workers``.
+        ``submit_answer``: ``submit_batch``'s ``submit_many(..., answer=)``."""
         self.concurrency = concurrency
+        self.submit_answer = submit_answer
         self.together = together
         self.schedulers = 0
         self.limit_keys = limit_keys
@@ -202,7 +205,7 @@ class TickwheelSystem:
     def submit_batch(self, n: int, batch: int) -> float | None:
         from bench.b1_submit import sdk
 
-        return asyncio.run(sdk(self.db.url, n, batch=True, size=batch))
+        return asyncio.run(sdk(self.db.url, n, batch=True, size=batch, answer=self.submit_answer))
 
     def cpu_snapshot(self) -> CpuSnapshot:
         backend = self.db.backend_pids() if isinstance(self.db, PostgresDatabase) else []

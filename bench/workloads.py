@@ -7,7 +7,10 @@
   measured: when all were READY (tickwheel), when all had started, and each one's start
   lateness, its handler's ``time.time()`` at start (the journal) minus the instant;
 - **submit** (B5): N executions due now stored by one client in this process, one call per
-  execution (``submit_single_eps``), then N more in batches (``submit_batch_eps``).
+  execution (``submit_single_eps``), then N more in batches (``submit_batch_eps``). Like
+  PgQueuer's batch enqueue, which returns a list of ids, tickwheel's batches are answered with
+  receipts (``submit_many(..., answer="ids")``: each item's status and id);
+  ``--submit-answer full`` measures the answer with whole executions instead.
 
 The drain also measures CPU per execution (``cpu_ms_per_execution_*``): the /proc CPU time of
 the system's worker processes (``workers``) and of its database's server processes serving
@@ -78,6 +81,7 @@ class Config:
     database_url: str | None = None  # tickwheel on an existing database (B4's backlog)
     limit_keys: int = 1000  # the "tickwheel-limits" system: limit 1 per key over this many keys
     together: bool = False  # tickwheel: W worker processes each with a scheduler (B5)
+    submit_answer: str = "ids"  # tickwheel's batch submit: receipts ("ids") or models ("full")
 
 
 def make_system(
@@ -89,6 +93,7 @@ def make_system(
             stack, tmp, journal_path, pg_url=cfg.pg_url, backend=cfg.backend,
             database_url=cfg.database_url, concurrency=cfg.concurrency, drain_timeout=cfg.timeout,
             limit_keys=cfg.limit_keys if name == LIMITED else 0, together=cfg.together,
+            submit_answer=cfg.submit_answer,
         )  # fmt: skip
     from bench.peers import CelerySystem, PgQueuerSystem, ProcrastinateSystem
 

@@ -14,7 +14,13 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from tickwheel.client.client import AsyncClient
     from tickwheel.client.cron import CronJobInfo, FireTime, OccurrenceInfo
-    from tickwheel.client.models import AttemptInfo, BatchItemResult, ExecutionInfo, ExecutionPage
+    from tickwheel.client.models import (
+        AttemptInfo,
+        BatchItemResult,
+        ExecutionInfo,
+        ExecutionPage,
+        SubmitReceipt,
+    )
     from tickwheel.client.sync import Client
     from tickwheel.direct import connect, connect_async
     from tickwheel.domain.errors import (
@@ -45,6 +51,7 @@ _PUBLIC = {
     "BatchItemResult": "tickwheel.client.models",
     "ExecutionInfo": "tickwheel.client.models",
     "ExecutionPage": "tickwheel.client.models",
+    "SubmitReceipt": "tickwheel.client.models",
     "Client": "tickwheel.client.sync",
     "connect": "tickwheel.direct",
     "connect_async": "tickwheel.direct",
@@ -87,6 +94,7 @@ __all__ = [
     "PayloadTooLarge",
     "PermanentError",
     "Snooze",
+    "SubmitReceipt",
     "SubmitRequest",
     "TickwheelError",
     "Unauthorized",

@@ -218,6 +218,28 @@ def test_submit_many_reports_each_item(client: Client) -> None:
     assert len(client.list(idempotency_key=f"{p}-new").items) == 1
 
 
+def test_submit_many_answers_receipts_through_a_server(client: Client) -> None:
+    """The blocking client over HTTP with ``answer="ids"``: ``Prefer: return=minimal`` to a
+    real server, the full answer's outcomes as receipts."""
+    p = unique("sdk-receipts")
+    original = client.submit("hello", {"name": "Ada"}, None, f"{p}-old")
+    receipts = client.submit_many(
+        [
+            SubmitRequest("hello", {"name": "Bob"}, idempotency_key=f"{p}-new"),
+            SubmitRequest("hello", {"name": "Ada"}, idempotency_key=f"{p}-old"),
+            SubmitRequest("hello", {"name": "Eve"}, idempotency_key=f"{p}-old"),
+            SubmitRequest("hello", {"name": 5}, idempotency_key=f"{p}-bad"),
+        ],
+        answer="ids",
+    )
+    assert [r.status for r in receipts] == [201, 200, 409, 422]
+    assert receipts[1].execution_id == original.execution_id
+    new = receipts[0].execution_id
+    assert new is not None and client.get(new).inputs == {"name": "Bob", "times": 1}
+    assert receipts[2].error and receipts[2].error["code"] == "conflict"
+    assert receipts[3].error and receipts[3].error["details"][0]["path"] == "inputs.name"
+
+
 def test_a_due_submission_runs_and_wait_returns_its_output(client: Client) -> None:
     e = client.submit("hello", {"name": "Ada", "times": 2})
     done = client.wait(e.execution_id, timeout=20)

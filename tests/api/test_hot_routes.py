@@ -151,6 +151,24 @@ async def test_a_batch_is_the_same_bytes(pair: Pair, answered: list[bytes]) -> N
     assert answered[-2:] == [first.content, hot.content]
 
 
+async def test_a_minimal_batch_is_the_same_bytes(pair: Pair, answered: list[bytes]) -> None:
+    # ``Prefer`` goes on to the FastAPI route, which reads it (api/prefer.py).
+    items = [{**BODY, "idempotencyKey": "m-1"}, {"definitionUri": "registry://jobs/nope"}]
+    minimal = {"Prefer": "return=minimal"}
+    await pair.hot.post(
+        "/v1/executions/batch",
+        json={"items": items},
+        headers={**minimal, "Authorization": f"Bearer {pair.keys['admin']}"},
+    )
+    hot, plain = await pair.both(
+        "POST", "/v1/executions/batch", json={"items": items}, headers=minimal
+    )
+    assert [i["status"] for i in hot.json()["items"]] == [200, 422]
+    same(hot, plain)
+    assert hot.headers["preference-applied"] == plain.headers["preference-applied"]
+    assert answered == []
+
+
 REFUSED: list[tuple[str, str, dict[str, Any]]] = [
     # (key, path, request) -> each refusal, through both apps
     (

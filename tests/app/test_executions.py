@@ -128,6 +128,51 @@ class _TickingClock(FakeClock):
         return self.advance(0.001)
 
 
+async def test_a_batch_by_ids_has_the_full_batchs_outcomes(store: Store) -> None:
+    """``submit_many_ids`` (the SDK's ``answer="ids"``): per item the outcome and error
+    ``submit_many`` gives and the id of the execution it gives, also the second time round,
+    when every key is taken (the same batch in two tenants of their own)."""
+    full, ids = await service(store, "full"), await service(store, "ids")
+    for executions in (full, ids):
+        await executions.submit(request("taken"))
+
+    def batch() -> list[SubmitRequest]:
+        return [
+            request("new"),
+            request("bad", priority=-1000),
+            request("taken"),
+            request("taken", name="Grace"),
+            request("new", name="Bob"),
+            request(None),
+            request("new"),
+        ]
+
+    for _ in range(2):
+        by_model = await full.submit_many(batch())
+        by_id = await ids.submit_many_ids(batch())
+        assert [r.outcome for r in by_id] == [r.outcome for r in by_model]
+        assert [type(r.error) for r in by_id] == [type(r.error) for r in by_model]
+        assert [r.error and r.error.details for r in by_id][:2] == [
+            r.error and r.error.details for r in by_model
+        ][:2]
+        assert [r.execution_id is None for r in by_id] == [r.value is None for r in by_model]
+        for r in by_id:
+            if r.execution_id is not None:
+                stored = await store.execution_get("ids", r.execution_id)
+                assert stored is not None
+    assert by_id[0].execution_id == by_id[6].execution_id
+    assert [r.outcome for r in by_id] == [
+        Outcome.SAME,
+        Outcome.INVALID,
+        Outcome.SAME,
+        Outcome.CONFLICT,
+        Outcome.CONFLICT,
+        Outcome.CREATED,
+        Outcome.SAME,
+    ]
+    assert await stored_count(store, "ids") == await stored_count(store, "full") == 4
+
+
 async def test_the_items_of_a_batch_are_submitted_at_one_instant(store: Store) -> None:
     """A batch is one statement: its items share the instant it was taken (created, and due
     then unless they say otherwise), their ids still in the order of the items."""

@@ -235,3 +235,39 @@ def test_a_batch_goes_in_with_the_callers_transaction(
     assert kept[0].execution is not None
     [stored] = client.list().items
     assert stored.execution_id == kept[0].execution.execution_id
+
+
+def test_the_blocking_client_answers_a_batch_with_receipts(
+    database: Database, client: tickwheel.Client
+) -> None:
+    """``Client.submit_many(..., answer="ids")``, on its own and in the caller's transaction:
+    the full answer's statuses, ids and errors as receipts."""
+    requests = [
+        tickwheel.SubmitRequest("greet", {"name": "Ada"}, idempotency_key="r"),
+        tickwheel.SubmitRequest("greet", {"name": 7}),
+        tickwheel.SubmitRequest("greet", {"name": "Bob"}, idempotency_key="r"),
+    ]
+    receipts = client.submit_many(requests, answer="ids")
+    assert all(type(r) is tickwheel.SubmitReceipt for r in receipts)
+    assert [r.status for r in receipts] == [201, 422, 409]
+    [stored] = client.list().items
+    assert receipts[0].execution_id == stored.execution_id
+    assert receipts[1].error and receipts[1].error["code"] == "invalid_input"
+    assert receipts[2].error and receipts[2].error["details"]["executionId"] == str(
+        stored.execution_id
+    )
+    again = [tickwheel.SubmitRequest("greet", {"name": "Ada"}, idempotency_key=k) for k in "rs"]
+    conn = _connect(database)
+    try:
+        in_tx = client.submit_many(again, connection=conn, answer="ids")
+        conn.commit()
+    finally:
+        conn.close()
+    assert [r.status for r in in_tx] == [200, 201]
+    assert in_tx[0].execution_id == stored.execution_id
+    assert {e.execution_id for e in client.list().items} == {
+        stored.execution_id,
+        in_tx[1].execution_id,
+    }
+    with pytest.raises(ValueError, match="answer"):
+        client.submit_many(requests, answer="all")  # type: ignore[call-overload]

@@ -64,6 +64,36 @@ async def test_a_mixed_batch_gives_each_item_its_outcome(store: Store) -> None:
     assert [o.execution for o in again] == [o.execution for _, o in keyed]
 
 
+async def test_insert_or_existing_is_the_insert_without_records(store: Store) -> None:
+    """``execution_insert_or_existing`` (a batch answered with ids): what
+    ``execution_insert_many`` does, None for each item it inserted (stored as the item) and
+    the execution holding the key of each it did not."""
+    held, b = _key("held"), _key("b")
+    [first] = await store.execution_insert_many([new_execution(key=held)])
+    items = [
+        new_execution(key=b),
+        new_execution(key=_key("a"), execute_in=30),  # SCHEDULED
+        new_execution(key=held, inputs={"name": "Bob"}),  # a stored one's key
+        new_execution(key=b, inputs={"name": "Eve"}),  # a duplicate inside the batch
+        new_execution(),  # no key
+        new_execution("globex", key=held),  # the same key in another tenant
+    ]
+    found = await store.execution_insert_or_existing(items)
+    assert [f is None for f in found] == [True, True, False, False, True, True]
+    assert found[2] == first.execution
+    own = await store.execution_get(items[0].tenant, items[0].execution_id)
+    assert found[3] == own and own is not None and own.inputs == {"name": "Ada", "times": 1}
+    for item, holder in zip(items, found, strict=True):
+        stored = await store.execution_get(item.tenant, item.execution_id)
+        assert (stored is not None) is (holder is None)
+    assert await _stored(store, items) == 4
+    again = [dataclasses.replace(i, execution_id=uuid.uuid4()) for i in items[:2]]
+    assert await store.execution_insert_or_existing(again) == [
+        await store.execution_get(i.tenant, i.execution_id) for i in items[:2]
+    ]
+    assert await store.execution_insert_or_existing([]) == []
+
+
 async def test_a_batch_that_shares_nothing_reads_back_as_written(store: Store) -> None:
     trace = {"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}
     items = [

@@ -164,6 +164,8 @@ async def _submit(call: _Call) -> Response:
 
 
 async def _submit_batch(call: _Call) -> Response:
+    if call.header(b"prefer") is not None:
+        raise _FallBack  # the route reads it (``Prefer: return=minimal``, api/prefer.py)
     value = call.json()
     who = await principal_of(call.state, call.header(b"authorization"))
     body: BatchBody = _validated(BatchBody, value)

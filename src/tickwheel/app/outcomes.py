@@ -3,9 +3,10 @@
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Generic, TypeVar
+from typing import Generic, NamedTuple, TypeVar
 
 from tickwheel.domain.errors import TickwheelError
 
@@ -49,3 +50,13 @@ class ItemOutcome(Generic[T]):
     outcome: Outcome
     value: T | None = None
     error: TickwheelError | None = None
+
+
+class IdOutcome(NamedTuple):
+    """One item of a batch answered by its id alone (``ExecutionService.submit_many_ids``):
+    ``ItemOutcome``'s outcome and error, the execution's id instead of the execution. A tuple:
+    one object per item, where an ``ItemOutcome`` and its execution were four."""
+
+    outcome: Outcome
+    execution_id: uuid.UUID | None
+    error: TickwheelError | None

@@ -2,7 +2,13 @@
 
 from tickwheel.client.client import AsyncClient
 from tickwheel.client.cron import CronJobInfo, FireTime, OccurrenceInfo
-from tickwheel.client.models import AttemptInfo, BatchItemResult, ExecutionInfo, ExecutionPage
+from tickwheel.client.models import (
+    AttemptInfo,
+    BatchItemResult,
+    ExecutionInfo,
+    ExecutionPage,
+    SubmitReceipt,
+)
 from tickwheel.client.sync import Client
 
 __all__ = [
@@ -15,4 +21,5 @@ __all__ = [
     "ExecutionPage",
     "FireTime",
     "OccurrenceInfo",
+    "SubmitReceipt",
 ]

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from tickwheel.resources.definitions import Definition
 from tickwheel.resources.executions import Attempt as AttemptInfo
-from tickwheel.resources.executions import BatchItemResult, ExecutionPage
+from tickwheel.resources.executions import BatchItemResult, ExecutionPage, SubmitReceipt
 from tickwheel.resources.executions import Execution as ExecutionInfo
 
 __all__ = [
@@ -18,6 +18,7 @@ __all__ = [
     "DefinitionApplied",
     "ExecutionInfo",
     "ExecutionPage",
+    "SubmitReceipt",
 ]
 
 

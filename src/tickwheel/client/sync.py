@@ -11,14 +11,14 @@ import threading
 from collections.abc import Callable, Coroutine, Iterable
 from concurrent.futures import Future
 from datetime import datetime, timedelta
-from typing import Any, TypeVar, Unpack
+from typing import Any, Literal, TypeVar, Unpack, overload
 
 from tickwheel.client.blocking import Facade, blocking
 from tickwheel.client.caller_tx import Pending, PendingBatch
-from tickwheel.client.client import AsyncClient
+from tickwheel.client.client import Answer, AsyncClient, wants_ids
 from tickwheel.client.cron_sync import CronSync
 from tickwheel.client.flow import FlowSync
-from tickwheel.client.models import BatchItemResult, ExecutionInfo
+from tickwheel.client.models import BatchItemResult, ExecutionInfo, SubmitReceipt
 from tickwheel.client.requests import submit_request, with_uris
 from tickwheel.client.webhooks import WebhooksSync
 from tickwheel.client.workflows import WorkflowsSync
@@ -125,13 +125,32 @@ class Client(Facade):
         """The instant ``delay`` from now on this client's clock (what ``submit_after`` uses)."""
         return self._async.after(delay)
 
+    @overload
     def submit_many(
-        self, requests: Iterable[SubmitRequest], *, connection: Any = None
-    ) -> builtins.list[BatchItemResult]:
+        self,
+        requests: Iterable[SubmitRequest],
+        *,
+        connection: Any = None,
+        answer: Literal["full"] = "full",
+    ) -> builtins.list[BatchItemResult]: ...
+
+    @overload
+    def submit_many(
+        self, requests: Iterable[SubmitRequest], *, connection: Any = None, answer: Literal["ids"]
+    ) -> builtins.list[SubmitReceipt]: ...
+
+    def submit_many(
+        self, requests: Iterable[SubmitRequest], *, connection: Any = None, answer: Answer = "full"
+    ) -> builtins.list[BatchItemResult] | builtins.list[SubmitReceipt]:
+        """``AsyncClient.submit_many``'s, ``answer`` included."""
+        ids = wants_ids(answer)
         if connection is None:
+            if ids:
+                return self._run(self._async.submit_many(list(requests), answer="ids"))
             return self._run(self._async.submit_many(list(requests)))
         items = with_uris(requests)
-        return self._run(PendingBatch.prepare(self._async.transport, items)).run(connection)
+        results = self._run(PendingBatch.prepare(self._async.transport, items)).run(connection)
+        return [r.receipt() for r in results] if ids else results
 
     get = blocking(AsyncClient.get)
     list = blocking(AsyncClient.list)

@@ -9,6 +9,7 @@ from typing import Any, Protocol
 
 from tickwheel.domain.models import ExecutionFilter
 from tickwheel.domain.submission import SubmitRequest
+from tickwheel.resources.executions import SubmitReceipt
 
 Wire = dict[str, Any]
 
@@ -35,6 +36,13 @@ class Transport(Protocol):
 
     async def submit_many(self, requests: builtins.list[SubmitRequest]) -> builtins.list[Wire]:
         """Per-item results ``{"status": 201|200|409|422, "execution"?: ..., "error"?: ...}``."""
+        ...
+
+    async def submit_many_receipts(
+        self, requests: builtins.list[SubmitRequest]
+    ) -> builtins.list[SubmitReceipt]:
+        """``submit_many``'s outcomes as receipts: the status, the execution's id (201 and 200)
+        or the error (409 and 422) of each item, in order."""
         ...
 
     async def get(self, execution_id: uuid.UUID) -> Wire: ...

@@ -6,7 +6,7 @@ from __future__ import annotations
 import uuid
 from datetime import datetime
 from operator import attrgetter, is_, itemgetter
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt
 from pydantic.alias_generators import to_snake
@@ -351,6 +351,12 @@ class BatchItemResult(Resource):
     def ok(self) -> bool:
         return self.status in (200, 201)
 
+    def receipt(self) -> SubmitReceipt:
+        """This result as ``answer="ids"`` gives it."""
+        execution = self.execution
+        execution_id = None if execution is None else execution.execution_id
+        return SubmitReceipt(self.status, execution_id, self.error)
+
     @classmethod
     def of(
         cls,
@@ -374,6 +380,46 @@ class BatchItemResult(Resource):
 buildable(BatchItemResult)
 
 
+class SubmitReceipt(NamedTuple):
+    """One item of a batch submitted for its receipts (``submit_many(..., answer="ids")``,
+    ``Prefer: return=minimal``): what PgQueuer's batch enqueue gives, a list of ids, and what
+    the full answer says besides the execution. ``status`` is the full answer's (201 created,
+    200 the same key with the same request: ``execution_id`` is the original's, 409 the key was
+    used for another request, 422 invalid), ``execution_id`` is there for 201 and 200,
+    ``error`` (``{code, message, details}``, as in the full answer) for 409 and 422.
+
+    A named tuple, not a model: a batch's answer is most of what it leaves alive, and the
+    full answer's two models per item cost its caller (and its garbage collector) more than
+    preparing the item did. ``get(execution_id)`` reads the whole execution."""
+
+    status: int
+    execution_id: uuid.UUID | None
+    error: dict[str, Any] | None
+
+    @property
+    def ok(self) -> bool:
+        return self.status in (200, 201)
+
+    @property
+    def created(self) -> bool:
+        """Stored by this call (False: the original of its key, or refused)."""
+        return self.status == 201
+
+
+class BatchReceipt(Resource):
+    """One item of ``POST /v1/executions/batch`` with ``Prefer: return=minimal``: the status
+    of the full answer's item, its execution's id (201 and 200) or its error (409 and 422)."""
+
+    status: int
+    execution_id: uuid.UUID | None = omitted_when_none()
+    error: dict[str, Any] | None = omitted_when_none(
+        "as in the error body: {code, message, details}"
+    )
+
+    def receipt(self) -> SubmitReceipt:
+        return SubmitReceipt(self.status, self.execution_id, self.error)
+
+
 class ExecutionPage(Page[Execution]):
     """Executions, newest first."""
 
@@ -388,3 +434,19 @@ class HistoryList(ItemList[HistoryEvent]):
 
 class BatchResult(ItemList[BatchItemResult]):
     """One result per submitted item, in the order given."""
+
+
+class BatchReceipts(ItemList[BatchReceipt]):
+    """One receipt per submitted item, in the order given (``Prefer: return=minimal``)."""
+
+
+def receipts_wire(receipts: list[SubmitReceipt]) -> dict[str, Any]:
+    """``BatchReceipts``'s JSON for ``receipts``, written directly: the same keys and values
+    as the model's (``tests/api/test_submit_receipts.py`` holds the two equal)."""
+    items: list[dict[str, Any]] = []
+    for status, execution_id, error in receipts:
+        if execution_id is not None:
+            items.append({"status": status, "executionId": str(execution_id)})
+        else:
+            items.append({"status": status, "error": error})
+    return {"items": items}

@@ -62,6 +62,15 @@ class ExecutionStore(Protocol):
         constraint, so concurrent identical submissions create one row."""
         ...
 
+    async def execution_insert_or_existing(
+        self, items: Sequence[NewExecution]
+    ) -> list[Execution | None]:
+        """``execution_insert_many`` for a caller that needs no record of what it inserted
+        (a batch answered with ids): per item, None when this call inserted it (the stored row
+        is the item), else the execution that already held its (tenant, idempotency key). The
+        same statement, constraint and notifications."""
+        ...
+
     def execution_insert_on(self, items: Sequence[NewExecution]) -> CallerInsert:
         """``execution_insert_many`` as a statement for the caller's connection and transaction
         (transactional submission): same constraint, same outcomes, nothing committed here."""

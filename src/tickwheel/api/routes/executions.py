@@ -6,11 +6,13 @@ import uuid
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Header, Query, Request, Response
+from fastapi.responses import JSONResponse
 
 from tickwheel.api.auth import Principal
 from tickwheel.api.deps import principal, transport_for
 from tickwheel.api.error_schema import refusals
 from tickwheel.api.params import Rfc3339
+from tickwheel.api.prefer import MINIMAL, prefers_minimal
 from tickwheel.client.requests import definition_uri
 from tickwheel.domain.errors import InvalidInput
 from tickwheel.domain.models import ExecutionFilter, Scope
@@ -18,12 +20,14 @@ from tickwheel.domain.states import ExecutionStatus
 from tickwheel.resources.executions import (
     AttemptList,
     BatchBody,
+    BatchReceipts,
     BatchResult,
     Execution,
     ExecutionOutput,
     ExecutionPage,
     HistoryList,
     SubmitBody,
+    receipts_wire,
 )
 
 router = APIRouter(prefix="/v1/executions", tags=["executions"])
@@ -55,12 +59,48 @@ async def submit(
     return info
 
 
-@router.post("/batch", response_model=BatchResult, responses=refusals(400, 403, 413, 422))
-async def submit_batch(body: BatchBody, request: Request, who: Who) -> dict[str, Any]:
+@router.post(
+    "/batch",
+    response_model=BatchResult | BatchReceipts,
+    responses={
+        200: {
+            "description": "one result per item, in order: in full (BatchResult), or with "
+            "`Prefer: return=minimal` the status and the execution's id or the error of each "
+            "(BatchReceipts, with `Preference-Applied: return=minimal`)",
+            "headers": {
+                "Preference-Applied": {
+                    "description": "`return=minimal` when the answer is BatchReceipts",
+                    "schema": {"type": "string"},
+                }
+            },
+        },
+        **refusals(400, 403, 413, 422),
+    },
+)
+async def submit_batch(
+    body: BatchBody,
+    request: Request,
+    who: Who,
+    prefer: Annotated[
+        str | None,
+        Header(
+            alias="Prefer",
+            description="`return=minimal` (RFC 7240): each item's status and execution id "
+            "(or error) instead of the whole execution; the same submission and outcomes",
+        ),
+    ] = None,
+) -> Any:
     """Up to 1,000 executions in one transaction, each with its own result."""
     who.require(Scope.SUBMIT)
     requests = [item.to_request(item.idempotencyKey) for item in body.items]
-    return {"items": await transport_for(request, who).submit_many(requests)}
+    transport = transport_for(request, who)
+    # ``prefer`` is declared for the OpenAPI document; every ``Prefer`` field of the request is
+    # read (RFC 7240 lets a request send several, and a parameter would see one).
+    if prefers_minimal(request.headers.getlist("prefer")):
+        receipts = await transport.submit_many_receipts(requests)
+        headers = {"Preference-Applied": MINIMAL}
+        return JSONResponse(receipts_wire(receipts), headers=headers)
+    return {"items": await transport.submit_many(requests)}
 
 
 @router.get("", response_model=ExecutionPage, responses=refusals(400, 422))

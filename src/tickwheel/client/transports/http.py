@@ -37,12 +37,14 @@ from tickwheel.resources.base import Resource
 from tickwheel.resources.definitions import Definition, DefinitionList
 from tickwheel.resources.executions import (
     AttemptList,
+    BatchReceipts,
     BatchResult,
     Execution,
     ExecutionOutput,
     ExecutionPage,
     HistoryList,
     SubmitBody,
+    SubmitReceipt,
 )
 
 _CONTENT_TYPES = {"yaml": "application/yaml", "json": "application/json", "xml": "application/xml"}
@@ -159,6 +161,28 @@ class HttpTransport(HttpCronMethods, HttpWorkflowMethods):
         path = "/v1/executions/batch"
         _, data = await self._read(BatchResult, "POST", path, json={"items": items})
         return list(data["items"])
+
+    async def submit_many_receipts(
+        self, requests: builtins.list[SubmitRequest]
+    ) -> builtins.list[SubmitReceipt]:
+        """``submit_many`` asking for ``Prefer: return=minimal`` (RFC 7240). A server that does
+        not apply the preference (one older than it) answers in full: an item with its
+        ``execution`` is then read as the full answer and made into the same receipt."""
+        items = [
+            {**SubmitBody.body(r), "idempotencyKey": r.idempotency_key or f"sdk-{uuid.uuid4()}"}
+            for r in requests
+        ]
+        path = "/v1/executions/batch"
+        headers = {"Prefer": "return=minimal"}
+        _, body = await self._ok("POST", path, json={"items": items}, headers=headers)
+        answered = body.get("items") if isinstance(body, dict) else None
+        if isinstance(answered, list) and any(
+            isinstance(i, dict) and "execution" in i for i in answered
+        ):
+            full = BatchResult.model_validate(checked(BatchResult, body, f"POST {path}"))
+            return [item.receipt() for item in full.items]
+        receipts = BatchReceipts.model_validate(checked(BatchReceipts, body, f"POST {path}"))
+        return [item.receipt() for item in receipts.items]
 
     async def get(self, execution_id: uuid.UUID) -> Wire:
         return (await self._read(Execution, "GET", f"/v1/executions/{execution_id}"))[1]

@@ -14,7 +14,7 @@ from tickwheel.app.context import TenantContext
 from tickwheel.app.definition_cache import DefinitionCache
 from tickwheel.app.definitions import DefinitionService
 from tickwheel.app.executions import MAX_PAGE, ExecutionService
-from tickwheel.app.outcomes import ItemOutcome, Outcome
+from tickwheel.app.outcomes import IdOutcome, ItemOutcome, Outcome
 from tickwheel.client.models import BatchItemResult, ExecutionInfo
 from tickwheel.client.transport import Wire
 from tickwheel.client.wire import (
@@ -28,7 +28,7 @@ from tickwheel.client.wire import (
 from tickwheel.domain.definitions import Definition
 from tickwheel.domain.models import Execution, ExecutionFilter
 from tickwheel.domain.submission import SubmitRequest
-from tickwheel.resources.executions import FieldSets
+from tickwheel.resources.executions import FieldSets, SubmitReceipt
 from tickwheel.store.protocol import StoredDefinition
 
 __all__ = ["MAX_PAGE", "InProcessTransport"]
@@ -121,6 +121,14 @@ class InProcessTransport(TenantContext):
         outcomes = await service.submit_many(requests, bare_names=bare_names)
         return item_results(outcomes, release=True)
 
+    async def submit_many_receipts(
+        self, requests: Sequence[SubmitRequest], *, bare_names: bool = False
+    ) -> builtins.list[SubmitReceipt]:
+        """One receipt per request (``SubmitReceipt``): the SDK's ``answer="ids"`` and the
+        batch route's ``Prefer: return=minimal``."""
+        outcomes = await self.executions_service.submit_many_ids(requests, bare_names=bare_names)
+        return receipts(outcomes, release=True)
+
     async def get(self, execution_id: uuid.UUID) -> Wire:
         return execution_to_wire(await self.executions_service.get(execution_id))
 
@@ -184,6 +192,24 @@ def item_results(
             info = ExecutionInfo.of(item.value, execution_sets)
             results.append(BatchItemResult.of(status, info, None, result_sets))
     return results
+
+
+def receipts(
+    items: builtins.list[IdOutcome], *, release: bool = False
+) -> builtins.list[SubmitReceipt]:
+    """A receipt for each outcome, its status and error as ``item_results`` gives them; with
+    ``release``, each outcome dropped from ``items`` once its receipt is made."""
+    status_of = _ITEM_STATUS
+    made = []
+    for index, (outcome, execution_id, exc) in enumerate(items):
+        if release:
+            items[index] = None  # type: ignore[call-overload]
+        if exc is None:
+            made.append(SubmitReceipt(status_of[outcome], execution_id, None))
+        else:
+            error = {"code": exc.code, "message": exc.message, "details": exc.details}
+            made.append(SubmitReceipt(status_of[outcome], None, error))
+    return made
 
 
 def item_to_wire(item: ItemOutcome[Execution]) -> Wire:

@@ -191,6 +191,47 @@ class PostgresStore(
     async def execution_insert_many(self, items: Sequence[NewExecution]) -> list[InsertOutcome]:
         if not items:
             return []
+        rows, statuses, due = await self._insert(items)
+        if len(rows) == len(items):
+            # Every item was inserted (each id returned is one of the items', all distinct):
+            # none to look up among them, and the statuses and hints are the items'.
+            inserted = [execution_from_new(i) for i in items]
+            topics = topics_for(statuses)
+            hints = hint_pairs(inserted) if due else []
+        else:
+            created = {r[0] for r in rows}
+            inserted = [execution_from_new(i) for i in items if i.execution_id in created]
+            topics, hints = topics_for(e.status for e in inserted), hint_pairs(inserted)
+        self._signals.signal(topics, hints)
+        if len(inserted) == len(items):
+            return [InsertOutcome(e, created=True) for e in inserted]
+        missing = [i for i in items if i.execution_id not in created]
+        return insert_outcomes(items, inserted, await self._holding_keys(missing))
+
+    async def execution_insert_or_existing(
+        self, items: Sequence[NewExecution]
+    ) -> list[Execution | None]:
+        if not items:
+            return []
+        rows, statuses, due = await self._insert(items)
+        if len(rows) == len(items):  # every item inserted, as in execution_insert_many
+            self._signals.signal(topics_for(statuses), hint_pairs(items) if due else [])
+            return [None] * len(items)
+        created = {r[0] for r in rows}
+        new = [i for i in items if i.execution_id in created]
+        self._signals.signal(topics_for(i.status for i in new), hint_pairs(new))
+        missing = [i for i in items if i.execution_id not in created]
+        holders = {(e.tenant, e.idempotency_key): e for e in await self._holding_keys(missing)}
+        return [
+            None if i.execution_id in created else holders[(i.tenant, i.idempotency_key)]
+            for i in items
+        ]
+
+    async def _insert(
+        self, items: Sequence[NewExecution]
+    ) -> tuple[list[Any], set[ExecutionStatus], list[Any]]:
+        """The insert of both methods above: the ids of the rows inserted, the items' statuses
+        and their due hints (SCHEDULED ones: which shard is due when)."""
         # One statement, autocommit: the INSERT and its NOTIFYs (execution_insert). What is due
         # where rides on the DUE notification, for the shards' schedulers.
         statuses = {i.status for i in items}
@@ -209,25 +250,14 @@ class PostgresStore(
                 cursor = conn.cursor(row_factory=tuple_row)
                 await cursor.execute(statement, params)
                 rows = await cursor.fetchall()
-        if len(rows) == len(items):
-            # Every item was inserted (each id returned is one of the items', all distinct):
-            # none to look up among them, and the statuses and hints are the items'.
-            inserted = [execution_from_new(i) for i in items]
-            topics = topics_for(statuses)
-            hints = hint_pairs(inserted) if due else []
-        else:
-            created = {r[0] for r in rows}
-            inserted = [execution_from_new(i) for i in items if i.execution_id in created]
-            topics, hints = topics_for(e.status for e in inserted), hint_pairs(inserted)
-        self._signals.signal(topics, hints)
-        if len(inserted) == len(items):
-            return [InsertOutcome(e, created=True) for e in inserted]
-        # Only on a conflict: the follow-up read is a new statement, so under READ COMMITTED it
-        # sees the rows of competing submissions that made ours skip.
-        missing = [i for i in items if i.execution_id not in created]
+        return rows, statuses, due
+
+    async def _holding_keys(self, missing: Sequence[NewExecution]) -> list[Execution]:
+        """The executions holding the keys of the items not inserted. Only on a conflict: the
+        read is a new statement, so under READ COMMITTED it sees the rows of competing
+        submissions that made ours skip."""
         params = {"pairs": key_pairs(missing)}
-        existing = [execution_from_row(r) for r in await self._all("execution_get_by_key", params)]
-        return insert_outcomes(items, inserted, existing)
+        return [execution_from_row(r) for r in await self._all("execution_get_by_key", params)]
 
     async def execution_get(self, tenant: str, execution_id: uuid.UUID) -> Execution | None:
         row = await self._one("execution_get", {"tenant": tenant, "execution_id": execution_id})

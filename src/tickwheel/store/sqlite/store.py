@@ -155,6 +155,11 @@ class SqliteStore(
             self._signal_due([o.execution for o in outcomes if o.created])
         return outcomes
 
+    async def execution_insert_or_existing(
+        self, items: Sequence[NewExecution]
+    ) -> list[Execution | None]:
+        return [None if o.created else o.execution for o in await self.execution_insert_many(items)]
+
     async def execution_get(self, tenant: str, execution_id: uuid.UUID) -> Execution | None:
         row = await self._one(
             "execution_get", {"tenant": tenant, "execution_id": str(execution_id)}
