@@ -17,7 +17,6 @@ from starlette.types import ASGIApp
 from tickwheel.api.app import create_app
 from tickwheel.client.client import AsyncClient
 from tickwheel.config import Settings
-from tickwheel.server.http_protocol import OneWriteHttpTools
 from tickwheel.server.in_process import Engine, cron_service
 from tickwheel.server.startup import FirstKey, StartupError, prepare
 from tickwheel.store.cron_protocol import CronStore
@@ -80,8 +79,6 @@ def uvicorn_config(app: ASGIApp, settings: Settings) -> uvicorn.Config:
         # (TICKWHEEL_ACCESS_LOG); the request metrics count every request by route and
         # status, and errors are logged either way.
         access_log=settings.access_log,
-        # httptools, each response's head sent with its body (http_protocol.py).
-        http=OneWriteHttpTools,
         lifespan="off",
     )
 
