@@ -45,6 +45,11 @@ class Settings(BaseSettings):
     host: str = "127.0.0.1"
     port: int = Field(8000, ge=1, le=65535)
     log_level: str = "info"
+    access_log: bool = Field(
+        False,
+        description="a log line per HTTP request (uvicorn's access log); the request metrics "
+        "count every request by route and status either way",
+    )
     max_body_bytes: int = Field(1024 * 1024, gt=0, description="larger request bodies get 413")
     max_apply_body_bytes: int = Field(
         64 * 1024 * 1024, gt=0, description="POST /v1/cron-jobs/apply: larger bodies get 413"

@@ -16,7 +16,7 @@ from tests.factories import T0, definition_doc
 from tickwheel.api import hot_routes
 from tickwheel.api.app import create_app
 from tickwheel.api.auth import create_key
-from tickwheel.api.hot_routes import HotRoutes
+from tickwheel.api.hot_front import HotApp
 from tickwheel.config import Settings
 from tickwheel.domain.clock import FakeClock
 from tickwheel.domain.models import Scope
@@ -26,7 +26,7 @@ BODY = {"definitionUri": "registry://jobs/greet", "inputs": {"name": "Ada"}}
 
 
 class Pair:
-    """Two apps on one store: ``hot`` as the server runs it, ``plain`` without ``HotRoutes``."""
+    """Two apps on one store: ``hot`` as the server runs it, ``plain`` without the hot routes."""
 
     def __init__(self, hot: httpx.AsyncClient, plain: httpx.AsyncClient, keys: dict[str, str]):
         self.hot = hot
@@ -47,9 +47,9 @@ async def pair(store: Store) -> AsyncIterator[Pair]:
     clock = FakeClock(T0)
     settings = Settings(max_body_bytes=64 * 1024, _env_file=None)  # type: ignore[call-arg]
     hot_app = create_app(store, settings, clock)
-    plain_app = create_app(store, settings, clock)
-    assert any(m.cls is HotRoutes for m in plain_app.user_middleware)
-    plain_app.user_middleware = [m for m in plain_app.user_middleware if m.cls is not HotRoutes]
+    plain_app = create_app(store, settings, clock, hot_routes=False)
+    assert isinstance(hot_app, HotApp) and hot_app.hot is not None
+    assert isinstance(plain_app, HotApp) and plain_app.hot is None
     keys = {}
     for scope in (Scope.ADMIN, Scope.READ):
         _, keys[scope.value] = await create_key(store, "acme", scope, str(scope), T0)

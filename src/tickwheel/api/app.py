@@ -8,7 +8,7 @@ from tickwheel import __version__
 from tickwheel.api import errors
 from tickwheel.api.deps import AppState
 from tickwheel.api.hosts import LoopbackHostOnly
-from tickwheel.api.hot_routes import HotRoutes
+from tickwheel.api.hot_front import HotApp, HotFront
 from tickwheel.api.limits import BodyLimit
 from tickwheel.api.request_metrics import RequestMetrics
 from tickwheel.api.routes import (
@@ -44,10 +44,14 @@ def create_app(
     settings: Settings,
     clock: Clock | None = None,
     reads: ReadStores | None = None,
+    *,
+    hot_routes: bool = True,
 ) -> FastAPI:
     """The API and the dashboard on ``store``; the dashboard's heavy reads on ``reads`` (a
-    standby, ``read_database_url``) when given."""
-    app = FastAPI(
+    standby, ``read_database_url``) when given. ``hot_routes=False``: the busiest routes
+    through the middleware stack and FastAPI's routes like any other (``api/hot_front.py``;
+    the tests compare the two)."""
+    app = HotApp(
         title="tickwheel",
         version=__version__,
         description="Run jobs at a time, after a delay or on a schedule, at least once.",
@@ -64,8 +68,6 @@ def create_app(
         cron=cron_store_for(store),
         workflows=workflow_store_for(store),
     )
-    # First, so innermost: inside the JSON 500 of errors.install and every middleware below.
-    app.add_middleware(HotRoutes)
     errors.install(app)
     # The process's registry: the engine services of this process record into it too.
     app.state.metrics = process_metrics()
@@ -104,4 +106,9 @@ def create_app(
         app.add_middleware(LoopbackHostOnly)
     # Added last, so outermost: it times every request, including those refused by BodyLimit.
     app.add_middleware(RequestMetrics, metrics=app.state.metrics)
+    if hot_routes:
+        # In front of all of the above, doing their work for the busiest routes (hot_front.py).
+        app.hot = HotFront(
+            app.state.metrics.http_duration, settings.max_body_bytes, settings.insecure_no_auth
+        )
     return app

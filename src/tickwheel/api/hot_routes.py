@@ -12,8 +12,8 @@ Only what succeeds, or what the domain refuses, is answered here. Anything else 
 not JSON or does not validate, an unusual content type, a path parameter that is not a plain
 UUID, a HEAD) goes on to the FastAPI routes with the body already read, so every error body,
 status and the OpenAPI document stay theirs. The routes stay declared there and serve the same
-requests whenever this middleware is not installed (``tests/api/test_hot_routes.py`` holds the
-two to the same bytes)."""
+requests whenever these are not used (``tests/api/test_hot_routes.py`` holds the two to the same
+bytes). ``hot_front.py`` runs them in front of the middleware stack, doing the stack's work."""
 
 from __future__ import annotations
 
@@ -25,13 +25,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
-from starlette.responses import Response
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import Message, Receive, Scope
 
 from tickwheel.api.deps import AppState, principal_of, transport_of
-from tickwheel.api.errors import domain_error_response
 from tickwheel.client.transports.inprocess import InProcessTransport
-from tickwheel.domain.errors import PayloadTooLarge, TickwheelError
 from tickwheel.domain.models import Scope as KeyScope
 from tickwheel.resources.executions import BatchBody, BatchResult, Execution, SubmitBody
 
@@ -40,53 +37,16 @@ _UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}
 _JSON = "application/json"
 
 
-class _FallBack(Exception):
+class FallBack(Exception):
     """The request is not one this module answers: the FastAPI route does."""
 
 
-Handler = Callable[["_Call"], Awaitable[Response]]
-
-
-class HotRoutes:
-    """Pure ASGI middleware, installed innermost (inside ``ServerErrors``, so an unexpected
-    exception still becomes the JSON 500, and inside the trace, body limit and metrics
-    middlewares, which see these requests as any other)."""
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        handler = _handler(scope)
-        if handler is None:
-            await self.app(scope, receive, send)
-            return
-        route, run = handler
-        body = b""
-        if scope["method"] == "POST":
-            try:
-                read = await _read_body(receive)
-            except PayloadTooLarge:
-                return  # BodyLimit has answered 413 (as FastAPI's route, nothing is logged)
-            if read is None:
-                return  # the client went away before sending its body: no one to answer
-            body = read
-        # Where the router writes the route it matched: the request metrics read its template
-        # there. On a fall back the router writes its own.
-        scope["route"] = route
-        try:
-            response = await run(_Call(scope, body))
-        except _FallBack:
-            await self.app(scope, _replay(body, receive), send)
-            return
-        except TickwheelError as exc:
-            response = domain_error_response(exc)
-        await response(scope, receive, send)
+Handler = Callable[["Call"], Awaitable["Answer"]]
 
 
 @dataclass(frozen=True)
 class Matched:
-    """Stands for the FastAPI route in ``scope["route"]``: all that is read of it is its
-    ``path``, the template."""
+    """The FastAPI route's template (``path``), the request metrics' label."""
 
     path: str
 
@@ -96,7 +56,7 @@ _BATCH = Matched(PREFIX + "/batch")
 _READ = Matched(PREFIX + "/{execution_id}")
 
 
-def _handler(scope: Scope) -> tuple[Matched, Handler] | None:
+def handler(scope: Scope) -> tuple[Matched, Handler] | None:
     if scope["type"] != "http" or scope.get("root_path"):
         return None
     path: str = scope["path"]
@@ -112,7 +72,7 @@ def _handler(scope: Scope) -> tuple[Matched, Handler] | None:
     return None
 
 
-class _Call:
+class Call:
     """One request's headers and body, read the way Starlette's ``Request`` reads them."""
 
     def __init__(self, scope: Scope, body: bytes) -> None:
@@ -124,19 +84,19 @@ class _Call:
         """The first value (as ``request.headers.get``); a repeated header falls back."""
         found = [v for k, v in self.scope["headers"] if k == name]
         if len(found) > 1 and name != b"authorization":
-            raise _FallBack
+            raise FallBack
         return found[0].decode("latin-1") if found else None
 
     def json(self) -> Any:
         content_type = self.header(b"content-type")
         if not self.body or content_type is None:
-            raise _FallBack
+            raise FallBack
         if content_type.split(";", 1)[0].strip().lower() != _JSON:
-            raise _FallBack
+            raise FallBack
         try:
             return json.loads(self.body)
         except ValueError:
-            raise _FallBack from None
+            raise FallBack from None
 
     async def transport(self) -> InProcessTransport:
         """The caller's tenant's, once its key is checked."""
@@ -148,10 +108,10 @@ def _validated(model: type[SubmitBody] | type[BatchBody], value: Any) -> Any:
     try:
         return model.model_validate(value)
     except ValidationError:
-        raise _FallBack from None
+        raise FallBack from None
 
 
-async def _submit(call: _Call) -> Response:
+async def _submit(call: Call) -> Answer:
     # FastAPI's order: the JSON first (400), then the key (401), then the body (422), then the
     # key's scope (403).
     value = call.json()
@@ -163,9 +123,9 @@ async def _submit(call: _Call) -> Response:
     return _json(_dump(info), 201 if created else 200)
 
 
-async def _submit_batch(call: _Call) -> Response:
+async def _submit_batch(call: Call) -> Answer:
     if call.header(b"prefer") is not None:
-        raise _FallBack  # the route reads it (``Prefer: return=minimal``, api/prefer.py)
+        raise FallBack  # the route reads it (``Prefer: return=minimal``, api/prefer.py)
     value = call.json()
     who = await principal_of(call.state, call.header(b"authorization"))
     body: BatchBody = _validated(BatchBody, value)
@@ -175,7 +135,7 @@ async def _submit_batch(call: _Call) -> Response:
     return _json(_dump(BatchResult(items=items)), 200)
 
 
-async def _get(call: _Call) -> Response:
+async def _get(call: Call) -> Answer:
     execution_id = uuid.UUID(call.scope["path"][len(PREFIX) + 1 :])
     transport = await call.transport()
     record = await transport.executions_service.get(execution_id)
@@ -187,11 +147,19 @@ def _dump(model: BaseModel) -> bytes:
     return model.__pydantic_serializer__.to_json(model, by_alias=True)
 
 
-def _json(content: bytes, status: int) -> Response:
-    return Response(content=content, status_code=status, media_type=_JSON)
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """A route's JSON answer, written by ``hot_front`` as Starlette's ``Response`` writes it."""
+
+    status: int
+    body: bytes
 
 
-async def _read_body(receive: Receive) -> bytes | None:
+def _json(content: bytes, status: int) -> Answer:
+    return Answer(status, content)
+
+
+async def read_body(receive: Receive) -> bytes | None:
     """The whole body (None: the client disconnected first)."""
     chunks: list[bytes] = []
     while True:
@@ -203,7 +171,7 @@ async def _read_body(receive: Receive) -> bytes | None:
             return b"".join(chunks)
 
 
-def _replay(body: bytes, receive: Receive) -> Receive:
+def replay(body: bytes, receive: Receive) -> Receive:
     """``receive`` with the body already read handed out again first."""
     sent = False
 

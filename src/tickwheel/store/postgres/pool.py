@@ -247,6 +247,11 @@ class Pool(AsyncConnectionPool[Conn]):
         await super().open(wait=wait, timeout=timeout)
 
     @property
+    def waiting(self) -> bool:
+        """Whether a caller waits for a connection to become free."""
+        return bool(self._waiting)
+
+    @property
     def loop(self) -> asyncio.AbstractEventLoop | None:
         """The event loop the pool was opened on, whose tasks make its connections."""
         return self._loop

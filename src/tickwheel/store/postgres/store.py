@@ -57,6 +57,7 @@ from tickwheel.store.postgres.rows import (
 from tickwheel.store.postgres.running import PostgresRunning
 from tickwheel.store.postgres.shard_leases import PostgresShardLeases
 from tickwheel.store.postgres.submit_lane import SubmitLane, first_uuid
+from tickwheel.store.postgres.submit_lanes import SubmitLanes, lane_count
 from tickwheel.store.postgres.workers import PostgresWorkerRegistry
 from tickwheel.store.protocol import AttemptResult, InsertOutcome, Topic
 from tickwheel.store.sqlfile import load_queries
@@ -112,8 +113,13 @@ class PostgresStore(
         self._pool = pool
         self._hot = hot if hot is not None else pool
         self._signals = Signals(url)
-        # Single submissions' own connection (submit_lane.py); our Pool only, which lends it.
-        self._lane = SubmitLane(pool, INSERT_ONE, first_uuid) if isinstance(pool, Pool) else None
+        # Single submissions' own connections (submit_lanes.py); our Pool only, which lends them.
+        self._lanes = (
+            SubmitLanes(pool, INSERT_ONE, first_uuid, lane_count(pool.max_size))
+            if isinstance(pool, Pool)
+            else None
+        )
+        self._lane: SubmitLane | None = self._lanes.first if self._lanes else None
 
     @property
     def pool(self) -> AsyncConnectionPool[Conn]:
@@ -160,8 +166,8 @@ class PostgresStore(
 
     async def close(self) -> None:
         await self._signals.close()
-        if self._lane is not None:
-            await self._lane.close()
+        if self._lanes is not None:
+            await self._lanes.close()
         await self._pool.close()
         if self._hot is not self._pool:
             await self._hot.close()
@@ -242,9 +248,9 @@ class PostgresStore(
         }
         rows: list[Any] | None = None
         statement = insert_statement(params)
-        if statement is INSERT_ONE and self._lane is not None:
-            # One execution: on the lane's connection unless it is busy (submit_lane.py).
-            rows = await self._lane.run(params)
+        if statement is INSERT_ONE and self._lanes is not None:
+            # One execution: on a lane's connection unless all are busy (submit_lanes.py).
+            rows = await self._lanes.run(params)
         if rows is None:
             async with self._pool.connection() as conn:
                 cursor = conn.cursor(row_factory=tuple_row)

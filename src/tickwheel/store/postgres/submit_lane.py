@@ -104,6 +104,16 @@ class SubmitLane:
         finally:
             self._busy = False
 
+    @property
+    def busy(self) -> bool:
+        """Running a submission now."""
+        return self._busy
+
+    @property
+    def keeps_idle(self) -> bool:
+        """Holding a connection it is not running a submission on."""
+        return self._conn is not None and not self._busy
+
     async def give_back(self) -> None:
         """The pool has no idle connection for a caller: the lane's goes back to it unless a
         submission is running on it (the lane takes one again when one is idle)."""
