@@ -262,7 +262,16 @@ async def test_claim_candidates_use_the_ready_partial_index(
         ("Index Scan", "executions", "executions_ready"),
         ("Index Scan", "executions", "executions_pkey"),
         ("Index Only Scan", "executions", "executions_ready_tenant"),
+        ("Index Scan", "executions", "executions_due"),
     }, plan
+    # The second source, due SCHEDULED rows of open shards: from the open shards' index, one
+    # probe of executions_due each; never the 20,000 SCHEDULED rows as a whole.
+    [direct] = [p for p in plan[0]["Plan"]["Plans"] if p.get("Subplan Name") == "CTE direct"]
+    assert {s[2] for s in _scans(direct) if s[1] in ("executions", "shard_leases")} == {
+        "executions_due",
+        "shard_leases_open",
+    }, plan
+    assert "Sort" not in json.dumps(direct) and "Hash" not in json.dumps(direct), plan
     [spread] = [p for p in plan[0]["Plan"]["Plans"] if p.get("Subplan Name") == "CTE spread"]
     assert "Sort" not in json.dumps(spread), plan
     # The statement that applies limits walks the same index; its gate (entered only by an
@@ -335,7 +344,15 @@ async def test_a_claim_reads_only_its_candidates_when_statistics_never_saw_a_rea
         ("Index Scan", "executions", "executions_ready"),
         ("Index Scan", "executions", "executions_pkey"),
         ("Index Only Scan", "executions", "executions_ready_tenant"),
+        ("Index Scan", "executions", "executions_due"),
     }, plan
+    # The READY rows fill the batch: the due SCHEDULED rows of open shards are not read at all.
+    due_read = sum(
+        node["Actual Rows"] * node["Actual Loops"]
+        for node in _nodes(plan[0]["Plan"])
+        if node.get("Index Name") == "executions_due"
+    )
+    assert due_read == 0, plan
     # Is more than one tenant READY? The first and the last entry of the tenants' index.
     ends_read = sum(
         node["Actual Rows"] * node["Actual Loops"]
@@ -513,6 +530,7 @@ async def test_a_dense_herds_promotion_by_id_reads_only_its_rows(
             "epochs": [x.epoch for x in leases],
             "channel": "tickwheel_test",
             "payload": "",
+            "direct": False,
         }
     else:
         query = Q["execution_promote_ids"]

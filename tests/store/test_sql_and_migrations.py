@@ -34,6 +34,10 @@ SQLITE_ONLY = {
     # applies limits.
     "execution_claim_tenants_spread",
     "execution_claim_ready_fair",
+    # The plain claim's second source (due SCHEDULED rows of open shards) is a statement of its
+    # own in the claim's write transaction; on PostgreSQL a CTE of
+    # execution_claim_ready_unlimited.
+    "execution_claim_direct",
 }
 # The expiry's row-by-row steps: PostgreSQL does each in one statement (data-modifying CTEs).
 SQLITE_ONLY |= {"execution_expire_one", "attempt_abandon", "execution_event_expired"}

@@ -63,12 +63,23 @@ PROMOTE_LANES = 2
 WAKE_TURNS = 8
 
 
+# Leased, an instant's shards are opened to the plain claim, which takes their due rows as they
+# are (SCHEDULED -> RUNNING); what the claims have not taken this long after is promoted to
+# READY, so that the claims that do not take SCHEDULED rows (limits, fairness across tenants)
+# see it, and the shards close (docs/scaling.md, "Claiming a herd without promoting it").
+DIRECT_GRACE = timedelta(seconds=1)
+
+
 PROBE_EVERY = timedelta(seconds=1)  # breakers to probe, executions to expire
 
 
 class Scheduler(Service, WheelWindow, ShardLeasing):
     name = "scheduler"
     store: SchedulerStore  # ShardLeasing needs only its ShardLeaseStore part
+    direct = True
+    """Leased: open an instant's shards to the plain claim instead of promoting its rows at once
+    (``DIRECT_GRACE``). Unleased (one scheduler over every shard, no grants to fence an opening
+    with) it promotes as before."""
 
     def __init__(
         self,
@@ -109,6 +120,9 @@ class Scheduler(Service, WheelWindow, ShardLeasing):
         self._next_refresh: datetime | None = None
         self._retry_at: datetime | None = None
         self._armed: _Armed | None = None
+        # Shards opened to the claims -> the end of their latest grace: the catch-all leaves
+        # them to the claims until then.
+        self._open_until: dict[int, datetime] = {}
         # Told the definitions of the executions loaded into the wheel (a worker beside it).
         self.definitions_ahead: Callable[[Collection[DefinitionKey]], None] | None = None
         if leased:
@@ -182,7 +196,12 @@ class Scheduler(Service, WheelWindow, ShardLeasing):
         wanted = None if only is None else set(only)  # (a list of up to 1,024 shards)
         while True:
             if self.leased:
-                leases = [g for s, g in self.leases.items() if wanted is None or s in wanted]
+                graced = self._in_grace() if wanted is None else set()
+                leases = [
+                    g
+                    for s, g in self.leases.items()
+                    if (wanted is None or s in wanted) and s not in graced
+                ]
                 if not leases:
                     return total
                 result = await self.store.execution_promote_due_leased(
@@ -199,6 +218,15 @@ class Scheduler(Service, WheelWindow, ShardLeasing):
             total += self._count(result)
             if result.promoted < self.batch:
                 return total
+
+    def _in_grace(self) -> set[int]:
+        """Shards opened to the claims less than ``DIRECT_GRACE`` ago: the catch-all over every
+        grant leaves their due rows to the claims until their promotion comes (the wheel holds
+        it). A shard taken over or fenced is swept whole (``only``): nothing of it is left."""
+        now = self.clock.now()
+        for shard in [s for s, until in self._open_until.items() if until <= now]:
+            del self._open_until[shard]
+        return set(self._open_until)
 
     async def _next_retry(self, now: datetime) -> datetime | None:
         if not self.shards:
@@ -240,16 +268,73 @@ class Scheduler(Service, WheelWindow, ShardLeasing):
     async def _fire_taken(
         self, markers: list[_Load], fire: dict[uuid.UUID, _Fire], now: datetime
     ) -> int:
-        chunks = self._chunks(list(fire))
+        if not (self.leased and self.direct):
+            total = await self._promote_batches(list(fire), fire, now, direct=False)
+        else:
+            # The instant's own entries: their shards open to the claims, then only what the
+            # claims cannot take is promoted. Entries opened a grace ago: the rest is promoted,
+            # then their shards close.
+            fresh = [i for i, f in fire.items() if f.opened is None]
+            final = [i for i, f in fire.items() if f.opened is not None]
+            total = 0
+            if fresh:
+                await self._open(fresh, fire, now)
+                total += await self._promote_batches(fresh, fire, now, direct=True)
+            if final:
+                total += await self._promote_batches(final, fire, now, direct=False)
+                await self._close(final, fire)
+        loads: list[DueSlice] = []
+        for marker in markers:
+            if marker.page:
+                self._paged.discard(marker.slice.shard_id)
+                loads.append(self._page_rest(marker.slice))
+            else:
+                loads.append(marker.slice)
+        await self._load_slices([s for s in loads if s.shard_id in self._loaded])
+        return total
+
+    async def _open(
+        self, ids: list[uuid.UUID], fire: dict[uuid.UUID, _Fire], now: datetime
+    ) -> None:
+        """Opens the shards of ``ids`` to the plain claim through ``now`` (fenced, never past
+        the database's clock), those of the first batch first: the workers are woken by the
+        first statement, and a herd's first rows are claimable after one small UPDATE."""
+        first = {fire[i].shard_id for i in ids[: min(FIRST_CHUNK, self.batch)]}
+        rest = {fire[i].shard_id for i in ids} - first
+        until = now + DIRECT_GRACE
+        for shards in (first, rest):
+            leases = [self.leases[s] for s in sorted(shards) if s in self.leases]
+            if not leases:
+                continue
+            held = await self.store.shard_lease_open(self.owner, leases, now, self.store_now())
+            for shard in held:
+                self._open_until[shard] = until
+            if shards is first and rest:
+                for _ in range(WAKE_TURNS):  # as after a first promotion (_promote_batches)
+                    await asyncio.sleep(0)
+
+    async def _close(self, ids: list[uuid.UUID], fire: dict[uuid.UUID, _Fire]) -> None:
+        """After the promotion of what the claims left of the instants opened up to the latest
+        of ``ids``: their shards close (those opened again since stay open for their own)."""
+        through = max(o for i in ids if (o := fire[i].opened) is not None)
+        shards = sorted({fire[i].shard_id for i in ids})
+        leases = [self.leases[s] for s in shards if s in self.leases]
+        if leases:
+            await self.store.shard_lease_close(self.owner, leases, through, self.store_now())
+
+    async def _promote_batches(
+        self, ids: list[uuid.UUID], fire: dict[uuid.UUID, _Fire], now: datetime, *, direct: bool
+    ) -> int:
+        chunks = self._chunks(ids)
         first = next(chunks, None)
-        total = 0 if first is None else await self._promote_ids(first, fire, now)
-        if total and len(fire) > len(first or ()):
+        total = 0 if first is None else await self._promote_ids(first, fire, now, direct)
+        if total and len(ids) > len(first or ()):
             # A worker of this process was woken by the commit (an in-process signal): a few
             # turns of the event loop let it send its claim before the next batches are built
             # and sent (~1 ms of this loop's time ahead of the herd's first claim).
             for _ in range(WAKE_TURNS):
                 await asyncio.sleep(0)
-        if first is not None and len(fire) > len(first):
+        if first is not None and len(ids) > len(first):
             # The rest on PROMOTE_LANES connections at once, each taking the next batch when
             # its last one committed: the batches are disjoint, fenced and guarded each on its
             # own, so their order between lanes does not matter; one commit no longer waits for
@@ -257,7 +342,7 @@ class Scheduler(Service, WheelWindow, ShardLeasing):
             async def lane() -> int:
                 promoted = 0
                 for chunk in chunks:
-                    promoted += await self._promote_ids(chunk, fire, now)
+                    promoted += await self._promote_ids(chunk, fire, now, direct)
                 return promoted
 
             try:
@@ -269,14 +354,6 @@ class Scheduler(Service, WheelWindow, ShardLeasing):
                 # already cancelled.
                 raise failed.exceptions[0] from None
             total += sum(t.result() for t in lanes)
-        loads: list[DueSlice] = []
-        for marker in markers:
-            if marker.page:
-                self._paged.discard(marker.slice.shard_id)
-                loads.append(self._page_rest(marker.slice))
-            else:
-                loads.append(marker.slice)
-        await self._load_slices([s for s in loads if s.shard_id in self._loaded])
         return total
 
     def arm(self, now: datetime) -> int:
@@ -307,16 +384,21 @@ class Scheduler(Service, WheelWindow, ShardLeasing):
             size = min(size * 4, self.batch)
 
     async def _promote_ids(
-        self, ids: list[uuid.UUID], fire: dict[uuid.UUID, _Fire], now: datetime
+        self, ids: list[uuid.UUID], fire: dict[uuid.UUID, _Fire], now: datetime, direct: bool
     ) -> int:
+        """``direct``: the shards are open, and the rows the claims take as they are stay
+        SCHEDULED; every id not promoted comes back ``DIRECT_GRACE`` later for its promotion
+        (``opened``), instead of the retries of a firing the database's clock refused."""
         if self.leased:
             shards = {fire[i].shard_id for i in ids}
             leases = [self.leases[s] for s in shards if s in self.leases]
             if not leases:
                 return 0
             result = await self.store.execution_promote_ids_leased(
-                self.owner, leases, ids, self.store_now()
+                self.owner, leases, ids, self.store_now(), direct=direct
             )
+            if direct:
+                self._defer([i for i in ids if i not in result.moved], fire, now)
             if result.fenced:
                 # Some grants are lost: the catch-all over every grant finds out which, counts
                 # what they refuse, and drops them (one report for the lot).
@@ -326,13 +408,25 @@ class Scheduler(Service, WheelWindow, ShardLeasing):
             result = await self.store.execution_promote_ids(ids, self.shards, self.store_now())
         for execution_id in ids:
             entry = fire[execution_id]
-            if execution_id in result.moved or entry.tries + 1 >= RETRY_TRIES:
+            if execution_id in result.moved or direct:
+                continue
+            if entry.opened is not None or entry.tries + 1 >= RETRY_TRIES:
                 continue
             if entry.shard_id in self._loaded:
                 later = now + RETRY_FIRST * 2**entry.tries
                 retry = _Fire(entry.shard_id, entry.tries + 1)
                 self._add(execution_id, later, retry, entry.shard_id)
         return self._count(result)
+
+    def _defer(self, ids: list[uuid.UUID], fire: dict[uuid.UUID, _Fire], now: datetime) -> None:
+        """What an instant's direct promotion left SCHEDULED (the claims' rows, or rows they
+        have taken already) comes back ``DIRECT_GRACE`` later, to be promoted if still there.
+        Shards given up meanwhile drop these entries with the rest of their wheel."""
+        later = now + DIRECT_GRACE
+        for execution_id in ids:
+            shard = fire[execution_id].shard_id
+            if shard in self._loaded:
+                self._add(execution_id, later, _Fire(shard, RETRY_TRIES, now), shard)
 
     def _count(self, result: Promotion) -> int:
         self.promoted += result.promoted
@@ -359,6 +453,7 @@ class Scheduler(Service, WheelWindow, ShardLeasing):
     def _drop(self, shard_ids: Sequence[int]) -> None:
         for shard_id in shard_ids:
             self.leases.pop(shard_id, None)
+            self._open_until.pop(shard_id, None)
         self._forget(shard_ids)
         self.shards = sorted(self.leases)
 

@@ -23,10 +23,13 @@ HINT_SLIVER = timedelta(milliseconds=1)
 
 @dataclass(frozen=True, slots=True)
 class _Fire:
-    """A loaded execution (keyed by its id)."""
+    """A loaded execution (keyed by its id). ``opened``: its shard was opened to the claims
+    through that instant when it fell due (``Scheduler.direct``); this entry is the promotion,
+    a little later, of what the claims have not taken."""
 
     shard_id: int
     tries: int = 0
+    opened: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)

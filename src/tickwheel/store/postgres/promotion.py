@@ -95,6 +95,8 @@ class PostgresPromotion:
         leases: Sequence[ShardLease],
         execution_ids: Sequence[uuid.UUID],
         now: datetime | None = None,
+        *,
+        direct: bool = False,
     ) -> Promotion:
         channel, payload = self._signals.notification(Topic.READY)
         params = {
@@ -102,6 +104,7 @@ class PostgresPromotion:
             "execution_ids": list(execution_ids),
             "channel": channel,
             "payload": payload,
+            "direct": direct,
         }
         started, traced = now_ns(), Traced()
         # One statement on an autocommit connection: fence, promotion and NOTIFY commit together.

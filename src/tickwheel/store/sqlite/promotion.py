@@ -95,6 +95,7 @@ class SqlitePromotion(SqliteConnection):
             "execution_ids": json.dumps([str(i) for i in execution_ids]),
             "shards": json.dumps(list(shards)),
             "now": _now_us(now),
+            "direct": 0,
         }
         started, traced = now_ns(), Traced()
         async with self._tx() as conn:
@@ -107,6 +108,8 @@ class SqlitePromotion(SqliteConnection):
         leases: Sequence[ShardLease],
         execution_ids: Sequence[uuid.UUID],
         now: datetime | None = None,
+        *,
+        direct: bool = False,
     ) -> Promotion:
         now_us = _now_us(now)
         started, traced = now_ns(), Traced()
@@ -118,6 +121,7 @@ class SqlitePromotion(SqliteConnection):
                     "execution_ids": json.dumps([str(i) for i in execution_ids]),
                     "shards": json.dumps(held),
                     "now": now_us,
+                    "direct": int(direct),
                 }
                 moved = await _run(conn, ("execution_promote_ids",), params, traced)
         fenced = sorted({lease.shard_id for lease in leases} - set(held))

@@ -203,6 +203,15 @@ SELECT * FROM claimed ORDER BY fencing_token;
 --   stored, against 1.5 ms by primary key). Lease times come from the database clock unless the
 --   caller passes now (tests).
 -- recorded: the RUNNING attempt row, written once, in the same statement.
+-- direct (docs/scaling.md, "Claiming a herd without promoting it"): when the READY rows do not
+--   fill the batch, the rest comes from the due SCHEDULED rows of the open shards (shard_leases
+--   with a due_through, set by each shard's lease holder at an instant with due executions,
+--   never past the database's clock): through executions_due, up to the shard's due_through,
+--   shard after shard until the batch is full, straight to RUNNING; their ready_at becomes
+--   their executeAt. Only rows the scheduler left to this claim (execution_promote_ids_fenced,
+--   direct): no concurrency limit, no pause, no rate limit over them. The lock re-checks
+--   SCHEDULED on the newest version (a cancel or a promotion that took the row first wins), and
+--   rows a cancel holds are skipped, as READY ones are. No shard open: one empty index page.
 WITH candidates AS MATERIALIZED (
     SELECT execution_id, concurrency_limit FROM executions
     WHERE status = 'READY'
@@ -228,20 +237,39 @@ WITH candidates AS MATERIALIZED (
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
 ),
+direct AS MATERIALIZED (
+    SELECT e.execution_id, e.concurrency_limit
+    FROM shard_leases l
+    JOIN executions e ON e.shard_id = l.shard_id
+    WHERE l.due_through IS NOT NULL
+      AND e.status = 'SCHEDULED' AND e.bucket_start <= l.due_through
+      AND e.execute_at <= l.due_through AND e.concurrency_limit IS NULL
+      AND (%(definition_uris)s::text[] IS NULL
+           OR e.definition_uri = ANY (%(definition_uris)s::text[]))
+      AND (NOT EXISTS (SELECT 1 FROM pauses) OR NOT EXISTS (SELECT 1 FROM pauses p
+           WHERE p.tenant = e.tenant AND p.definition_uri IN ('', e.definition_uri)))
+      AND (NOT EXISTS (SELECT 1 FROM rate_limits) OR NOT EXISTS (SELECT 1 FROM rate_limits r
+           WHERE r.tenant = e.tenant AND r.definition_uri IN ('', e.definition_uri)))
+    LIMIT greatest(%(limit)s - (SELECT count(*) FROM candidates), 0)
+    FOR UPDATE OF e SKIP LOCKED
+),
 spread AS MATERIALIZED (
     SELECT (SELECT min(tenant) FROM executions WHERE status = 'READY')
         IS DISTINCT FROM (SELECT max(tenant) FROM executions WHERE status = 'READY')
         AS tenants_seen
 ),
 tokens AS MATERIALIZED (
-    SELECT execution_id, nextval('fencing_token_seq') AS fencing_token FROM candidates
-    WHERE concurrency_limit IS NULL AND NOT (SELECT tenants_seen FROM spread)
+    SELECT c.execution_id, nextval('fencing_token_seq') AS fencing_token
+    FROM (SELECT execution_id, concurrency_limit FROM candidates
+          UNION ALL SELECT execution_id, concurrency_limit FROM direct) AS c
+    WHERE c.concurrency_limit IS NULL AND NOT (SELECT tenants_seen FROM spread)
 ),
 claimed AS (
     UPDATE executions e
     SET status = 'RUNNING', attempt_count = e.attempt_count + 1, lease_owner = %(worker_id)s,
         lease_expires_at = coalesce(%(now)s::timestamptz, now()) + %(lease)s::interval,
         fencing_token = t.fencing_token,
+        ready_at = CASE WHEN e.status = 'SCHEDULED' THEN e.execute_at ELSE e.ready_at END,
         started_at = coalesce(e.started_at, coalesce(%(now)s::timestamptz, now())),
         updated_at = coalesce(%(now)s::timestamptz, now())
     FROM tokens t

@@ -82,6 +82,11 @@ RETURNING e.execution_id, e.definition_uri, e.trace_context;
 -- the planner drove it from the held shards through executions_due, reading every due row of
 -- each shard to find the batch's few: a herd of 100,000 has ~100 a shard, and that read was
 -- most of a batch of 500 (docs/scaling.md, "The herd's first milliseconds").
+-- direct: the instant's shards are open (shard_lease_open), and the rows the plain claim takes
+-- as they are (execution_claim_ready_unlimited: no concurrency limit, no pause, no rate limit
+-- over them) are left SCHEDULED for it; only the others are promoted now. The scheduler
+-- promotes what the claims have not taken a little later (docs/scaling.md, "Claiming a herd
+-- without promoting it"). The two tests are each other's complement, read at each statement.
 WITH held AS MATERIALIZED (
     SELECT l.shard_id
     FROM shard_leases l
@@ -101,6 +106,15 @@ due AS MATERIALIZED (
           AND status = 'SCHEDULED'
           AND shard_id = ANY (ARRAY(SELECT shard_id FROM held))
           AND execute_at <= coalesce(%(now)s::timestamptz, now())
+          AND (NOT %(direct)s::boolean OR concurrency_limit IS NOT NULL
+               OR (EXISTS (SELECT 1 FROM pauses)
+                   AND EXISTS (SELECT 1 FROM pauses p
+                               WHERE p.tenant = executions.tenant
+                                 AND p.definition_uri IN ('', executions.definition_uri)))
+               OR (EXISTS (SELECT 1 FROM rate_limits)
+                   AND EXISTS (SELECT 1 FROM rate_limits r
+                               WHERE r.tenant = executions.tenant
+                                 AND r.definition_uri IN ('', executions.definition_uri))))
         FOR UPDATE SKIP LOCKED
     ) AS d
 ),

@@ -26,11 +26,20 @@ WHERE n <= :limit;
 
 -- name: execution_promote_ids
 -- The wheel's firing by id, guarded: still SCHEDULED, in a shard the caller may promote, due.
+-- direct (1): the shards are open and the rows the plain claim takes as they are
+-- (execution_claim_direct) are left to it, as on PostgreSQL.
 UPDATE executions SET status = 'READY', ready_at = :now, updated_at = :now
 WHERE execution_id IN (SELECT value FROM json_each(:execution_ids))
   AND status = 'SCHEDULED'
   AND shard_id IN (SELECT value FROM json_each(:shards))
   AND execute_at <= :now
+  AND (:direct = 0 OR concurrency_limit IS NOT NULL
+       OR EXISTS (SELECT 1 FROM pauses p
+                  WHERE p.tenant = executions.tenant
+                    AND p.definition_uri IN ('', executions.definition_uri))
+       OR EXISTS (SELECT 1 FROM rate_limits r
+                  WHERE r.tenant = executions.tenant
+                    AND r.definition_uri IN ('', executions.definition_uri)))
 RETURNING execution_id, definition_uri, trace_context;
 
 -- name: execution_promote_scheduled
