@@ -1,0 +1,130 @@
+"""A leased scheduler at an instant with due executions, on both backends, on the fake clock
+(docs/scaling.md, "Claiming a herd without promoting it"): it opens their shards to the plain
+claim and promotes at once only what that claim cannot take; what the claims have not taken is
+promoted ``DIRECT_GRACE`` later and the shards close; a scheduler that dies with shards open
+leaves nothing stranded (its successor's rescan promotes the rest); and the catch-all leaves a
+shard in its grace to the claims."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import replace
+from datetime import timedelta
+
+from tests.engine.test_wheel_scheduler import insert, listening, scheduler, status
+from tests.factories import T0, new_execution
+from tests.store.test_concurrency import KEYED
+from tickwheel.domain.clock import FakeClock
+from tickwheel.domain.states import ExecutionStatus
+from tickwheel.domain.submission import SubmitRequest, prepare_execution
+from tickwheel.engine.scheduler import DIRECT_GRACE
+from tickwheel.store.protocol import Store
+
+__all__ = ["listening"]  # the fixture, used by every test here
+
+LEASE = timedelta(seconds=30)
+SECOND = timedelta(seconds=1)
+
+
+async def due_in(store: Store, execution_id: uuid.UUID) -> uuid.UUID:
+    """A new execution, SCHEDULED (submitted at T0), due at T0 + 5 s in the shard of
+    ``execution_id``: a shard still open through that instant would hand it to a claim."""
+    got = await store.execution_get("acme", execution_id)
+    assert got is not None
+    item = replace(new_execution(execute_in=5), shard_id=got.shard_id)
+    await store.execution_insert_many([item])
+    return item.execution_id
+
+
+async def test_an_instants_rows_are_claimed_as_they_are_then_the_rest_promoted(
+    store: Store,
+) -> None:
+    clock = FakeClock(T0)
+    s = scheduler(store, clock, leased=True, owner="a")
+    await s.run_once()  # alone: takes every shard
+    ids = await insert(store, clock, 5, 5, 5, 5)
+    await s.run_once()  # the hints: into the wheel
+    clock.set(T0 + 5 * SECOND)
+    assert await s.run_once() == 0  # opened, nothing promoted
+    assert {await status(store, i) for i in ids} == {ExecutionStatus.SCHEDULED}
+    claimed = await store.execution_claim_ready("w", 3, LEASE, clock.now())
+    assert len(claimed) == 3 and all(e.ready_at == T0 + 5 * SECOND for e in claimed)
+    [left] = set(ids) - {e.execution_id for e in claimed}
+    clock.set(T0 + 5 * SECOND + DIRECT_GRACE)
+    assert await s.run_once() == 1  # what the claims left: READY
+    assert await status(store, left) is ExecutionStatus.READY
+    # The shards are closed: a row due at that instant now waits for its promotion.
+    late = await due_in(store, left)
+    assert [e.execution_id for e in await store.execution_claim_ready("w", 9, LEASE)] == [left]
+    assert await status(store, late) is ExecutionStatus.SCHEDULED
+
+
+async def test_an_execution_under_a_concurrency_limit_is_promoted_at_its_instant(
+    store: Store,
+) -> None:
+    clock = FakeClock(T0)
+    s = scheduler(store, clock, leased=True, owner="a")
+    await s.run_once()
+    request = SubmitRequest(
+        definition_uri="registry://jobs/sync",
+        inputs={"customer": "c1"},
+        execute_at=T0 + 5 * SECOND,
+    )
+    limited = prepare_execution(request, KEYED, "acme", T0)
+    [plain] = await insert(store, clock, 5)
+    await store.execution_insert_many([limited])
+    await s.run_once()
+    clock.set(T0 + 5 * SECOND)
+    assert await s.run_once() == 1
+    assert await status(store, limited.execution_id) is ExecutionStatus.READY
+    assert await status(store, plain) is ExecutionStatus.SCHEDULED  # the claims' own
+
+
+async def test_the_catch_all_leaves_a_shard_in_its_grace_to_the_claims(store: Store) -> None:
+    clock = FakeClock(T0)
+    s = scheduler(store, clock, leased=True, owner="a")
+    await s.run_once()
+    ids = await insert(store, clock, 5, 5)
+    await s.run_once()
+    clock.set(T0 + 5 * SECOND)
+    await s.run_once()
+    # The catch-all over every grant (each extension of the window and each lease renewal runs
+    # it), inside the instant's grace.
+    clock.set(T0 + 5 * SECOND + DIRECT_GRACE / 2)
+    assert await s._sweep() == 0
+    assert {await status(store, i) for i in ids} == {ExecutionStatus.SCHEDULED}
+    assert len(await store.execution_claim_ready("w", 9, LEASE, clock.now())) == 2
+
+
+async def test_a_scheduler_that_dies_with_shards_open_strands_nothing(store: Store) -> None:
+    clock = FakeClock(T0)
+    a = scheduler(store, clock, leased=True, owner="a")
+    await a.run_once()
+    ids = await insert(store, clock, 5, 5, 5)
+    await a.run_once()
+    clock.set(T0 + 5 * SECOND)
+    await a.run_once()  # opened; then a dies before the grace ends
+    # Meanwhile the claims still take the open shards' rows, scheduler or not.
+    [first] = await store.execution_claim_ready("w", 1, LEASE, clock.now() + SECOND)
+    # b takes the shards over once a's leases expire: its rescan promotes the rest.
+    clock.set(T0 + 5 * SECOND + a.lease_ttl)
+    b = scheduler(store, clock, leased=True, owner="b")
+    await b.run_once()
+    assert len(b.leases) > 0
+    rest = [i for i in ids if i != first.execution_id]
+    assert {await status(store, i) for i in rest} == {ExecutionStatus.READY}
+    # And closed them: a row due at that instant waits for b's wheel, not taken as it is.
+    late = await due_in(store, rest[0])
+    claimed = await store.execution_claim_ready("w", 9, LEASE, clock.now())
+    assert {e.execution_id for e in claimed} == set(rest)
+    assert await status(store, late) is ExecutionStatus.SCHEDULED
+
+
+async def test_an_unleased_scheduler_promotes_at_the_instant(store: Store) -> None:
+    clock = FakeClock(T0)
+    s = scheduler(store, clock)
+    ids = await insert(store, clock, 5, 5)
+    await s.run_once()
+    clock.set(T0 + 5 * SECOND)
+    assert await s.run_once() == 2
+    assert {await status(store, i) for i in ids} == {ExecutionStatus.READY}
