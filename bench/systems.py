@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import subprocess
 import textwrap
+import threading
 import time
 from datetime import datetime
 from pathlib import Path
@@ -64,6 +65,12 @@ class System(Protocol):
     def finished(self) -> tuple[int, int]:
         """(succeeded, failed) so far."""
         ...
+
+    def watch_claimable(self, instant: float, timeout: float) -> ClaimableWatch | None:
+        """From ``instant`` on: when every execution of the run is claimable (PostgreSQL)."""
+        if not isinstance(self.db, PostgresDatabase):
+            return None
+        return ClaimableWatch(self.db.url, instant, timeout)
 
     def figures(self, instant: float | None) -> dict[str, Any]:
         """System-specific figures read after the run, e.g. when every execution was READY."""
@@ -268,6 +275,12 @@ class TickwheelSystem:
             counts = self.db.counts()
         return counts.get("SUCCEEDED", 0), counts.get("FAILED", 0) + counts.get("CANCELLED", 0)
 
+    def watch_claimable(self, instant: float, timeout: float) -> ClaimableWatch | None:
+        """From ``instant`` on: when every execution of the run is claimable (PostgreSQL)."""
+        if not isinstance(self.db, PostgresDatabase):
+            return None
+        return ClaimableWatch(self.db.url, instant, timeout)
+
     def figures(self, instant: float | None) -> dict[str, Any]:
         """When every execution of the run had become READY (the scheduler's part of a herd),
         from ``ready_at``, which the promotion stamps with the database's clock."""
@@ -284,6 +297,61 @@ class TickwheelSystem:
         )
         last_ready = None if row is None or row[0] is None else float(row[0])
         return {"all_ready_s": None if last_ready is None else last_ready - instant}
+
+
+CLAIMABLE_POLL_S = 0.01
+"""Between two looks of ``ClaimableWatch`` (each look is one count query, tens of ms at first)."""
+
+_UNCLAIMABLE_DIRECT = """
+SELECT count(*) FROM executions e
+WHERE e.tenant = %s AND e.status = 'SCHEDULED'
+  AND NOT EXISTS (SELECT 1 FROM shard_leases l
+                  WHERE l.shard_id = e.shard_id AND l.due_through >= e.execute_at)
+"""
+
+
+class ClaimableWatch:
+    """When every execution of a herd had become claimable, on a tickwheel whose claims take
+    the due SCHEDULED rows of open shards as they are (migration 0022, docs/scaling.md,
+    "Claiming a herd without promoting it"): there ``ready_at`` says nothing of it (a row
+    claimed as it is gets its executeAt; one the claims left is promoted a grace later), so a
+    thread looks from the instant on, every ``CLAIMABLE_POLL_S``, until no row of the run is
+    SCHEDULED outside an open shard (B3's and B5's no-ops are under no limit, pause or rate
+    limit, which would keep a row from the plain claim). The figure is the end of the first
+    look that found none: late by at most one look and the pause before it. Without the column
+    (a tickwheel that promotes every row) it is None and the caller takes ``all_ready_s``,
+    which is then exact and costs no look during the herd."""
+
+    def __init__(self, url: str, instant: float, timeout: float) -> None:
+        self._url, self._instant, self._timeout = url, instant, timeout
+        self.at: float | None = None
+        with psycopg.connect(url, autocommit=True) as conn:
+            row = conn.execute(
+                "SELECT 1 FROM information_schema.columns"
+                " WHERE table_name = 'shard_leases' AND column_name = 'due_through'"
+            ).fetchone()
+        self.direct = row is not None
+        self._thread: threading.Thread | None = None
+        if self.direct:
+            self._thread = threading.Thread(target=self._watch, daemon=True)
+            self._thread.start()
+
+    def _watch(self) -> None:
+        with psycopg.connect(self._url, autocommit=True) as conn:
+            time.sleep(max(0.0, self._instant - time.time()))
+            while time.time() < self._instant + self._timeout:
+                row = conn.execute(_UNCLAIMABLE_DIRECT, (BENCH_TENANT,)).fetchone()
+                if row is not None and int(row[0]) == 0:
+                    self.at = time.time()
+                    return
+                time.sleep(CLAIMABLE_POLL_S)
+
+    def seconds(self) -> float | None:
+        """After the herd: seconds from the instant to the look that found every row
+        claimable (None without direct claims, or if it never came)."""
+        if self._thread is not None:
+            self._thread.join(timeout=1)
+        return None if self.at is None else self.at - self._instant
 
 
 def clean_reused_database(db: PostgresDatabase) -> None:

@@ -11,19 +11,27 @@ import uuid
 from dataclasses import replace
 from datetime import timedelta
 
-from tests.engine.test_wheel_scheduler import insert, listening, scheduler, status
+from tests.engine.test_wheel_scheduler import insert, listening, status
+from tests.engine.test_wheel_scheduler import scheduler as wheel_scheduler
 from tests.factories import T0, new_execution
 from tests.store.test_concurrency import KEYED
 from tickwheel.domain.clock import FakeClock
 from tickwheel.domain.states import ExecutionStatus
 from tickwheel.domain.submission import SubmitRequest, prepare_execution
-from tickwheel.engine.scheduler import DIRECT_GRACE
+from tickwheel.engine.scheduler import DIRECT_GRACE, Scheduler
 from tickwheel.store.protocol import Store
 
 __all__ = ["listening"]  # the fixture, used by every test here
 
 LEASE = timedelta(seconds=30)
 SECOND = timedelta(seconds=1)
+
+
+def scheduler(store: Store, clock: FakeClock, **options: object) -> Scheduler:
+    """Opening even for an instant of one execution (``DIRECT_MIN`` is for herds)."""
+    s = wheel_scheduler(store, clock, **options)
+    s.direct_min = 1
+    return s
 
 
 async def due_in(store: Store, execution_id: uuid.UUID) -> uuid.UUID:
@@ -128,3 +136,22 @@ async def test_an_unleased_scheduler_promotes_at_the_instant(store: Store) -> No
     clock.set(T0 + 5 * SECOND)
     assert await s.run_once() == 2
     assert {await status(store, i) for i in ids} == {ExecutionStatus.READY}
+
+
+async def test_a_small_instant_is_promoted_at_once(store: Store) -> None:
+    """Below ``direct_min`` entries an instant is promoted as before: one statement, where an
+    opening costs four."""
+    clock = FakeClock(T0)
+    s = wheel_scheduler(store, clock, leased=True, owner="a")
+    s.direct_min = 3
+    await s.run_once()
+    small = await insert(store, clock, 5, 5)
+    herd = await insert(store, clock, 6, 6, 6)
+    await s.run_once()
+    clock.set(T0 + 5 * SECOND)
+    assert await s.run_once() == 2
+    assert {await status(store, i) for i in small} == {ExecutionStatus.READY}
+    clock.set(T0 + 6 * SECOND)
+    assert await s.run_once() == 0
+    assert {await status(store, i) for i in herd} == {ExecutionStatus.SCHEDULED}
+    assert len(await store.execution_claim_ready("w", 9, LEASE, clock.now())) == 5

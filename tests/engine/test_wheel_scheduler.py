@@ -18,7 +18,7 @@ from tests.factories import T0, definition, new_execution, stored
 from tickwheel.domain.clock import FakeClock
 from tickwheel.domain.sharding import SHARD_COUNT
 from tickwheel.domain.states import ExecutionStatus
-from tickwheel.engine.scheduler import ARM_LEAD, DIRECT_GRACE, PROMOTE_LANES, Scheduler
+from tickwheel.engine.scheduler import ARM_LEAD, PROMOTE_LANES, Scheduler
 from tickwheel.observability.metrics import Metrics
 from tickwheel.services.settings import SchedulerSettings
 from tickwheel.store.due import DueSlice
@@ -153,9 +153,6 @@ async def test_shards_given_up_leave_the_wheel(store: Store) -> None:
     assert kept and shards_in_wheel(a) == kept
     assert shards_in_wheel(b) == set(shard_of.values()) - kept  # loaded from the database
     clock.set(T0 + timedelta(seconds=6))  # within both leases
-    await a.run_once()  # the instants: their shards open to the claims
-    await b.run_once()
-    clock.set(T0 + timedelta(seconds=6) + DIRECT_GRACE)  # nobody claimed: promoted now
     await a.run_once()
     await b.run_once()
     assert (a.promoted + b.promoted, a.fenced_shards, b.fenced_shards) == (10, 0, 0)
