@@ -5,6 +5,7 @@ and promotes."""
 
 from __future__ import annotations
 
+import heapq
 import uuid
 from collections.abc import Callable, Collection, Hashable, Sequence
 from dataclasses import dataclass
@@ -23,13 +24,42 @@ HINT_SLIVER = timedelta(milliseconds=1)
 
 @dataclass(frozen=True, slots=True)
 class _Fire:
-    """A loaded execution (keyed by its id). ``opened``: its shard was opened to the claims
-    through that instant when it fell due (``Scheduler.direct``); this entry is the promotion,
-    a little later, of what the claims have not taken."""
+    """A loaded execution (keyed by its id)."""
 
     shard_id: int
     tries: int = 0
-    opened: datetime | None = None
+
+
+class InstantShards:
+    """Per instant the wheel holds executions for: how many, and in which shards. Kept as they
+    are added (a set insertion each), so that at a herd's instant the scheduler opens its shards
+    to the claims before it takes the herd's entries out of the wheel (~11 µs each here: over a
+    second for 100,000). Only a hint: an entry dropped or moved meanwhile leaves its count, and
+    opening a shard with nothing due in it claims nothing (the catch-all closes it)."""
+
+    def __init__(self) -> None:
+        self._heap: list[datetime] = []
+        self._at: dict[datetime, tuple[list[int], set[int]]] = {}
+
+    def note(self, at: datetime, shard: int) -> None:
+        entry = self._at.get(at)
+        if entry is None:
+            entry = self._at[at] = ([0], set())
+            heapq.heappush(self._heap, at)
+        entry[0][0] += 1
+        entry[1].add(shard)
+
+    def count(self, at: datetime) -> int:
+        entry = self._at.get(at)
+        return 0 if entry is None else entry[0][0]
+
+    def take(self, now: datetime) -> list[tuple[int, set[int]]]:
+        """The instants due by ``now``, forgotten: (entries, shards) each."""
+        taken: list[tuple[int, set[int]]] = []
+        while self._heap and self._heap[0] <= now:
+            (n,), shards = self._at.pop(heapq.heappop(self._heap))
+            taken.append((n, shards))
+        return taken
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +94,7 @@ class WheelWindow:
     _loaded: set[int]
     _paged: set[int]
     _armed: _Armed | None
+    _instants: InstantShards
     loaded_until: datetime | None
     _next_refresh: datetime | None
     definitions_ahead: Callable[[Collection[DefinitionKey]], None] | None
@@ -155,6 +186,8 @@ class WheelWindow:
         assert self.wheel is not None
         self.wheel.add(key, due, payload)
         self._keys[shard].add(key)
+        if isinstance(payload, _Fire) and not payload.tries:
+            self._instants.note(due, shard)
 
     def _forget(self, shard_ids: Sequence[int]) -> None:
         """Drops the wheel's entries of shards no longer served (armed ones too)."""
