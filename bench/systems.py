@@ -299,28 +299,24 @@ class TickwheelSystem:
         return {"all_ready_s": None if last_ready is None else last_ready - instant}
 
 
-CLAIMABLE_POLL_S = 0.01
-"""Between two looks of ``ClaimableWatch`` (each look is one count query, tens of ms at first)."""
-
-_UNCLAIMABLE_DIRECT = """
-SELECT count(*) FROM executions e
-WHERE e.tenant = %s AND e.status = 'SCHEDULED'
-  AND NOT EXISTS (SELECT 1 FROM shard_leases l
-                  WHERE l.shard_id = e.shard_id AND l.due_through >= e.execute_at)
-"""
+CLAIMABLE_POLL_S = 0.005
+"""Between two looks of ``ClaimableWatch`` (each look reads the 1,024 lease rows: ~1 ms)."""
 
 
 class ClaimableWatch:
     """When every execution of a herd had become claimable, on a tickwheel whose claims take
     the due SCHEDULED rows of open shards as they are (migration 0022, docs/scaling.md,
     "Claiming a herd without promoting it"): there ``ready_at`` says nothing of it (a row
-    claimed as it is gets its executeAt; one the claims left is promoted a grace later), so a
-    thread looks from the instant on, every ``CLAIMABLE_POLL_S``, until no row of the run is
-    SCHEDULED outside an open shard (B3's and B5's no-ops are under no limit, pause or rate
-    limit, which would keep a row from the plain claim). The figure is the end of the first
-    look that found none: late by at most one look and the pause before it. Without the column
-    (a tickwheel that promotes every row) it is None and the caller takes ``all_ready_s``,
-    which is then exact and costs no look during the herd."""
+    claimed as it is gets its executeAt; one the claims left is promoted a grace later). Before
+    the instant it notes the shards the run's executions are in; from the instant on, a thread
+    looks every ``CLAIMABLE_POLL_S`` until every one of those shards is open through the
+    instant, when each of the run's rows is either taken already or claimable by the plain
+    claim (B3's and B5's no-ops are under no limit, pause or rate limit, which would keep a row
+    from it and have it promoted instead). The figure is the end of that look: late by at most
+    one look (~1 ms) and the pause before it. Without the column (a tickwheel that promotes
+    every row) it is None and the caller takes ``all_ready_s``, which is then exact and costs no
+    look during the herd; so it is also None if the shards never all opened (an instant too
+    small to open them: ``DIRECT_MIN``)."""
 
     def __init__(self, url: str, instant: float, timeout: float) -> None:
         self._url, self._instant, self._timeout = url, instant, timeout
@@ -330,25 +326,39 @@ class ClaimableWatch:
                 "SELECT 1 FROM information_schema.columns"
                 " WHERE table_name = 'shard_leases' AND column_name = 'due_through'"
             ).fetchone()
-        self.direct = row is not None
+            self.direct = row is not None
+            self._shards: list[int] = []
+            if self.direct:
+                self._shards = [
+                    int(r[0])
+                    for r in conn.execute(
+                        "SELECT DISTINCT shard_id FROM executions"
+                        " WHERE tenant = %s AND status = 'SCHEDULED'",
+                        (BENCH_TENANT,),
+                    )
+                ]
         self._thread: threading.Thread | None = None
         if self.direct:
             self._thread = threading.Thread(target=self._watch, daemon=True)
             self._thread.start()
 
     def _watch(self) -> None:
+        closed = (
+            "SELECT count(*) FROM shard_leases WHERE shard_id = ANY (%s)"
+            " AND (due_through IS NULL OR due_through < to_timestamp(%s))"
+        )
         with psycopg.connect(self._url, autocommit=True) as conn:
             time.sleep(max(0.0, self._instant - time.time()))
             while time.time() < self._instant + self._timeout:
-                row = conn.execute(_UNCLAIMABLE_DIRECT, (BENCH_TENANT,)).fetchone()
+                row = conn.execute(closed, (self._shards, self._instant)).fetchone()
                 if row is not None and int(row[0]) == 0:
                     self.at = time.time()
                     return
                 time.sleep(CLAIMABLE_POLL_S)
 
     def seconds(self) -> float | None:
-        """After the herd: seconds from the instant to the look that found every row
-        claimable (None without direct claims, or if it never came)."""
+        """After the herd: seconds from the instant to the look that found every shard open
+        (None without direct claims, or if that never came)."""
         if self._thread is not None:
             self._thread.join(timeout=1)
         return None if self.at is None else self.at - self._instant

@@ -265,8 +265,8 @@ def herd(system_name: str, workers: int, n: int, cfg: Config) -> dict[str, Any]:
         lateness = [at - instant for at in firsts]
         figures = {"all_ready_s": None, **system.figures(instant)}  # tickwheel's scheduler
         claimable = None if watch is None else watch.seconds()
-        if watch is not None and not watch.direct:
-            claimable = figures["all_ready_s"]  # every row is promoted: READY is claimable
+        if watch is not None and claimable is None:
+            claimable = figures["all_ready_s"]  # every row promoted: READY is claimable
         return {
             "lead_s": lead,
             "submit_eps": n / submit_seconds,

@@ -1,7 +1,7 @@
 """A leased scheduler at an instant with due executions, on both backends, on the fake clock
 (docs/scaling.md, "Claiming a herd without promoting it"): it opens their shards to the plain
-claim and promotes at once only what that claim cannot take; what the claims have not taken is
-promoted ``DIRECT_GRACE`` later and the shards close; a scheduler that dies with shards open
+claim and promotes at once only what that claim cannot take; what the claims leave is promoted
+once a ``DIRECT_GRACE`` passes in which they took none of it, and the shards close; a scheduler that dies with shards open
 leaves nothing stranded (its successor's rescan promotes the rest); and the catch-all leaves a
 shard in its grace to the claims."""
 
@@ -59,8 +59,13 @@ async def test_an_instants_rows_are_claimed_as_they_are_then_the_rest_promoted(
     claimed = await store.execution_claim_ready("w", 3, LEASE, clock.now())
     assert len(claimed) == 3 and all(e.ready_at == T0 + 5 * SECOND for e in claimed)
     [left] = set(ids) - {e.execution_id for e in claimed}
+    # The claims took rows in this grace: the rest are theirs for another one, not rewritten.
     clock.set(T0 + 5 * SECOND + DIRECT_GRACE)
-    assert await s.run_once() == 1  # what the claims left: READY
+    assert await s.run_once() == 0
+    assert await status(store, left) is ExecutionStatus.SCHEDULED
+    # A grace with none taken (here no claim at all): what is left is promoted.
+    clock.set(T0 + 5 * SECOND + 2 * DIRECT_GRACE)
+    assert await s.run_once() == 1
     assert await status(store, left) is ExecutionStatus.READY
     # The shards are closed: a row due at that instant now waits for its promotion.
     late = await due_in(store, left)

@@ -87,6 +87,8 @@ class _Deferred:
     opened: datetime
     ids: list[uuid.UUID]
     fire: dict[uuid.UUID, _Fire]
+    left: int = 0
+    """How many were due in its shards at the last look (at first: how many it left)."""
 
 
 class Scheduler(Service, WheelWindow, ShardLeasing):
@@ -341,21 +343,34 @@ class Scheduler(Service, WheelWindow, ShardLeasing):
         self._opened_now.update(held)
 
     async def _promote_deferred(self, now: datetime) -> int:
-        """What the claims left of herds whose grace is over: promoted (READY, for the claims
-        that apply limits and fairness), then their shards close, unless opened again since
-        (their own herd closes them)."""
+        """Herds whose grace is over. While the claims are taking a herd's rows (fewer are due
+        in its shards than a grace ago) it gets another grace: promoting them would rewrite
+        every row the claims are about to take. Once a grace passes with none taken (the claims
+        that apply limits or fairness take no SCHEDULED row, or no worker runs them) what is
+        left is promoted, READY for those claims, and the shards close, unless opened again
+        since (their own herd closes them)."""
         total = 0
-        while self._deferred and self._deferred[0].at <= now:
-            herd = self._deferred.pop(0)
-            total += await self._promote_batches(
-                herd.ids, herd.fire, now, direct=False, retry=False
-            )
-            shards = sorted({herd.fire[i].shard_id for i in herd.ids})
-            leases = [self.leases[s] for s in shards if s in self.leases]
+        due = [h for h in self._deferred if h.at <= now]
+        self._deferred = [h for h in self._deferred if h.at > now]
+        for herd in due:
+            shards = sorted({herd.fire[i].shard_id for i in herd.ids} & set(self.leases))
+            left = await self.store.execution_count_due(shards, herd.opened) if shards else 0
+            if 0 < left < herd.left:
+                herd.left, herd.at = left, now + DIRECT_GRACE
+                for shard in shards:
+                    self._open_until[shard] = max(self._open_until.get(shard, now), herd.at)
+                self._deferred.append(herd)
+                continue
+            if left:
+                total += await self._promote_batches(
+                    herd.ids, herd.fire, now, direct=False, retry=False
+                )
+            leases = [self.leases[s] for s in shards]
             if leases:
                 await self.store.shard_lease_close(
                     self.owner, leases, herd.opened, self.store_now()
                 )
+        self._deferred.sort(key=lambda d: d.at)
         return total
 
     async def _promote_batches(
@@ -481,8 +496,9 @@ class Scheduler(Service, WheelWindow, ShardLeasing):
         last = self._deferred[-1] if self._deferred else None
         if last is not None and last.opened == now and last.fire is fire:
             last.ids += ids  # the same herd's next batch: one promotion and one close later
+            last.left += len(ids)
             return
-        self._deferred.append(_Deferred(now + DIRECT_GRACE, now, ids, fire))
+        self._deferred.append(_Deferred(now + DIRECT_GRACE, now, ids, fire, len(ids)))
         self._deferred.sort(key=lambda d: d.at)
 
     def _count(self, result: Promotion) -> int:

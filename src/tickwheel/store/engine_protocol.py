@@ -157,6 +157,11 @@ class PromotionStore(Protocol):
         SCHEDULED rows came back short, the held shards' watermark becomes ``now``."""
         ...
 
+    async def execution_count_due(self, shards: Sequence[int], through: datetime) -> int:
+        """How many SCHEDULED executions of ``shards`` are due by ``through`` (through the due
+        index): whether the claims are still taking an opened herd's rows."""
+        ...
+
     async def execution_due_window(
         self, slices: Sequence[DueSlice], limit: int
     ) -> list[list[DueEntry]]:
