@@ -1,9 +1,9 @@
 """A leased scheduler at an instant with due executions, on both backends, on the fake clock
 (docs/scaling.md, "Claiming a herd without promoting it"): it opens their shards to the plain
 claim and promotes at once only what that claim cannot take; what the claims leave is promoted
-once a ``DIRECT_GRACE`` passes in which they took none of it, and the shards close; a scheduler that dies with shards open
-leaves nothing stranded (its successor's rescan promotes the rest); and the catch-all leaves a
-shard in its grace to the claims."""
+once a ``DIRECT_GRACE`` passes in which they took none of it, and the shards close; a scheduler
+that dies with shards open leaves nothing stranded (its successor's rescan promotes the rest);
+and the catch-all leaves a shard in its grace to the claims."""
 
 from __future__ import annotations
 

@@ -51,6 +51,9 @@ SQLITE_ONLY |= {"execution_expire_one", "attempt_abandon", "execution_event_expi
 POSTGRES_ONLY = {
     "promotion_idle_timeout",
     "execution_claim_ready_unlimited",
+    # The same with the due SCHEDULED rows of open shards as a second source (SQLite:
+    # execution_claim_direct), a statement of its own so that a drain does not plan it.
+    "execution_claim_ready_direct",
     "execution_promote_ids_fenced",
     # The cron claim there returns only the columns a tick moves on, and the whole rows of the
     # jobs its store has not seen at that version are read by id (store/postgres/cron.py).
