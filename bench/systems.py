@@ -338,6 +338,7 @@ class ClaimableWatch:
                     )
                 ]
         self._thread: threading.Thread | None = None
+        self._stop = threading.Event()
         if self.direct:
             self._thread = threading.Thread(target=self._watch, daemon=True)
             self._thread.start()
@@ -348,19 +349,22 @@ class ClaimableWatch:
             " AND (due_through IS NULL OR due_through < to_timestamp(%s))"
         )
         with psycopg.connect(self._url, autocommit=True) as conn:
-            time.sleep(max(0.0, self._instant - time.time()))
+            if self._stop.wait(max(0.0, self._instant - time.time())):
+                return
             while time.time() < self._instant + self._timeout:
                 row = conn.execute(closed, (self._shards, self._instant)).fetchone()
                 if row is not None and int(row[0]) == 0:
                     self.at = time.time()
                     return
-                time.sleep(CLAIMABLE_POLL_S)
+                if self._stop.wait(CLAIMABLE_POLL_S):
+                    return
 
     def seconds(self) -> float | None:
         """After the herd: seconds from the instant to the look that found every shard open
         (None without direct claims, or if that never came)."""
+        self._stop.set()  # the herd is over: no more looks (a herd promoted never opens)
         if self._thread is not None:
-            self._thread.join(timeout=1)
+            self._thread.join(timeout=5)
         return None if self.at is None else self.at - self._instant
 
 
