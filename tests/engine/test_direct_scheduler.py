@@ -197,3 +197,14 @@ async def test_a_herd_is_not_armed_and_its_shards_open_before_its_entries_leave_
     shards = {(await store.execution_get("acme", i)).shard_id for i in ids}  # type: ignore[union-attr]
     assert set().union(*opened) == shards and taken == [3]
     assert len(await store.execution_claim_ready("w", 9, LEASE, clock.now())) == 3
+
+
+async def test_an_unleased_scheduler_keeps_no_count_of_past_instants(store: Store) -> None:
+    clock = FakeClock(T0)
+    s = scheduler(store, clock)
+    await insert(store, clock, 5, 6, 7)
+    await s.run_once()
+    assert s._instants.count(T0 + 5 * SECOND) == 1
+    clock.set(T0 + 7 * SECOND)
+    await s.run_once()
+    assert [s._instants.count(T0 + n * SECOND) for n in (5, 6, 7)] == [0, 0, 0]

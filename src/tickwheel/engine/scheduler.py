@@ -270,8 +270,9 @@ class Scheduler(Service, WheelWindow, ShardLeasing):
         assert self.wheel is not None
         total = 0
         self._opened_now = set()
+        herds = self._instants.take(now)  # taken in every mode: the counts go with the instant
         if self.leased and self.direct:
-            total += await self._open_herds(now)
+            total += await self._open_herds(herds, now)
         armed = self._armed
         if armed is not None and armed.at <= now:
             self._armed = None
@@ -318,12 +319,12 @@ class Scheduler(Service, WheelWindow, ShardLeasing):
         await self._load_slices([s for s in loads if s.shard_id in self._loaded])
         return total
 
-    async def _open_herds(self, now: datetime) -> int:
+    async def _open_herds(self, herds: list[tuple[int, set[int]]], now: datetime) -> int:
         """At a herd's instant, before its entries leave the wheel: its shards open to the
         claims, from the wheel's count of them (``InstantShards``), the first few first (the
         workers wake at the first statement). Then the herd's deferred promotions that are due."""
         wanted: set[int] = set()
-        for n, shards in self._instants.take(now):
+        for n, shards in herds:
             if n >= self.direct_min:
                 wanted |= shards
         if wanted:
