@@ -3,7 +3,8 @@
 claim and promotes at once only what that claim cannot take; what the claims leave is promoted
 once a ``DIRECT_GRACE`` passes in which they took none of it, and the shards close; a scheduler
 that dies with shards open leaves nothing stranded (its successor's rescan promotes the rest);
-and the catch-all leaves a shard in its grace to the claims."""
+the catch-all leaves a shard in its grace to the claims; and an instant of several tenants or
+priorities is promoted, not opened, so that it is claimed fairly and by priority."""
 
 from __future__ import annotations
 
@@ -14,12 +15,13 @@ from typing import Any
 
 from tests.engine.test_wheel_scheduler import insert, listening, status
 from tests.engine.test_wheel_scheduler import scheduler as wheel_scheduler
-from tests.factories import T0, new_execution
+from tests.factories import T0, definition, new_execution
 from tests.store.test_concurrency import KEYED
 from tickwheel.domain.clock import FakeClock
 from tickwheel.domain.states import ExecutionStatus
 from tickwheel.domain.submission import SubmitRequest, prepare_execution
 from tickwheel.engine.scheduler import ARM_LEAD, DIRECT_GRACE, Scheduler
+from tickwheel.store.due import DueSlice
 from tickwheel.store.protocol import Store
 
 __all__ = ["listening"]  # the fixture, used by every test here
@@ -208,3 +210,133 @@ async def test_an_unleased_scheduler_keeps_no_count_of_past_instants(store: Stor
     clock.set(T0 + 7 * SECOND)
     await s.run_once()
     assert [s._instants.count(T0 + n * SECOND) for n in (5, 6, 7)] == [0, 0, 0]
+
+
+async def insert_as(
+    store: Store, clock: FakeClock, delay: float, n: int, tenant: str, priority: int = 0
+) -> list[uuid.UUID]:
+    """``n`` executions of ``tenant`` at ``priority``, due ``delay`` seconds from now."""
+    items = [
+        new_execution(
+            tenant,
+            execute_in=delay,
+            now=clock.now(),
+            priority=priority,
+            d=definition(),
+            key=uuid.uuid4().hex,
+        )
+        for _ in range(n)
+    ]
+    return [o.execution.execution_id for o in await store.execution_insert_many(items)]
+
+
+async def statuses(store: Store, tenant: str, ids: list[uuid.UUID]) -> set[ExecutionStatus]:
+    found = [await store.execution_get(tenant, i) for i in ids]
+    return {e.status for e in found if e is not None}
+
+
+async def test_a_herd_of_two_tenants_is_promoted_and_claimed_by_turns(store: Store) -> None:
+    """Opened, the claims would take its rows shard after shard, 9 of acme's to 1 of beta's for
+    the whole drain (the fair claim takes no SCHEDULED row); promoted, each claim shares its
+    batch between the two."""
+    clock = FakeClock(T0)
+    s = wheel_scheduler(store, clock, leased=True, owner="a")
+    s.direct_min = 3
+    await s.run_once()
+    acme = await insert_as(store, clock, 5, 6, "acme")
+    beta = await insert_as(store, clock, 5, 2, "beta")
+    await s.run_once()
+    clock.set(T0 + 5 * SECOND - ARM_LEAD / 2)
+    assert s.arm(clock.now()) == 8  # not a herd to open: armed as any instant
+    clock.set(T0 + 5 * SECOND)
+    assert await s.run_once() == 8
+    assert await statuses(store, "acme", acme) == {ExecutionStatus.READY}
+    assert await statuses(store, "beta", beta) == {ExecutionStatus.READY}
+    claimed = await store.execution_claim_ready("w", 4, LEASE, clock.now())
+    assert sorted(e.tenant for e in claimed) == ["acme", "acme", "beta", "beta"]
+
+
+async def test_a_herd_of_mixed_priorities_is_promoted_and_its_high_rows_start_first(
+    store: Store,
+) -> None:
+    clock = FakeClock(T0)
+    s = wheel_scheduler(store, clock, leased=True, owner="a")
+    s.direct_min = 3
+    await s.run_once()
+    low = await insert_as(store, clock, 5, 8, "acme")
+    high = await insert_as(store, clock, 5, 2, "acme", priority=5)
+    await s.run_once()
+    clock.set(T0 + 5 * SECOND)  # not armed: the round takes the instant's entries itself
+    assert await s.run_once() == 10
+    assert await statuses(store, "acme", low + high) == {ExecutionStatus.READY}
+    claimed = await store.execution_claim_ready("w", 2, LEASE, clock.now())
+    assert {e.execution_id for e in claimed} == set(high)
+
+
+async def test_a_herd_of_one_tenant_and_one_priority_is_still_opened(store: Store) -> None:
+    """The due window reads each row's tenant and priority; a herd that shares both, here not
+    the defaults, is opened to the claims and none of it is promoted."""
+    clock = FakeClock(T0)
+    s = wheel_scheduler(store, clock, leased=True, owner="a")
+    s.direct_min = 3
+    await s.run_once()
+    ids = await insert_as(store, clock, 5, 3, "beta", priority=5)
+    pages = await store.execution_due_window(
+        [DueSlice(shard, T0, T0 + 10 * SECOND) for shard in range(1024)], 10
+    )
+    rows = [row for page in pages for row in page]
+    assert sorted(r.execution_id for r in rows) == sorted(ids)
+    assert {(r.tenant, r.priority) for r in rows} == {("beta", 5)}
+    await s.run_once()
+    clock.set(T0 + 5 * SECOND - ARM_LEAD / 2)
+    assert s.arm(clock.now()) == 0
+    clock.set(T0 + 5 * SECOND)
+    assert await s.run_once() == 0
+    assert await statuses(store, "beta", ids) == {ExecutionStatus.SCHEDULED}
+    claimed = await store.execution_claim_ready("w", 9, LEASE, clock.now())
+    assert sorted(e.execution_id for e in claimed) == sorted(ids)
+
+
+async def test_each_instant_is_judged_on_its_own_entries(store: Store) -> None:
+    """An instant of two tenants is promoted; the next one, of one, is opened: the first's mix
+    does not follow it."""
+    clock = FakeClock(T0)
+    s = wheel_scheduler(store, clock, leased=True, owner="a")
+    s.direct_min = 3
+    await s.run_once()
+    mixed = await insert_as(store, clock, 5, 2, "acme")
+    mixed += await insert_as(store, clock, 5, 1, "beta")
+    herd = await insert_as(store, clock, 6, 3, "acme")
+    await s.run_once()
+    opened: list[int] = []
+    real_open = s.store.shard_lease_open
+
+    async def shard_lease_open(*args: Any, **kwargs: Any) -> list[int]:
+        opened.extend(lease.shard_id for lease in args[1])
+        return await real_open(*args, **kwargs)
+
+    s.store.shard_lease_open = shard_lease_open  # type: ignore[method-assign]
+    clock.set(T0 + 5 * SECOND)
+    assert await s.run_once() == 3 and opened == []
+    assert await statuses(store, "acme", mixed[:2]) == {ExecutionStatus.READY}
+    clock.set(T0 + 6 * SECOND)
+    assert await s.run_once() == 0
+    assert await statuses(store, "acme", herd) == {ExecutionStatus.SCHEDULED}
+    shards = {(await store.execution_get("acme", i)).shard_id for i in herd}  # type: ignore[union-attr]
+    assert set(opened) == shards
+
+
+async def test_a_late_round_opens_nothing_when_its_instants_differ(store: Store) -> None:
+    """A round that comes after two instants, each of one tenant but not the same one: an open
+    shard hands out all that is due in it, so both are promoted."""
+    clock = FakeClock(T0)
+    s = wheel_scheduler(store, clock, leased=True, owner="a")
+    s.direct_min = 3
+    await s.run_once()
+    acme = await insert_as(store, clock, 5, 3, "acme")
+    beta = await insert_as(store, clock, 6, 3, "beta")
+    await s.run_once()
+    clock.set(T0 + 6 * SECOND)
+    assert await s.run_once() == 6
+    assert await statuses(store, "acme", acme) == {ExecutionStatus.READY}
+    assert await statuses(store, "beta", beta) == {ExecutionStatus.READY}

@@ -37,7 +37,14 @@ from tickwheel.domain.sharding import SHARD_COUNT
 from tickwheel.engine.service import Service
 from tickwheel.engine.shard_leasing import ShardLeasing, shard_target
 from tickwheel.engine.timing_wheel import Due, TimingWheel
-from tickwheel.engine.wheel_window import InstantShards, WheelWindow, _Armed, _Fire, _Load
+from tickwheel.engine.wheel_window import (
+    Instant,
+    InstantShards,
+    WheelWindow,
+    _Armed,
+    _Fire,
+    _Load,
+)
 from tickwheel.services.settings import SchedulerSettings
 from tickwheel.store.due import HINT_HORIZON, DefinitionKey, DueHints, DueSlice, Promotion
 from tickwheel.store.protocol import SchedulerStore, Topic
@@ -75,7 +82,9 @@ DIRECT_GRACE = timedelta(seconds=1)
 # taking two statements), and an instant costs one statement where an opening costs four
 # (open, the direct promotion, the count a grace later, the close). 100,000: all claimable in
 # 0.4 s opened against 11-20 s promoted (docs/scaling.md, "Claiming a herd without promoting
-# it"); between the two not measured.
+# it"); between the two not measured. And only when every entry of the instant has one tenant
+# and one priority: the claims take an open shard's rows in shard order, and an instant of
+# several tenants or priorities is promoted, for the claims to serve by turns and priority.
 DIRECT_MIN = 5000
 
 
@@ -100,8 +109,9 @@ class Scheduler(Service, WheelWindow, ShardLeasing):
     store: SchedulerStore  # ShardLeasing needs only its ShardLeaseStore part
     direct = True
     """Leased: open an instant's shards to the plain claim instead of promoting its rows at once
-    (``DIRECT_GRACE``), when it has ``direct_min`` due entries or more. Unleased (one scheduler
-    over every shard, no grants to fence an opening with) it promotes as before."""
+    (``DIRECT_GRACE``), when it has ``direct_min`` due entries or more, all of one tenant and one
+    priority. Unleased (one scheduler over every shard, no grants to fence an opening with) it
+    promotes as before."""
     direct_min = DIRECT_MIN
 
     def __init__(
@@ -146,7 +156,7 @@ class Scheduler(Service, WheelWindow, ShardLeasing):
         # Shards opened to the claims -> the end of their latest grace: the catch-all leaves
         # them to the claims until then.
         self._open_until: dict[int, datetime] = {}
-        self._instants = InstantShards()  # per instant in the wheel: entries and shards
+        self._instants = InstantShards()  # per instant in the wheel: entries, shards, kind
         self._opened_now: set[int] = set()  # shards opened by this round, at its ``now``
         # What the claims were left of each opened herd: promoted once its grace is over.
         self._deferred: list[_Deferred] = []
@@ -271,15 +281,18 @@ class Scheduler(Service, WheelWindow, ShardLeasing):
         total = 0
         self._opened_now = set()
         herds = self._instants.take(now)  # taken in every mode: the counts go with the instant
+        # Opened only if every entry due in this round has one tenant and one priority (a late
+        # round may hold several instants, and an open shard hands out all that is due in it).
+        direct = self.leased and self.direct and _one_kind(herds)
         if self.leased and self.direct:
-            total += await self._open_herds(herds, now)
+            total += await self._open_herds(herds if direct else [], now)
         armed = self._armed
         if armed is not None and armed.at <= now:
             self._armed = None
-            total += await self._fire_taken(armed.loads, armed.fire, now)
+            total += await self._fire_taken(armed.loads, armed.fire, now, direct)
         while due := self.wheel.advance(now):
             loads, fire = self._take(due)
-            total += await self._fire_taken(loads, fire, now)
+            total += await self._fire_taken(loads, fire, now, direct)
         return total
 
     def _take(self, due: list[Due]) -> tuple[list[_Load], dict[uuid.UUID, _Fire]]:
@@ -297,10 +310,11 @@ class Scheduler(Service, WheelWindow, ShardLeasing):
         return loads, fire
 
     async def _fire_taken(
-        self, markers: list[_Load], fire: dict[uuid.UUID, _Fire], now: datetime
+        self, markers: list[_Load], fire: dict[uuid.UUID, _Fire], now: datetime, direct: bool
     ) -> int:
+        """``direct``: this round's instants may be opened (``_one_kind``)."""
         ids = list(fire)
-        if self.leased and self.direct and len(ids) >= self.direct_min:
+        if direct and len(ids) >= self.direct_min:
             # A herd: its shards open to the claims (if this round's _open_herds has not opened
             # them already), then only what the claims cannot take is promoted; the rest a grace
             # later (_promote_deferred).
@@ -319,14 +333,14 @@ class Scheduler(Service, WheelWindow, ShardLeasing):
         await self._load_slices([s for s in loads if s.shard_id in self._loaded])
         return total
 
-    async def _open_herds(self, herds: list[tuple[int, set[int]]], now: datetime) -> int:
+    async def _open_herds(self, herds: list[Instant], now: datetime) -> int:
         """At a herd's instant, before its entries leave the wheel: its shards open to the
         claims, from the wheel's count of them (``InstantShards``), the first few first (the
         workers wake at the first statement). Then the herd's deferred promotions that are due."""
         wanted: set[int] = set()
-        for n, shards in herds:
-            if n >= self.direct_min:
-                wanted |= shards
+        for herd in herds:
+            if herd.n >= self.direct_min:
+                wanted |= herd.shards
         if wanted:
             ordered = sorted(wanted)
             await self._open(set(ordered[:FIRST_CHUNK]), now)
@@ -429,10 +443,11 @@ class Scheduler(Service, WheelWindow, ShardLeasing):
         at = self.wheel.next_due()
         if at is None or at <= now or at - now > ARM_LEAD:
             return 0
-        if self.leased and self.direct and self._instants.count(at) >= self.direct_min:
-            # A herd: its shards open at the instant from the wheel's count (_open_herds) and
-            # its entries are taken out then, after the opening, not before it (taking 100,000
-            # out costs over a second of this loop, which would hold the opening back).
+        if self.leased and self.direct and self._instants.openable(at) >= self.direct_min:
+            # A herd of one tenant and one priority: its shards open at the instant from the
+            # wheel's count (_open_herds) and its entries are taken out then, after the opening,
+            # not before it (taking 100,000 out costs over a second of this loop, which would
+            # hold the opening back). Any other instant is armed and promoted as before.
             return 0
         due = self.wheel.advance(at)  # the earliest instant: exactly its entries
         loads, fire = self._take(due)
@@ -584,3 +599,13 @@ class Scheduler(Service, WheelWindow, ShardLeasing):
         if at is None:
             return None
         return max(0.0, (at - ARM_LEAD - self.clock.now()).total_seconds())
+
+
+def _one_kind(instants: list[Instant]) -> bool:
+    """Whether every entry of these instants (one round's) has the same tenant and the same
+    priority. Only then may a herd's shards open: the claims take open rows shard after shard,
+    which would serve a herd of several tenants in proportion to their counts for its whole
+    drain (the fair claim takes no SCHEDULED row) and start a high-priority row of it behind
+    default ones; promoted, its rows are claimed by tenant turns, highest priority first."""
+    kinds = {instant.kind for instant in instants}
+    return None not in kinds and len(kinds) <= 1

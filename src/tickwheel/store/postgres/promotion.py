@@ -71,6 +71,8 @@ class PostgresPromotion:
                 int(r["shard_id"]),
                 utc(r["execute_at"]),
                 keys.setdefault(key, key),
+                key[0],
+                int(r["priority"]),
             )
             found[int(r["slice"]) - 1].append(entry)
         return found

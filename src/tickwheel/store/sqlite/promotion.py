@@ -84,6 +84,8 @@ class SqlitePromotion(SqliteConnection):
                 int(r["shard_id"]),
                 from_us(r["execute_at"]),
                 keys.setdefault(key, key),
+                key[0],
+                int(r["priority"]),
             )
             found[int(r["slice"])].append(entry)
         return found
