@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import subprocess
 import textwrap
+import threading
 import time
 from datetime import datetime
 from pathlib import Path
@@ -64,6 +65,12 @@ class System(Protocol):
     def finished(self) -> tuple[int, int]:
         """(succeeded, failed) so far."""
         ...
+
+    def watch_claimable(self, instant: float, timeout: float) -> ClaimableWatch | None:
+        """From ``instant`` on: when every execution of the run is claimable (PostgreSQL)."""
+        if not isinstance(self.db, PostgresDatabase):
+            return None
+        return ClaimableWatch(self.db.url, instant, timeout)
 
     def figures(self, instant: float | None) -> dict[str, Any]:
         """System-specific figures read after the run, e.g. when every execution was READY."""
@@ -271,6 +278,12 @@ class TickwheelSystem:
             counts = self.db.counts()
         return counts.get("SUCCEEDED", 0), counts.get("FAILED", 0) + counts.get("CANCELLED", 0)
 
+    def watch_claimable(self, instant: float, timeout: float) -> ClaimableWatch | None:
+        """From ``instant`` on: when every execution of the run is claimable (PostgreSQL)."""
+        if not isinstance(self.db, PostgresDatabase):
+            return None
+        return ClaimableWatch(self.db.url, instant, timeout)
+
     def figures(self, instant: float | None) -> dict[str, Any]:
         """When every execution of the run had become READY (the scheduler's part of a herd),
         from ``ready_at``, which the promotion stamps with the database's clock."""
@@ -287,6 +300,75 @@ class TickwheelSystem:
         )
         last_ready = None if row is None or row[0] is None else float(row[0])
         return {"all_ready_s": None if last_ready is None else last_ready - instant}
+
+
+CLAIMABLE_POLL_S = 0.005
+"""Between two looks of ``ClaimableWatch`` (each look reads the 1,024 lease rows: ~1 ms)."""
+
+
+class ClaimableWatch:
+    """When every execution of a herd had become claimable, on a tickwheel whose claims take
+    the due SCHEDULED rows of open shards as they are (migration 0022, docs/scaling.md,
+    "Claiming a herd without promoting it"): there ``ready_at`` says nothing of it (a row
+    claimed as it is gets its executeAt; one the claims left is promoted a grace later). Before
+    the instant it notes the shards the run's executions are in; from the instant on, a thread
+    looks every ``CLAIMABLE_POLL_S`` until every one of those shards is open through the
+    instant, when each of the run's rows is either taken already or claimable by the plain
+    claim (B3's and B5's no-ops are under no limit, pause or rate limit, which would keep a row
+    from it and have it promoted instead). The figure is the end of that look: late by at most
+    one look (~1 ms) and the pause before it. Without the column (a tickwheel that promotes
+    every row) it is None and the caller takes ``all_ready_s``, which is then exact and costs no
+    look during the herd; so it is also None if the shards never all opened (an instant too
+    small to open them: ``DIRECT_MIN``)."""
+
+    def __init__(self, url: str, instant: float, timeout: float) -> None:
+        self._url, self._instant, self._timeout = url, instant, timeout
+        self.at: float | None = None
+        with psycopg.connect(url, autocommit=True) as conn:
+            row = conn.execute(
+                "SELECT 1 FROM information_schema.columns"
+                " WHERE table_name = 'shard_leases' AND column_name = 'due_through'"
+            ).fetchone()
+            self.direct = row is not None
+            self._shards: list[int] = []
+            if self.direct:
+                self._shards = [
+                    int(r[0])
+                    for r in conn.execute(
+                        "SELECT DISTINCT shard_id FROM executions"
+                        " WHERE tenant = %s AND status = 'SCHEDULED'",
+                        (BENCH_TENANT,),
+                    )
+                ]
+        self._thread: threading.Thread | None = None
+        self._stop = threading.Event()
+        if self.direct:
+            self._thread = threading.Thread(target=self._watch, daemon=True)
+            self._thread.start()
+
+    def _watch(self) -> None:
+        closed = (
+            "SELECT count(*) FROM shard_leases WHERE shard_id = ANY (%s)"
+            " AND (due_through IS NULL OR due_through < to_timestamp(%s))"
+        )
+        with psycopg.connect(self._url, autocommit=True) as conn:
+            if self._stop.wait(max(0.0, self._instant - time.time())):
+                return
+            while time.time() < self._instant + self._timeout:
+                row = conn.execute(closed, (self._shards, self._instant)).fetchone()
+                if row is not None and int(row[0]) == 0:
+                    self.at = time.time()
+                    return
+                if self._stop.wait(CLAIMABLE_POLL_S):
+                    return
+
+    def seconds(self) -> float | None:
+        """After the herd: seconds from the instant to the look that found every shard open
+        (None without direct claims, or if that never came)."""
+        self._stop.set()  # the herd is over: no more looks (a herd promoted never opens)
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        return None if self.at is None else self.at - self._instant
 
 
 def clean_reused_database(db: PostgresDatabase) -> None:

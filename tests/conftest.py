@@ -172,9 +172,10 @@ def empty_pg_tables(conn: psycopg.Connection[Any], extra: tuple[str, ...] = ()) 
             conn.execute(f"DELETE FROM {table}")  # noqa: S608 - fixed table names
         # shard_leases holds one row per shard from its migration: reset, not emptied.
         conn.execute(
-            "UPDATE shard_leases SET owner = NULL, epoch = 0, expires_at = NULL, watermark = NULL"
+            "UPDATE shard_leases SET owner = NULL, epoch = 0, expires_at = NULL, watermark = NULL,"
+            " due_through = NULL"
             " WHERE owner IS NOT NULL OR epoch <> 0 OR expires_at IS NOT NULL"
-            " OR watermark IS NOT NULL"
+            " OR watermark IS NOT NULL OR due_through IS NOT NULL"
         )
 
 

@@ -131,8 +131,8 @@ def test_each_claim_returns_the_columns_the_decoder_reads_in_its_order(name: str
 def test_the_worker_statements_fit_psycopgs_cache_of_converted_queries() -> None:
     # The fair claim (execution_claim_ready) is longer still; it runs only while several
     # tenants have READY work, and is planned on every run anyway (claims.py).
-    _, unlimited, finish = HOT_STATEMENTS
-    for sql in (unlimited, finish):
+    _, unlimited, direct, finish = HOT_STATEMENTS
+    for sql in (unlimited, direct, finish):
         assert len(sql.encode()) <= _queries.MAX_CACHED_STATEMENT_LENGTH
 
 

@@ -21,6 +21,7 @@ from tests.conftest import PG_ADMIN_URL
 from tests.factories import T0, definition, new_execution
 from tickwheel.domain.concurrency import ConcurrencySpec
 from tickwheel.domain.models import Execution, ExecutionEventKind, ExecutionFilter
+from tickwheel.domain.sharding import SHARD_COUNT
 from tickwheel.domain.states import AttemptStatus, ExecutionStatus
 from tickwheel.domain.submission import SubmitRequest, prepare_execution
 from tickwheel.store.migrate import load_migrations
@@ -53,6 +54,12 @@ async def open_pg(pg_url: str) -> AsyncIterator[OpenStore]:
     await first.migrate()
     async with await psycopg.AsyncConnection.connect(pg_url, autocommit=True) as conn:
         await conn.execute(f"TRUNCATE {_TABLES} CASCADE")
+        # One row per shard from its migration: reset, not emptied (a shard left open to the
+        # claims would hand its due rows to the next test's claims).
+        await conn.execute(
+            "UPDATE shard_leases SET owner = NULL, epoch = 0, expires_at = NULL,"
+            " watermark = NULL, due_through = NULL"
+        )
     try:
         yield open_store
     finally:
@@ -176,6 +183,86 @@ async def test_cancel_racing_a_claim_has_exactly_one_winner(
     assert all(e[2] == {"fromStatus": "READY", "attemptCount": 0, "error": None} for e in events)
     # Alternating who goes first, each side wins some (about half each here): a real race.
     assert cancelled and claimed
+
+
+async def _open_every_shard(store: PostgresStore, through: datetime) -> None:
+    """Every shard opened to the plain claim through ``through`` (docs/scaling.md, "Claiming a
+    herd without promoting it"), by the database's clock (T0 is in its past)."""
+    leases = await store.shard_lease_acquire("s", SHARD_COUNT, timedelta(minutes=5))
+    assert len(await store.shard_lease_open("s", leases, through)) == SHARD_COUNT
+
+
+async def test_cancel_racing_a_direct_claim_has_exactly_one_winner(
+    open_pg: OpenStore, pg_url: str
+) -> None:
+    """As for a READY row: the claim's lock re-checks SCHEDULED on the newest version, and a row
+    a cancel holds is skipped, so exactly one of them moves each due SCHEDULED row."""
+    submitter, canceller, claimer = await open_pg(1), await open_pg(1), await open_pg(1)
+    await _open_every_shard(submitter, T0 + timedelta(days=1))
+    cancelled: set[uuid.UUID] = set()
+    claimed: set[uuid.UUID] = set()
+    for n in range(200):
+        item = new_execution(execute_in=1, now=T0 + timedelta(milliseconds=n))
+        await submitter.execution_insert_many([item])
+        cancel = canceller.execution_cancel("acme", item.execution_id, T0 + timedelta(seconds=2))
+        claim = claimer.execution_claim_ready("w1", 1, LEASE)
+        if n % 2:  # alternate which request is sent first
+            cancel_result, claim_result = await asyncio.gather(cancel, claim)
+        else:
+            claim_result, cancel_result = await asyncio.gather(claim, cancel)
+        assert (cancel_result is None) != (claim_result == []), f"round {n}"
+        assert [e.execution_id for e in claim_result] in ([], [item.execution_id])
+        (cancelled if cancel_result is not None else claimed).add(item.execution_id)
+    rows = await _rows(
+        pg_url,
+        "SELECT e.execution_id, e.status, count(a.*) FROM executions e"
+        " LEFT JOIN attempts a USING (execution_id) GROUP BY e.execution_id, e.status",
+    )
+    assert len(rows) == 200
+    for execution_id, status, attempts in rows:
+        if execution_id in cancelled:
+            assert (status, attempts) == ("CANCELLED", 0)
+        else:
+            assert execution_id in claimed
+            assert (status, attempts) == ("RUNNING", 1)
+    events = await _rows(pg_url, "SELECT execution_id, detail FROM execution_events")
+    assert {e[0] for e in events} == cancelled
+    assert all(e[1]["fromStatus"] == "SCHEDULED" for e in events)
+    assert cancelled and claimed
+
+
+async def test_concurrent_direct_claimers_never_share_an_execution(
+    open_pg: OpenStore, pg_url: str
+) -> None:
+    submitter = await open_pg(1)
+    items = [new_execution(execute_in=1) for _ in range(500)]  # over ~400 shards
+    await submitter.execution_insert_many(items)
+    await _open_every_shard(submitter, T0 + timedelta(days=1))
+    claimers = [await open_pg(1) for _ in range(4)]
+    claims: list[_Claim] = []
+
+    async def claim_all(store: PostgresStore, worker: str) -> None:
+        while True:
+            started = time.perf_counter()
+            batch = await store.execution_claim_ready(worker, 10, LEASE)
+            if not batch:
+                return
+            claims.append(_Claim(worker, started, time.perf_counter(), batch))
+
+    await asyncio.gather(*(claim_all(s, f"w{n}") for n, s in enumerate(claimers)))
+    everything = [e for c in claims for e in c.batch]
+    assert len({e.execution_id for e in everything}) == len(everything) == 500
+    assert len({_token(e) for e in everything}) == 500
+    assert all(e.ready_at == e.execute_at for e in everything)
+    for c in claims:
+        assert [_token(e) for e in c.batch] == sorted(_token(e) for e in c.batch)
+    mismatched = await _rows(
+        pg_url,
+        "SELECT count(*) FROM executions e JOIN attempts a USING (execution_id)"
+        " WHERE e.status <> 'RUNNING' OR a.attempt_number <> 1"
+        " OR a.fencing_token <> e.fencing_token OR a.worker_id <> e.lease_owner",
+    )
+    assert mismatched == [(0,)]
 
 
 async def test_concurrent_claimers_never_share_an_execution(
@@ -303,6 +390,54 @@ async def test_claim_candidates_use_the_ready_partial_index(
     }, limited
     claimed = await store.execution_claim_ready("w1", 10, LEASE)
     assert [e.priority for e in claimed] == [4] * 10
+
+
+async def test_the_direct_claim_reads_the_open_shards_through_their_indexes(
+    open_pg: OpenStore, pg_url: str
+) -> None:
+    """The claim while shards are open to the claims (docs/scaling.md, "Claiming a herd without
+    promoting it"): its second source probes executions_due once per open shard, never the
+    SCHEDULED rows as a whole; while READY rows fill the batch it reads no due row at all."""
+    store = await open_pg(1)
+    future = [new_execution(execute_in=3600 + n) for n in range(20_000)]
+    for start in range(0, len(future), 2_000):
+        await store.execution_insert_many(future[start : start + 2_000])
+    await store.execution_insert_many([new_execution(execute_in=1) for _ in range(200)])
+    await store.execution_insert_many([new_execution() for _ in range(50)])  # READY
+    await _open_every_shard(store, T0 + timedelta(days=1))
+    async with await psycopg.AsyncConnection.connect(pg_url, autocommit=True) as conn:
+        await conn.execute("ANALYZE executions")
+        await conn.execute("ANALYZE shard_leases")
+        plans = []
+        for limit in (10, 100):  # READY fills the batch; then it does not
+            cursor = await conn.execute(
+                "EXPLAIN (ANALYZE, FORMAT JSON) " + Q["execution_claim_ready_direct"],
+                {
+                    "worker_id": "w0",
+                    "limit": limit,
+                    "lease": LEASE,
+                    "now": None,
+                    "definition_uris": None,
+                    "rate_ids": None,
+                },
+            )
+            [(plan,)] = await cursor.fetchall()
+            plans.append(plan)
+    for plan in plans:
+        [direct] = [p for p in plan[0]["Plan"]["Plans"] if p.get("Subplan Name") == "CTE direct"]
+        # (Every shard is open here: the planner reads the 1,024 lease rows whole.)
+        assert {s[2] for s in _scans(direct) if s[1] == "executions"} == {"executions_due"}, plan
+        assert "Sort" not in json.dumps(direct) and "Hash" not in json.dumps(direct), plan
+    due_read = [
+        sum(
+            node["Actual Rows"] * node["Actual Loops"]
+            for node in _nodes(plan[0]["Plan"])
+            if node.get("Index Name") == "executions_due"
+        )
+        for plan in plans
+    ]
+    # (EXPLAIN ANALYZE claims.) READY first: 10 of the 50; then the 40 left and 60 due rows.
+    assert due_read == [0, 60], plans
 
 
 async def test_a_claim_reads_only_its_candidates_when_statistics_never_saw_a_ready_row(
@@ -513,6 +648,7 @@ async def test_a_dense_herds_promotion_by_id_reads_only_its_rows(
             "epochs": [x.epoch for x in leases],
             "channel": "tickwheel_test",
             "payload": "",
+            "direct": False,
         }
     else:
         query = Q["execution_promote_ids"]

@@ -34,6 +34,10 @@ SQLITE_ONLY = {
     # applies limits.
     "execution_claim_tenants_spread",
     "execution_claim_ready_fair",
+    # The plain claim's second source (due SCHEDULED rows of open shards) is a statement of its
+    # own in the claim's write transaction; on PostgreSQL a CTE of
+    # execution_claim_ready_unlimited.
+    "execution_claim_direct",
 }
 # The expiry's row-by-row steps: PostgreSQL does each in one statement (data-modifying CTEs).
 SQLITE_ONLY |= {"execution_expire_one", "attempt_abandon", "execution_event_expired"}
@@ -47,6 +51,9 @@ SQLITE_ONLY |= {"execution_expire_one", "attempt_abandon", "execution_event_expi
 POSTGRES_ONLY = {
     "promotion_idle_timeout",
     "execution_claim_ready_unlimited",
+    # The same with the due SCHEDULED rows of open shards as a second source (SQLite:
+    # execution_claim_direct), a statement of its own so that a drain does not plan it.
+    "execution_claim_ready_direct",
     "execution_promote_ids_fenced",
     # The cron claim there returns only the columns a tick moves on, and the whole rows of the
     # jobs its store has not seen at that version are read by id (store/postgres/cron.py).

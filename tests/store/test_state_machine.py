@@ -88,6 +88,14 @@ async def _claim(store: Store, ex: Execution, target: S, token: int) -> object:
     return await store.execution_claim_ready("w2", 10, LEASE, LATER)
 
 
+async def _claim_open(store: Store, ex: Execution, target: S, token: int) -> object:
+    """A claim after the scheduler opened every shard to the claims through LATER: a SCHEDULED
+    row due by then is claimed as it is."""
+    leases = await store.shard_lease_acquire("scheduler", SHARD_COUNT, LEASE, LATER)
+    assert await store.shard_lease_open("scheduler", leases, LATER, LATER)
+    return await store.execution_claim_ready("w2", 10, LEASE, LATER)
+
+
 async def _finish(store: Store, ex: Execution, target: S, token: int) -> object:
     return await store.attempt_finish(_result(ex, target, token, _finish_attempt(target)), LATER)
 
@@ -170,6 +178,7 @@ TRANSITIONS = [
     ),
     Transition("execution_promote_ids_leased", _edges({S.SCHEDULED}, S.READY), _promote_ids_leased),
     Transition("execution_claim_ready", _edges({S.READY}, S.RUNNING), _claim),
+    Transition("execution_claim_ready", _edges({S.READY, S.SCHEDULED}, S.RUNNING), _claim_open),
     Transition("attempt_finish", OUTCOMES, _finish, _finish_attempt, fenced=True),
     Transition("attempt_finish_many", OUTCOMES, _finish_many, _finish_attempt, fenced=True),
     Transition("execution_reap", OUTCOMES, _reap, _reap_attempt, fenced=True),

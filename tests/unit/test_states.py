@@ -32,6 +32,7 @@ A = AttemptStatus
 EXPECTED_EXECUTION: frozenset[tuple[ExecutionStatus, ExecutionStatus]] = frozenset(
     {
         (E.SCHEDULED, E.READY),  # the scheduler promotes
+        (E.SCHEDULED, E.RUNNING),  # claimed as it is, due in a shard opened to the claims
         (E.SCHEDULED, E.CANCELLED),
         (E.READY, E.RUNNING),  # a worker claims
         (E.READY, E.CANCELLED),

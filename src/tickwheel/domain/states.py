@@ -34,8 +34,10 @@ A = AttemptStatus
 
 EXECUTION_TRANSITIONS: dict[ExecutionStatus, frozenset[ExecutionStatus]] = {
     # The scheduler promotes; a cancel may win against it; the expiry sweep ends it EXPIRED when
-    # its startBy (or deadline) passed before it ever started.
-    E.SCHEDULED: frozenset({E.READY, E.CANCELLED, E.EXPIRED}),
+    # its startBy (or deadline) passed before it ever started. A worker claims it as it is once
+    # due in a shard its scheduler opened to the claims (docs/scaling.md, "Claiming a herd
+    # without promoting it"); a cancel may win against that claim as against any.
+    E.SCHEDULED: frozenset({E.READY, E.RUNNING, E.CANCELLED, E.EXPIRED}),
     # A worker claims; a cancel may win against the claim (conditional update decides).
     E.READY: frozenset({E.RUNNING, E.CANCELLED, E.EXPIRED}),
     # Outcome of an attempt. RUNNING -> READY is a release on graceful shutdown (no attempt burnt).

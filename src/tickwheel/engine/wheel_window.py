@@ -5,9 +5,10 @@ and promotes."""
 
 from __future__ import annotations
 
+import heapq
 import uuid
 from collections.abc import Callable, Collection, Hashable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from tickwheel.engine.timing_wheel import TimingWheel
@@ -27,6 +28,64 @@ class _Fire:
 
     shard_id: int
     tries: int = 0
+
+
+@dataclass(slots=True)
+class Instant:
+    """What the wheel holds for one instant: how many entries, in which shards, and the tenant
+    and priority of its first entry (``mixed`` once another differs)."""
+
+    tenant: str
+    priority: int
+    n: int = 0
+    mixed: bool = False
+    shards: set[int] = field(default_factory=set)
+
+    @property
+    def kind(self) -> tuple[str, int] | None:
+        """(tenant, priority) shared by every entry; None when they differ."""
+        return None if self.mixed else (self.tenant, self.priority)
+
+
+class InstantShards:
+    """Per instant the wheel holds executions for: how many, in which shards, and whether they
+    are all of one tenant and one priority. Kept as they are added (a set insertion and a
+    comparison each), so that at a herd's instant the scheduler opens its shards to the claims
+    before it takes the herd's entries out of the wheel (~11 µs each here: over a second for
+    100,000), and only for a herd the claims can take in shard order without serving one tenant
+    or priority before another. Only a hint: an entry dropped or moved meanwhile leaves its
+    count, and opening a shard with nothing due in it claims nothing (the catch-all closes it)."""
+
+    def __init__(self) -> None:
+        self._heap: list[datetime] = []
+        self._at: dict[datetime, Instant] = {}
+
+    def note(self, at: datetime, shard: int, tenant: str, priority: int) -> None:
+        entry = self._at.get(at)
+        if entry is None:
+            entry = self._at[at] = Instant(tenant, priority)
+            heapq.heappush(self._heap, at)
+        elif not entry.mixed and (entry.priority != priority or entry.tenant != tenant):
+            entry.mixed = True
+        entry.n += 1
+        entry.shards.add(shard)
+
+    def count(self, at: datetime) -> int:
+        entry = self._at.get(at)
+        return 0 if entry is None else entry.n
+
+    def openable(self, at: datetime) -> int:
+        """How many entries the instant holds if they are all of one tenant and one priority;
+        0 if not (the scheduler then promotes it, fairly and by priority)."""
+        entry = self._at.get(at)
+        return 0 if entry is None or entry.mixed else entry.n
+
+    def take(self, now: datetime) -> list[Instant]:
+        """The instants due by ``now``, forgotten."""
+        taken: list[Instant] = []
+        while self._heap and self._heap[0] <= now:
+            taken.append(self._at.pop(heapq.heappop(self._heap)))
+        return taken
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +120,7 @@ class WheelWindow:
     _loaded: set[int]
     _paged: set[int]
     _armed: _Armed | None
+    _instants: InstantShards
     loaded_until: datetime | None
     _next_refresh: datetime | None
     definitions_ahead: Callable[[Collection[DefinitionKey]], None] | None
@@ -105,6 +165,7 @@ class WheelWindow:
                 if row.execution_id in armed:
                     continue
                 self._add(row.execution_id, row.execute_at, _Fire(row.shard_id), row.shard_id)
+                self._instants.note(row.execute_at, row.shard_id, row.tenant, row.priority)
             if len(rows) == self.batch:
                 self._next_page(part, rows[-1])
         if definitions and self.definitions_ahead is not None:

@@ -70,6 +70,11 @@ class DueEntry:
     definition: DefinitionKey | None = None
     """What the execution will run: read with the row (its heap tuple is read anyway), so that
     a worker beside the scheduler can read the definition before the instant."""
+    tenant: str = ""
+    priority: int = 0
+    """Read with the row too: an instant whose entries are not all of one tenant and one
+    priority is promoted, never opened to the claims, which would take its rows in shard order
+    (docs/scaling.md, "Claiming a herd without promoting it")."""
 
 
 def hint_pairs(executions: Iterable[Execution | NewExecution]) -> list[tuple[int, datetime]]:

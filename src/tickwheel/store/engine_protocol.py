@@ -135,9 +135,13 @@ class PromotionStore(Protocol):
         leases: Sequence[ShardLease],
         execution_ids: Sequence[uuid.UUID],
         now: datetime | None = None,
+        *,
+        direct: bool = False,
     ) -> Promotion:
         """``execution_promote_ids`` fenced like ``execution_promote_due_leased``, over the
-        shards of ``leases`` (``refused`` is not counted here)."""
+        shards of ``leases`` (``refused`` is not counted here). ``direct``: the shards are open
+        (``shard_lease_open``), and the rows the plain claim takes as they are (no concurrency
+        limit, pause or rate limit over them) are left SCHEDULED for it."""
         ...
 
     async def execution_promote_due_leased(
@@ -151,6 +155,11 @@ class PromotionStore(Protocol):
         shards whose lease ``owner`` still holds with the same epoch and unexpired (by the
         database's clock), which are locked against takeover until commit. When the batch of
         SCHEDULED rows came back short, the held shards' watermark becomes ``now``."""
+        ...
+
+    async def execution_count_due(self, shards: Sequence[int], through: datetime) -> int:
+        """How many SCHEDULED executions of ``shards`` are due by ``through`` (through the due
+        index): whether the claims are still taking an opened herd's rows."""
         ...
 
     async def execution_due_window(
@@ -207,6 +216,30 @@ class ShardLeaseStore(Protocol):
 
     async def shard_lease_counts(self, now: datetime | None = None) -> dict[str, int]:
         """Live owners (membership unexpired) and how many live leases each holds."""
+        ...
+
+    async def shard_lease_open(
+        self,
+        owner: str,
+        leases: Sequence[ShardLease],
+        through: datetime,
+        now: datetime | None = None,
+    ) -> list[int]:
+        """Opens the shards of the grants still held (owner, epoch, unexpired by the database's
+        clock) through ``through``, never past ``now`` (None: the database's clock) nor
+        backwards: the plain claim then takes their due SCHEDULED rows up to it straight to
+        RUNNING. Wakes the workers; returns the shards held."""
+        ...
+
+    async def shard_lease_close(
+        self,
+        owner: str,
+        leases: Sequence[ShardLease],
+        through: datetime,
+        now: datetime | None = None,
+    ) -> list[int]:
+        """Closes the shards of the grants still held that were opened through ``through`` at
+        most and hold no due SCHEDULED row up to it any more; returns the shards closed."""
         ...
 
 

@@ -45,8 +45,9 @@ Conn = AsyncConnection[DictRow]
 # several tenants have READY work, and is planned on every run anyway).
 CLAIM = without_comment_lines(Q["execution_claim_ready"])
 CLAIM_UNLIMITED = without_comment_lines(Q["execution_claim_ready_unlimited"])
+CLAIM_DIRECT = without_comment_lines(Q["execution_claim_ready_direct"])
 FINISH_MANY = without_comment_lines(Q["execution_finish_many"])
-HOT_STATEMENTS = (CLAIM, CLAIM_UNLIMITED, FINISH_MANY)
+HOT_STATEMENTS = (CLAIM, CLAIM_UNLIMITED, CLAIM_DIRECT, FINISH_MANY)
 """What the worker runs per batch, as sent (tests hold each under psycopg's cache limit)."""
 
 
@@ -74,6 +75,9 @@ class PostgresClaims(PostgresRateLimits):
     """Until when (time.monotonic) claims apply concurrency limits: see LIMITS_WINDOW."""
     _fair_until: float = 0.0
     """Until when (time.monotonic) claims share the batch among tenants: see FAIR_WINDOW."""
+    _direct: bool = False
+    """Whether the last plain claim saw a shard open to the claims: the next one then also
+    takes due SCHEDULED rows (execution_claim_ready_direct)."""
     _signalling_tx: Callable[[], AbstractAsyncContextManager[tuple[Conn, set[Topic]]]]
 
     async def execution_claim_ready(
@@ -112,13 +116,16 @@ class PostgresClaims(PostgresRateLimits):
                 rated, wait = await self.claim_rated(conn, params, CLAIM)
                 rows += [tuple(r.values()) for r in rated]
                 params["limit"] = limit - len(rows)
-            if not limits and params["limit"] > 0:
+            direct = self._direct
+            while not limits and params["limit"] > 0:
                 # The statement of before limits, prepared; it claims none under a limit, and
                 # says whether it saw one among its candidates. When more than one tenant has
                 # READY work it claims nothing, and says so: the batch is then shared out by
-                # the statement below.
+                # the statement below. While a shard is open to the claims (a herd's instant)
+                # the same statement with a second source, the due SCHEDULED rows of the open
+                # shards: a statement of its own, whose planning a drain does not pay.
                 cursor = conn.cursor(row_factory=tuple_row, binary=True)
-                await cursor.execute(CLAIM_UNLIMITED, params)
+                await cursor.execute(CLAIM_DIRECT if direct else CLAIM_UNLIMITED, params)
                 found = await cursor.fetchall()
                 plain = [r for r in found if r[0] is not None]  # a row of NULLs: none claimed
                 rows += plain
@@ -129,6 +136,11 @@ class PostgresClaims(PostgresRateLimits):
                     self._fair_until = time.monotonic() + FAIR_WINDOW
                     limits = True
                 params["limit"] -= len(plain)
+                opened = bool(found and found[0][_SEEN + 2])  # open_seen
+                self._direct = opened
+                if direct or not opened:
+                    break
+                direct = True  # a shard opened: the rest of the batch from it, at once
             if limits and params["limit"] > 0:
                 # Fair across tenants, and applies limits. Never prepared: a generic plan cannot
                 # see the batch size, and with the gate of the limits it read and sorted every

@@ -71,6 +71,8 @@ class PostgresPromotion:
                 int(r["shard_id"]),
                 utc(r["execute_at"]),
                 keys.setdefault(key, key),
+                key[0],
+                int(r["priority"]),
             )
             found[int(r["slice"]) - 1].append(entry)
         return found
@@ -95,6 +97,8 @@ class PostgresPromotion:
         leases: Sequence[ShardLease],
         execution_ids: Sequence[uuid.UUID],
         now: datetime | None = None,
+        *,
+        direct: bool = False,
     ) -> Promotion:
         channel, payload = self._signals.notification(Topic.READY)
         params = {
@@ -102,6 +106,7 @@ class PostgresPromotion:
             "execution_ids": list(execution_ids),
             "channel": channel,
             "payload": payload,
+            "direct": direct,
         }
         started, traced = now_ns(), Traced()
         # One statement on an autocommit connection: fence, promotion and NOTIFY commit together.
@@ -164,6 +169,13 @@ class PostgresPromotion:
                     await conn.execute(Q["shard_lease_watermark"], {**params, "owner": owner})
             await self._signals.notify(conn, {Topic.READY} if moved else set())
         return self._promoted(moved, fenced, refused, traced, started)
+
+    async def execution_count_due(self, shards: Sequence[int], through: datetime) -> int:
+        params = {"shards": list(shards), "now": require_aware(through)}
+        async with self._pool.connection() as conn:
+            cursor = await conn.execute(Q["execution_count_due"], params)
+            row = await cursor.fetchone()
+        return int(row["n"]) if row else 0
 
     async def execution_next_due_at(
         self, shards: Sequence[int], horizon: datetime

@@ -15,7 +15,8 @@ from psycopg_pool import AsyncConnectionPool
 
 from tickwheel.domain.models import ShardLease
 from tickwheel.store.postgres.notify import Signals
-from tickwheel.store.postgres.rows import opt_aware
+from tickwheel.store.postgres.rows import opt_aware, require_aware
+from tickwheel.store.protocol import Topic
 from tickwheel.store.sqlfile import load_queries
 
 Q = load_queries("tickwheel.store.postgres.sql")
@@ -90,3 +91,37 @@ class PostgresShardLeases:
         async with self._pool.connection() as conn:
             cursor = await conn.execute(Q["shard_lease_counts"], {"now": opt_aware(now)})
             return {str(r["owner"]): int(r["n"]) for r in await cursor.fetchall()}
+
+    async def shard_lease_open(
+        self,
+        owner: str,
+        leases: Sequence[ShardLease],
+        through: datetime,
+        now: datetime | None = None,
+    ) -> list[int]:
+        channel, payload = self._signals.notification(Topic.READY)
+        params = {
+            **_grants(owner, leases, now),
+            "through": require_aware(through),
+            "channel": channel,
+            "payload": payload,
+        }
+        # One autocommit statement: the fenced UPDATE and the READY notification commit together.
+        async with self._pool.connection() as conn:
+            cursor = await conn.execute(Q["shard_lease_open"], params)
+            held = [int(r["shard_id"]) for r in await cursor.fetchall()]
+        if held:
+            self._signals.signal({Topic.READY})  # this process's workers, without a round trip
+        return held
+
+    async def shard_lease_close(
+        self,
+        owner: str,
+        leases: Sequence[ShardLease],
+        through: datetime,
+        now: datetime | None = None,
+    ) -> list[int]:
+        params = {**_grants(owner, leases, now), "through": require_aware(through)}
+        async with self._pool.connection() as conn:
+            cursor = await conn.execute(Q["shard_lease_close"], params)
+            return sorted(int(r["shard_id"]) for r in await cursor.fetchall())

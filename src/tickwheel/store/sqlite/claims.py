@@ -70,6 +70,12 @@ class SqliteClaims(SqliteRateLimits):
                 fair = spread is not None and bool(spread[0])
                 name = "execution_claim_ready_fair" if fair else "execution_claim_ready"
                 rows += await _claim(conn, Q[name], params)
+                params["limit"] = limit - len(rows)
+                if not fair and params["limit"] > 0:
+                    # The due SCHEDULED rows of open shards, as they are (docs/scaling.md,
+                    # "Claiming a herd without promoting it"): only in the plain claim, as on
+                    # PostgreSQL; the scheduler promotes what they leave a little later.
+                    rows += await _claim(conn, Q["execution_claim_direct"], params)
         # RETURNING comes in no particular order: tokens follow the claim order.
         claimed = sorted((execution_row(r) for r in rows), key=_token)
         record_claims(claimed, started)

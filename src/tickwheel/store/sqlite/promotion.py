@@ -84,6 +84,8 @@ class SqlitePromotion(SqliteConnection):
                 int(r["shard_id"]),
                 from_us(r["execute_at"]),
                 keys.setdefault(key, key),
+                key[0],
+                int(r["priority"]),
             )
             found[int(r["slice"])].append(entry)
         return found
@@ -95,6 +97,7 @@ class SqlitePromotion(SqliteConnection):
             "execution_ids": json.dumps([str(i) for i in execution_ids]),
             "shards": json.dumps(list(shards)),
             "now": _now_us(now),
+            "direct": 0,
         }
         started, traced = now_ns(), Traced()
         async with self._tx() as conn:
@@ -107,6 +110,8 @@ class SqlitePromotion(SqliteConnection):
         leases: Sequence[ShardLease],
         execution_ids: Sequence[uuid.UUID],
         now: datetime | None = None,
+        *,
+        direct: bool = False,
     ) -> Promotion:
         now_us = _now_us(now)
         started, traced = now_ns(), Traced()
@@ -118,6 +123,7 @@ class SqlitePromotion(SqliteConnection):
                     "execution_ids": json.dumps([str(i) for i in execution_ids]),
                     "shards": json.dumps(held),
                     "now": now_us,
+                    "direct": int(direct),
                 }
                 moved = await _run(conn, ("execution_promote_ids",), params, traced)
         fenced = sorted({lease.shard_id for lease in leases} - set(held))
@@ -162,6 +168,11 @@ class SqlitePromotion(SqliteConnection):
                     # Nothing due is left in these shards: the watermark may move to now.
                     await conn.execute(Q["shard_lease_watermark"], params)
         return self._promoted(moved, fenced, refused, traced, started)
+
+    async def execution_count_due(self, shards: Sequence[int], through: datetime) -> int:
+        params = {"shards": json.dumps(list(shards)), "now": to_us(through)}
+        rows = await self._all("execution_count_due", params)
+        return int(rows[0]["n"]) if rows else 0
 
     async def execution_next_due_at(
         self, shards: Sequence[int], horizon: datetime

@@ -93,3 +93,32 @@ class SqliteShardLeases(SqliteConnection):
     async def shard_lease_counts(self, now: datetime | None = None) -> dict[str, int]:
         rows = await self._all("shard_lease_counts", _params("", now))
         return {str(r["owner"]): int(r["n"]) for r in rows}
+
+    async def shard_lease_open(
+        self,
+        owner: str,
+        leases: Sequence[ShardLease],
+        through: datetime,
+        now: datetime | None = None,
+    ) -> list[int]:
+        params = _params(owner, now, grants=_grants(leases), through=to_us(through))
+        async with self._tx() as conn:
+            cursor = await conn.execute(Q["shard_lease_fence"], params)
+            held = [int(r["shard_id"]) for r in await cursor.fetchall()]
+            if held:
+                await conn.execute(Q["shard_lease_open"], params)
+        if held:
+            self._events[Topic.READY].set()
+        return held
+
+    async def shard_lease_close(
+        self,
+        owner: str,
+        leases: Sequence[ShardLease],
+        through: datetime,
+        now: datetime | None = None,
+    ) -> list[int]:
+        params = _params(owner, now, grants=_grants(leases), through=to_us(through))
+        async with self._tx() as conn:
+            cursor = await conn.execute(Q["shard_lease_close"], params)
+            return sorted(int(r["shard_id"]) for r in await cursor.fetchall())

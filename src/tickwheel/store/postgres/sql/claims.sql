@@ -185,7 +185,10 @@ SELECT * FROM claimed ORDER BY fencing_token;
 -- tenant has READY work (spread: the first and the last entry of executions_ready_tenant, two
 -- index probes) it claims nothing and says so in tenants_seen, and the store claims through
 -- execution_claim_ready, which takes a fair share from each tenant (docs/flow-control.md, "Fair
--- claiming"). So a single tenant's drain keeps this plan. Everything below is unchanged:
+-- claiming"). So a single tenant's drain keeps this plan. open_seen: whether a shard is open to
+-- the claims (a herd's instant, docs/scaling.md "Claiming a herd without promoting it"): the
+-- store then claims through execution_claim_ready_direct, which also takes the due SCHEDULED
+-- rows of open shards, until none is open. Everything below is unchanged:
 -- One statement, so one round trip and its own transaction (the pool is autocommit).
 -- candidates: served by the executions_ready partial index, already in claim order (no SCHEDULED
 --   or finished row is ever visited). SKIP LOCKED: concurrent claimers take disjoint rows instead
@@ -231,7 +234,8 @@ WITH candidates AS MATERIALIZED (
 spread AS MATERIALIZED (
     SELECT (SELECT min(tenant) FROM executions WHERE status = 'READY')
         IS DISTINCT FROM (SELECT max(tenant) FROM executions WHERE status = 'READY')
-        AS tenants_seen
+        AS tenants_seen,
+        EXISTS (SELECT 1 FROM shard_leases WHERE due_through IS NOT NULL) AS open_seen
 ),
 tokens AS MATERIALIZED (
     SELECT execution_id, nextval('fencing_token_seq') AS fencing_token FROM candidates
@@ -261,7 +265,104 @@ recorded AS (
         coalesce(%(now)s::timestamptz, now())
     FROM claimed
 )
-SELECT claimed.*, seen.limited_seen, spread.tenants_seen
+SELECT claimed.*, seen.limited_seen, spread.tenants_seen, spread.open_seen
+FROM (SELECT count(*) AS limited_seen FROM candidates WHERE concurrency_limit IS NOT NULL) AS seen
+CROSS JOIN spread
+LEFT JOIN claimed ON true
+ORDER BY claimed.fencing_token;
+
+-- name: execution_claim_ready_direct
+-- execution_claim_ready_unlimited with a second source, run while shards are open to the claims
+-- (open_seen; docs/scaling.md, "Claiming a herd without promoting it"). A statement of its own:
+-- the planning of the second source (the store plans this claim at every run) added 0.3-1.4 ms
+-- to every claim of a drain, where no shard is open. The rest is as in that statement.
+-- direct: when the READY rows do not fill the batch, the rest comes from the due SCHEDULED rows
+--   of the open shards (shard_leases with a due_through, set by each shard's lease holder at a
+--   herd's instant, never past the database's clock): through executions_due, up to the shard's
+--   due_through, shard after shard until the batch is full, straight to RUNNING; their ready_at
+--   becomes their executeAt. Only rows the scheduler left to this claim
+--   (execution_promote_ids_fenced, direct): no concurrency limit, no pause, no rate limit over
+--   them. The lock re-checks SCHEDULED on the newest version (a cancel or a promotion that took
+--   the row first wins), and rows a cancel holds are skipped, as READY ones are.
+WITH candidates AS MATERIALIZED (
+    SELECT execution_id, concurrency_limit FROM executions
+    WHERE status = 'READY'
+      AND (%(definition_uris)s::text[] IS NULL
+           OR definition_uri = ANY (%(definition_uris)s::text[]))
+      -- Pauses: as in execution_claim_ready.
+      -- The first test runs once per statement (an InitPlan): with no pause anywhere, the
+      -- usual case, no row is probed. Probing every row the walk reaches tripled the database's
+      -- CPU per execution of the drain (0.11 to 0.33 ms, docs/scaling.md).
+      AND (NOT EXISTS (SELECT 1 FROM pauses)
+           OR NOT EXISTS (SELECT 1 FROM pauses p
+                          WHERE p.tenant = executions.tenant
+                            AND p.definition_uri IN ('', executions.definition_uri)
+                            AND p.probe_execution_id IS DISTINCT FROM executions.execution_id
+                          OFFSET 0))
+      -- Rate limits: as in execution_claim_ready (rows under a bucket are the rate step's).
+      AND (NOT EXISTS (SELECT 1 FROM rate_limits)
+           OR NOT EXISTS (SELECT 1 FROM rate_limits r
+                          WHERE r.tenant = executions.tenant
+                            AND r.definition_uri IN ('', executions.definition_uri)
+                          OFFSET 0))
+    ORDER BY priority DESC, ready_at
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+),
+direct AS MATERIALIZED (
+    SELECT e.execution_id, e.concurrency_limit
+    FROM shard_leases l
+    JOIN executions e ON e.shard_id = l.shard_id
+    WHERE l.due_through IS NOT NULL
+      AND e.status = 'SCHEDULED' AND e.bucket_start <= l.due_through
+      AND e.execute_at <= l.due_through AND e.concurrency_limit IS NULL
+      AND (%(definition_uris)s::text[] IS NULL
+           OR e.definition_uri = ANY (%(definition_uris)s::text[]))
+      AND (NOT EXISTS (SELECT 1 FROM pauses) OR NOT EXISTS (SELECT 1 FROM pauses p
+           WHERE p.tenant = e.tenant AND p.definition_uri IN ('', e.definition_uri)))
+      AND (NOT EXISTS (SELECT 1 FROM rate_limits) OR NOT EXISTS (SELECT 1 FROM rate_limits r
+           WHERE r.tenant = e.tenant AND r.definition_uri IN ('', e.definition_uri)))
+    LIMIT greatest(%(limit)s - (SELECT count(*) FROM candidates), 0)
+    FOR UPDATE OF e SKIP LOCKED
+),
+spread AS MATERIALIZED (
+    SELECT (SELECT min(tenant) FROM executions WHERE status = 'READY')
+        IS DISTINCT FROM (SELECT max(tenant) FROM executions WHERE status = 'READY')
+        AS tenants_seen,
+        EXISTS (SELECT 1 FROM shard_leases WHERE due_through IS NOT NULL) AS open_seen
+),
+tokens AS MATERIALIZED (
+    SELECT c.execution_id, nextval('fencing_token_seq') AS fencing_token
+    FROM (SELECT execution_id, concurrency_limit FROM candidates
+          UNION ALL SELECT execution_id, concurrency_limit FROM direct) AS c
+    WHERE c.concurrency_limit IS NULL AND NOT (SELECT tenants_seen FROM spread)
+),
+claimed AS (
+    UPDATE executions e
+    SET status = 'RUNNING', attempt_count = e.attempt_count + 1, lease_owner = %(worker_id)s,
+        lease_expires_at = coalesce(%(now)s::timestamptz, now()) + %(lease)s::interval,
+        fencing_token = t.fencing_token,
+        ready_at = CASE WHEN e.status = 'SCHEDULED' THEN e.execute_at ELSE e.ready_at END,
+        started_at = coalesce(e.started_at, coalesce(%(now)s::timestamptz, now())),
+        updated_at = coalesce(%(now)s::timestamptz, now())
+    FROM tokens t
+    WHERE e.execution_id = t.execution_id
+    -- The columns a worker reads (claimed_rows.py CLAIMED_COLUMNS, in its order), not e.*.
+    RETURNING e.execution_id, e.tenant, e.definition_uri, e.definition_version,
+        e.input_snapshot, e.execute_at, e.priority, e.attempt_count, e.max_attempts, e.shard_id,
+        e.bucket_start, e.created_at, e.updated_at, e.idempotency_key, e.ready_at,
+        e.lease_expires_at, e.fencing_token, e.started_at, e.cancel_requested_at, e.checkpoint,
+        e.trace_context, e.start_by, e.deadline, e.concurrency_key, e.concurrency_limit,
+        e.concurrency_order
+),
+recorded AS (
+    INSERT INTO attempts (execution_id, attempt_number, worker_id, fencing_token, status,
+                          started_at)
+    SELECT execution_id, attempt_count, %(worker_id)s, fencing_token, 'RUNNING',
+        coalesce(%(now)s::timestamptz, now())
+    FROM claimed
+)
+SELECT claimed.*, seen.limited_seen, spread.tenants_seen, spread.open_seen
 FROM (SELECT count(*) AS limited_seen FROM candidates WHERE concurrency_limit IS NOT NULL) AS seen
 CROSS JOIN spread
 LEFT JOIN claimed ON true

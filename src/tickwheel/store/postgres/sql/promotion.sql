@@ -11,8 +11,10 @@
 -- The slices come as one JSON array of positional arrays (shard, after_at, after_id,
 -- bucket_from, until): five typed arrays dumped element by element cost the scheduler more than
 -- the query (a herd's hints make hundreds of slices, and the first promotion waited on them).
+-- Tenant and priority come with the heap tuple read for the definition: the scheduler opens an
+-- instant to the claims only when all its rows share both (engine/scheduler.py, DIRECT_MIN).
 SELECT c.slice, d.execution_id, d.shard_id, d.execute_at, d.tenant, d.definition_uri,
-    d.definition_version
+    d.definition_version, d.priority
 FROM (
     SELECT (item ->> 0)::smallint AS shard_id, (item ->> 1)::timestamptz AS after_at,
         (item ->> 2)::uuid AS after_id, (item ->> 3)::timestamptz AS bucket_from,
@@ -21,7 +23,7 @@ FROM (
 ) c
 CROSS JOIN LATERAL (
     SELECT e.execution_id, e.shard_id, e.execute_at, e.tenant, e.definition_uri,
-        e.definition_version
+        e.definition_version, e.priority
     FROM executions e
     WHERE e.status = 'SCHEDULED'
       AND e.shard_id = c.shard_id
@@ -82,6 +84,11 @@ RETURNING e.execution_id, e.definition_uri, e.trace_context;
 -- the planner drove it from the held shards through executions_due, reading every due row of
 -- each shard to find the batch's few: a herd of 100,000 has ~100 a shard, and that read was
 -- most of a batch of 500 (docs/scaling.md, "The herd's first milliseconds").
+-- direct: the instant's shards are open (shard_lease_open), and the rows the plain claim takes
+-- as they are (execution_claim_ready_unlimited: no concurrency limit, no pause, no rate limit
+-- over them) are left SCHEDULED for it; only the others are promoted now. The scheduler
+-- promotes what the claims have not taken a little later (docs/scaling.md, "Claiming a herd
+-- without promoting it"). The two tests are each other's complement, read at each statement.
 WITH held AS MATERIALIZED (
     SELECT l.shard_id
     FROM shard_leases l
@@ -101,6 +108,15 @@ due AS MATERIALIZED (
           AND status = 'SCHEDULED'
           AND shard_id = ANY (ARRAY(SELECT shard_id FROM held))
           AND execute_at <= coalesce(%(now)s::timestamptz, now())
+          AND (NOT %(direct)s::boolean OR concurrency_limit IS NOT NULL
+               OR (EXISTS (SELECT 1 FROM pauses)
+                   AND EXISTS (SELECT 1 FROM pauses p
+                               WHERE p.tenant = executions.tenant
+                                 AND p.definition_uri IN ('', executions.definition_uri)))
+               OR (EXISTS (SELECT 1 FROM rate_limits)
+                   AND EXISTS (SELECT 1 FROM rate_limits r
+                               WHERE r.tenant = executions.tenant
+                                 AND r.definition_uri IN ('', executions.definition_uri))))
         FOR UPDATE SKIP LOCKED
     ) AS d
 ),

@@ -73,10 +73,65 @@ ORDER BY l.shard_id
 FOR SHARE OF l;
 
 -- name: shard_lease_watermark
--- After a promotion that left nothing due in these shards: promoted up to now.
+-- After a promotion that left nothing due in these shards: promoted up to now. Nothing due is
+-- left to the plain claim either, so a shard still open (shard_lease_open) closes.
 UPDATE shard_leases
-SET watermark = coalesce(%(now)s::timestamptz, now())
+SET watermark = coalesce(%(now)s::timestamptz, now()), due_through = NULL
 WHERE shard_id = ANY (%(shards)s::smallint[]) AND owner = %(owner)s;
+
+-- name: shard_lease_open
+-- An instant's due executions become claimable as they are (docs/scaling.md, "Claiming a herd
+-- without promoting it"): the plain claim takes a shard's SCHEDULED rows up to its due_through.
+-- Only grants still held: the UPDATE re-checks owner, epoch and expiry on the newest version of
+-- each lease row (a takeover committed first bumped the epoch), so a stale holder changes
+-- nothing, as its promotions would. Never past the database's clock (a scheduler whose clock
+-- runs ahead opens nothing early), and never backwards. held: every grant of the call still
+-- held (the READY notification wakes the workers whenever one is, even when its shard was
+-- open already); a snapshot read, for the caller's counts only.
+WITH mine AS (
+    SELECT * FROM unnest(%(shards)s::smallint[], %(epochs)s::bigint[]) AS m (shard_id, epoch)
+),
+opened AS (
+    UPDATE shard_leases l
+    SET due_through = least(%(through)s::timestamptz, coalesce(%(now)s::timestamptz, now()))
+    FROM mine
+    WHERE l.shard_id = mine.shard_id AND l.epoch = mine.epoch AND l.owner = %(owner)s
+      AND l.expires_at > coalesce(%(now)s::timestamptz, now())
+      AND (l.due_through IS NULL
+           OR l.due_through < least(%(through)s::timestamptz,
+                                    coalesce(%(now)s::timestamptz, now())))
+    RETURNING l.shard_id
+),
+held AS (
+    SELECT l.shard_id FROM shard_leases l JOIN mine ON l.shard_id = mine.shard_id
+    WHERE l.epoch = mine.epoch AND l.owner = %(owner)s
+      AND l.expires_at > coalesce(%(now)s::timestamptz, now())
+),
+notified AS (
+    SELECT pg_notify(%(channel)s, %(payload)s)
+    WHERE EXISTS (SELECT 1 FROM held) OR EXISTS (SELECT 1 FROM opened)
+)
+SELECT h.shard_id, (SELECT count(*) FROM notified) AS notifications
+FROM (SELECT shard_id FROM held UNION SELECT shard_id FROM opened) AS h
+ORDER BY h.shard_id;
+
+-- name: shard_lease_close
+-- The plain claim stops taking the shard's SCHEDULED rows: the scheduler promoted (to READY)
+-- what the claims had not taken of the instants it opened up to :through. Fenced like
+-- shard_lease_open. A shard opened again after :through stays open (its own instant closes it
+-- later), and so does one where a due SCHEDULED row is left (skipped by the promotion while a
+-- claim or a cancel held it): the claims may still take it, and the catch-all promotes it and
+-- closes the shard (shard_lease_watermark) at the latest.
+UPDATE shard_leases l
+SET due_through = NULL
+FROM unnest(%(shards)s::smallint[], %(epochs)s::bigint[]) AS mine (shard_id, epoch)
+WHERE l.shard_id = mine.shard_id AND l.epoch = mine.epoch AND l.owner = %(owner)s
+  AND l.expires_at > coalesce(%(now)s::timestamptz, now())
+  AND l.due_through <= %(through)s::timestamptz
+  AND NOT EXISTS (SELECT 1 FROM executions e
+                  WHERE e.status = 'SCHEDULED' AND e.shard_id = l.shard_id
+                    AND e.bucket_start <= l.due_through AND e.execute_at <= l.due_through)
+RETURNING l.shard_id;
 
 -- name: execution_count_due
 -- How many promotions a fence refused: the due rows of the fenced shards, through executions_due.

@@ -265,3 +265,41 @@ RETURNING attempt_count, idempotency_key, concurrency_limit IS NOT NULL AS frees
 UPDATE attempts SET status = :attempt_status, finished_at = :now, error = :error
 WHERE execution_id = :execution_id AND attempt_number = :attempt_number
   AND fencing_token = :fencing_token AND status = 'RUNNING';
+
+-- name: execution_claim_direct
+-- The plain claim's second source (docs/scaling.md, "Claiming a herd without promoting it"), as
+-- on PostgreSQL: when the READY rows did not fill the batch, the due SCHEDULED rows of the open
+-- shards (shard_leases with a due_through, set by each shard's lease holder at an instant with
+-- due executions), through executions_due up to the shard's due_through, straight to RUNNING,
+-- their ready_at their executeAt. Only rows the scheduler left to the claims: no concurrency
+-- limit, no pause, no rate limit over them. Runs inside the claim's BEGIN IMMEDIATE, after the
+-- READY statement, so its tokens come after that statement's (fencing_token_next between).
+UPDATE executions
+SET status = 'RUNNING', attempt_count = attempt_count + 1, lease_owner = :worker_id,
+    lease_expires_at = :lease_expires_at,
+    fencing_token = (SELECT value FROM counters WHERE name = 'fencing_token') + c.position,
+    ready_at = execute_at, started_at = coalesce(started_at, :now), updated_at = :now
+FROM (
+    SELECT execution_id, row_number() OVER () AS position
+    FROM (
+        SELECT e.execution_id
+        FROM shard_leases l INDEXED BY shard_leases_open
+        JOIN executions e INDEXED BY executions_due ON e.shard_id = l.shard_id
+        WHERE l.due_through IS NOT NULL
+          AND e.status = 'SCHEDULED' AND e.bucket_start <= l.due_through
+          AND e.execute_at <= l.due_through AND e.concurrency_limit IS NULL
+          AND (:definition_uris IS NULL
+               OR e.definition_uri IN (SELECT value FROM json_each(:definition_uris)))
+          AND (NOT EXISTS (SELECT 1 FROM pauses)
+               OR NOT EXISTS (SELECT 1 FROM pauses p
+                              WHERE p.tenant = e.tenant
+                                AND p.definition_uri IN ('', e.definition_uri)))
+          AND (NOT EXISTS (SELECT 1 FROM rate_limits)
+               OR NOT EXISTS (SELECT 1 FROM rate_limits r
+                              WHERE r.tenant = e.tenant
+                                AND r.definition_uri IN ('', e.definition_uri)))
+        LIMIT :limit
+    )
+) AS c
+WHERE executions.execution_id = c.execution_id AND executions.status = 'SCHEDULED'
+RETURNING *;

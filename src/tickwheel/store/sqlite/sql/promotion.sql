@@ -4,10 +4,13 @@
 -- name: execution_due_window
 -- Each slice's next rows from its cursor, at most :limit per slice. :slices is a JSON array of
 -- [shard_id, after_at, after_id, bucket_from, until]; the slice's index says whose row it is.
-SELECT slice, execution_id, shard_id, execute_at, tenant, definition_uri, definition_version
+-- Tenant and priority: the scheduler opens an instant to the claims only when all its rows
+-- share both (engine/scheduler.py, DIRECT_MIN).
+SELECT slice, execution_id, shard_id, execute_at, tenant, definition_uri, definition_version,
+    priority
 FROM (
     SELECT c.key AS slice, e.execution_id, e.shard_id, e.execute_at, e.tenant, e.definition_uri,
-        e.definition_version,
+        e.definition_version, e.priority,
         row_number() OVER (
             PARTITION BY c.key ORDER BY e.bucket_start, e.execute_at, e.execution_id
         ) AS n
@@ -26,11 +29,20 @@ WHERE n <= :limit;
 
 -- name: execution_promote_ids
 -- The wheel's firing by id, guarded: still SCHEDULED, in a shard the caller may promote, due.
+-- direct (1): the shards are open and the rows the plain claim takes as they are
+-- (execution_claim_direct) are left to it, as on PostgreSQL.
 UPDATE executions SET status = 'READY', ready_at = :now, updated_at = :now
 WHERE execution_id IN (SELECT value FROM json_each(:execution_ids))
   AND status = 'SCHEDULED'
   AND shard_id IN (SELECT value FROM json_each(:shards))
   AND execute_at <= :now
+  AND (:direct = 0 OR concurrency_limit IS NOT NULL
+       OR EXISTS (SELECT 1 FROM pauses p
+                  WHERE p.tenant = executions.tenant
+                    AND p.definition_uri IN ('', executions.definition_uri))
+       OR EXISTS (SELECT 1 FROM rate_limits r
+                  WHERE r.tenant = executions.tenant
+                    AND r.definition_uri IN ('', executions.definition_uri)))
 RETURNING execution_id, definition_uri, trace_context;
 
 -- name: execution_promote_scheduled

@@ -64,8 +64,39 @@ WHERE owner = :owner AND expires_at > :now
 ORDER BY shard_id;
 
 -- name: shard_lease_watermark
-UPDATE shard_leases SET watermark = :now
+-- Nothing due is left in these shards, for the claims either: an open shard closes.
+UPDATE shard_leases SET watermark = :now, due_through = NULL
 WHERE owner = :owner AND shard_id IN (SELECT value FROM json_each(:shards));
+
+-- name: shard_lease_open
+-- As on PostgreSQL: the grants still held, opened through :through, never past :now nor
+-- backwards. Inside a write transaction with shard_lease_fence (held) before it.
+UPDATE shard_leases SET due_through = min(:through, :now)
+WHERE owner = :owner AND expires_at > :now
+  AND (due_through IS NULL OR due_through < min(:through, :now))
+  AND EXISTS (
+    SELECT 1 FROM json_each(:grants) AS g
+    WHERE json_extract(g.value, '$[0]') = shard_leases.shard_id
+      AND json_extract(g.value, '$[1]') = shard_leases.epoch
+  );
+
+-- name: shard_lease_close
+-- As on PostgreSQL: closed once opened through :through at most and no due SCHEDULED row up to
+-- its due_through is left (the claims may still take one; the catch-all closes it at the latest).
+UPDATE shard_leases SET due_through = NULL
+WHERE owner = :owner AND expires_at > :now AND due_through <= :through
+  AND EXISTS (
+    SELECT 1 FROM json_each(:grants) AS g
+    WHERE json_extract(g.value, '$[0]') = shard_leases.shard_id
+      AND json_extract(g.value, '$[1]') = shard_leases.epoch
+  )
+  AND NOT EXISTS (
+    SELECT 1 FROM executions e
+    WHERE e.status = 'SCHEDULED' AND e.shard_id = shard_leases.shard_id
+      AND e.bucket_start <= shard_leases.due_through
+      AND e.execute_at <= shard_leases.due_through
+  )
+RETURNING shard_id;
 
 -- name: execution_count_due
 SELECT count(*) AS n FROM executions
