@@ -253,7 +253,7 @@ def herd(system_name: str, workers: int, n: int, cfg: Config) -> dict[str, Any]:
         submit_seconds = system.submit(n, datetime.fromtimestamp(instant, UTC))
         stored = time.time()
         watch = (
-            system.watch_claimable(instant, cfg.timeout + lead)
+            system.watch_claimable(instant, cfg.timeout + lead, n)
             if isinstance(system, TickwheelSystem)
             else None
         )
