@@ -286,3 +286,40 @@ async def test_an_older_servers_full_answer_is_read_into_receipts(api: Api, gree
         receipts = await client.submit_many([item("Ada", "k"), item(5, "j")], answer="ids")
     assert [r.status for r in receipts] == [201, 422]
     assert receipts[0].execution_id is not None and receipts[1].error is not None
+
+
+async def test_hostile_items_get_the_full_answers_refusals(api: Api, greet: None) -> None:
+    """A huge integer, a lone surrogate (only a raw body can carry one) and an instant out of
+    range, beside a valid item: receipts refuse each hostile item as the full answer does,
+    and store nothing for it."""
+
+    def body(suffix: str) -> bytes:
+        items = [
+            json.dumps({**BODY, "idempotencyKey": f"ok{suffix}"}),
+            json.dumps({**BODY, "priority": 2**80, "idempotencyKey": f"int{suffix}"}),
+            json.dumps({**BODY, "idempotencyKey": f"s{suffix}"}).replace('"Ada"', '"\\ud800"'),
+            json.dumps(
+                {**BODY, "executeAt": "99999-01-01T00:00:00Z", "idempotencyKey": f"t{suffix}"}
+            ),
+        ]
+        return ('{"items": [' + ", ".join(items) + "]}").encode()
+
+    json_type = {"Content-Type": "application/json"}
+    full = await api.http.post("/v1/executions/batch", content=body("-f"), headers=json_type)
+    minimal = await api.http.post(
+        "/v1/executions/batch",
+        content=body("-m"),
+        headers={**json_type, "Prefer": "return=minimal"},
+    )
+    assert minimal.status_code == full.status_code, (minimal.text, full.text)
+    if full.status_code != 200:  # refused whole: alike, and unpreferred
+        assert minimal.json() == full.json()
+        assert "preference-applied" not in minimal.headers
+    else:
+        answers = [(i["status"], i.get("error")) for i in full.json()["items"]]
+        receipts = [(i["status"], i.get("error")) for i in minimal.json()["items"]]
+        assert receipts == answers
+        assert [s for s, _ in receipts] == [201, 422, 422, 422]
+    listed = await api.http.get("/v1/executions", params={"limit": 100})
+    keys = {e.get("idempotencyKey") for e in listed.json()["items"]}
+    assert not keys & {"int-m", "s-m", "t-m", "int-f", "s-f", "t-f"}
