@@ -138,17 +138,12 @@ class WorkflowRig:
         return uuid.UUID(wire["workflowRunId"])
 
     async def settle(self, rounds: int = 50) -> None:
-        # Settled after two idle rounds in a row: on PostgreSQL a task the orchestrator
-        # submitted can show up a round late (one idle round ended the fan-in test early,
-        # about 1 run in 7, on this session's start too; the lag itself is not diagnosed).
-        idle = 0
         for _ in range(rounds):
             await self.scheduler.run_once()
             claimed = await self.worker.run_once()
             await self.worker.drain()
             consumed = await self.orchestrator.run_once()
-            idle = 0 if claimed or consumed else idle + 1
-            if idle == 2:
+            if not claimed and not consumed:
                 return
         raise AssertionError("the workflow did not settle")
 

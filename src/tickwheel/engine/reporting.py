@@ -113,16 +113,25 @@ class ResultBuffer:
         self._ensure_flusher()
 
     async def flush(self) -> None:
-        """Returns once every result added so far is reported (or given up, when stopping)."""
+        """Returns once every result added so far is reported (or given up, when stopping).
+
+        A batch the flusher has taken is no longer in the buffer but not committed either: the
+        flush waits for the flusher too, not only for the buffer to empty. (Waiting for the
+        buffer alone let a drain return with its last batch still on its way, and a workflow's
+        orchestrator then read that batch's executions as RUNNING.)"""
         self._hurry = True
         try:
-            while self._waiting:
+            while self._waiting or self._reporting():
                 self._ensure_flusher()
                 self._wake.set()
                 assert self._flusher is not None
                 await asyncio.shield(self._flusher)
         finally:
             self._hurry = False
+
+    def _reporting(self) -> bool:
+        """Whether the flusher is still at work (a batch it took may be on its way)."""
+        return self._flusher is not None and not self._flusher.done()
 
     def _ensure_flusher(self) -> None:
         # The flusher lives only while results wait, so an idle worker holds no task for it.
