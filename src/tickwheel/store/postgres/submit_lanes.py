@@ -89,7 +89,12 @@ class SubmitLanes:
             if not lane.busy:
                 try:
                     notify = params.get("notify")
-                    if notify is not None and self._coalesced(notify):
+                    if (
+                        notify is not None
+                        and asyncio.get_running_loop() is self._pool.loop
+                        and self._coalesced(notify)
+                    ):
+                        # (From another loop, a blocking Client's thread, the lane runs nothing.)
                         return await self._run_coalesced(lane, params, notify)
                     return await lane.run(params)
                 finally:
