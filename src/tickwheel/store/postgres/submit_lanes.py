@@ -16,15 +16,16 @@ makes anyone wait for it.
 **One wake-up in flight at a time.** Each insert of a READY execution NOTIFYs the workers inside
 its own statement, and PostgreSQL serializes the commits of notifying transactions (a lock held
 until the commit is flushed): with four in flight they waited for each other's commit, and the
-lock waits cost the database about a quarter of its CPU per single submit (docs/scaling.md,
-issue 13, "a wake-up in flight at a time"). So of the lanes' submissions whose only wake-up is
-the READY one, one at a time carries it (the *carrier*); one that starts while a carrier runs
-goes without (``notify`` empty) and, if it inserted, *owes* its wake-up. A carrier that starts
-later takes the debt over and pays it when it inserts (its NOTIFY comes with its commit, after
-theirs: no worker is woken before an owed row is there to claim); when the last submission in
-flight ends with a debt unpaid, a lane sends the NOTIFY alone. A lone submission, or one whose
-wake-up carries due hints (SCHEDULED items), is sent as before: only the same wake-up of the same
-store is coalesced, never a row that was not inserted (a repeat still wakes nobody)."""
+lock waits cost the database about a fifth of its CPU per single submit (docs/scaling.md, "B1's
+single submits: one READY wake-up in flight at a time"). So of the lanes' submissions whose only
+wake-up is the READY one, one at a time carries it (the *carrier*); one that starts while a
+carrier runs goes without (``notify`` empty) and, if it inserted, *owes* its wake-up. A carrier
+that starts later takes the debt over and pays it when it inserts (its NOTIFY comes with its
+commit, after theirs: no worker is woken before an owed row is there to claim); when the last
+submission in flight ends with a debt unpaid, a lane sends the NOTIFY alone. A lone submission,
+or one whose wake-up carries due hints (SCHEDULED items), is sent as before: only the same
+wake-up of the same store is coalesced, never a row that was not inserted (a repeat still wakes
+nobody)."""
 
 from __future__ import annotations
 
