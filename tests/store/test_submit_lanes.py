@@ -97,6 +97,9 @@ async def test_concurrent_single_submissions_each_run_on_a_lane(
         outcomes = await asyncio.gather(*(store.execution_insert_many([i]) for i in items))
         assert [o.execution.execution_id for [o] in outcomes] == [i.execution_id for i in items]
         assert all(o.created for [o] in outcomes)
+        # The wake-up they owe is sent on a lane once all ended (test_submit_wakeups.py): the
+        # next four would find three lanes free meanwhile.
+        await _until(lambda: not lanes.paying, "the owed wake-up sent")
     assert taken == []  # one lane had served one at a time and the pool's path the other three
     pids = {lane._conn.pgconn.backend_pid for lane in lanes.lanes if lane._conn is not None}
     assert len(pids) == 4

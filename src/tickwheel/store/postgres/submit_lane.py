@@ -28,9 +28,9 @@ import contextlib
 import re
 import uuid
 import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from time import monotonic
-from typing import Any
+from typing import Any, TypeVar
 
 import psycopg
 from psycopg import errors, pq
@@ -40,8 +40,14 @@ from tickwheel.store.postgres.pool import Conn, Pool, connection_lost
 
 STATEMENT = b"tickwheel_submit_lane"
 """The prepared statement's name on a connection the lane used (psycopg's own are ``_pg3_*``)."""
+NOTIFY = (
+    b"SELECT pg_notify(signal.channel, signal.payload)"
+    b" FROM jsonb_to_recordset($1::jsonb) AS signal (channel text, payload text, status text)"
+)
+"""``notify``'s statement: ``execution_insert``'s NOTIFYs, without the insert."""
 CANCEL_WAIT = 5.0
 """Seconds given to the server's cancel of a statement whose wait was cancelled (psycopg's)."""
+T = TypeVar("T")
 _PLACEHOLDER = re.compile(r"%\((\w+)\)s")
 _UNKNOWN_STATEMENT = "26000"  # invalid_sql_statement_name: not prepared on this session (any more)
 _ALREADY_PREPARED = "42P05"  # duplicate_prepared_statement
@@ -87,6 +93,19 @@ class SubmitLane:
         """The statement's rows, or None when the lane cannot take it now (the caller then runs
         it through the pool). Raises what the pool's path raises: ``Unavailable`` for a lost
         database, psycopg's error for a statement the server refused."""
+        values = [None if (v := params[n]) is None else v.encode() for n in self._names]
+        return await self._on_lane(lambda conn: self._execute(conn, values))
+
+    async def notify(self, notifications: str) -> bool:
+        """Sends ``notifications`` (a ``notify`` parameter of ``execution_insert``: a JSON list
+        of {channel, payload, status}) alone, in a transaction of its own: the wake-up owed for
+        submissions that ran without theirs (``submit_lanes.py``). False: the lane cannot take
+        it now (as ``run``'s None)."""
+        sent = await self._on_lane(lambda conn: self._notify(conn, notifications.encode()))
+        return sent is not None
+
+    async def _on_lane(self, use: Callable[[Conn], Awaitable[T]]) -> T | None:
+        """``use`` of the lane's connection, or None when the lane cannot take a statement now."""
         if self._busy or asyncio.get_running_loop() is not self._pool.loop:
             # Another loop (a blocking Client's thread): the socket is watched by the pool's.
             return None
@@ -95,9 +114,8 @@ class SubmitLane:
             conn = await self._connection()
             if conn is None:
                 return None
-            values = [None if (v := params[n]) is None else v.encode() for n in self._names]
             try:
-                return await self._execute(conn, values)
+                return await use(conn)
             except BaseException as exc:
                 await self._failed(conn, exc)
                 raise
@@ -242,6 +260,15 @@ class SubmitLane:
             if result.status != pq.ExecStatus.TUPLES_OK:
                 raise errors.error_from_result(result, encoding=conn.info.encoding)
         return [self._row(result, i) for i in range(result.ntuples)]
+
+    async def _notify(self, conn: Conn, notifications: bytes) -> bool:
+        pgconn = conn.pgconn
+        result = await self._roundtrip(
+            pgconn, lambda: pgconn.send_query_params(NOTIFY, [notifications])
+        )
+        if result.status != pq.ExecStatus.TUPLES_OK:
+            raise errors.error_from_result(result, encoding=conn.info.encoding)
+        return True
 
     async def _prepare(self, conn: Conn) -> None:
         pgconn = conn.pgconn

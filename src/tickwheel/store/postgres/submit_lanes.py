@@ -11,10 +11,27 @@ The lanes keep the one lane's rules: each takes only a connection the pool has i
 than half the pool's connections are kept (the others stay for everyone else), a caller who
 finds none idle gets a kept one first (``Pool.keeper``), and a lane whose submission ends while
 someone waits for a connection gives its connection back at once, so a kept connection never
-makes anyone wait for it."""
+makes anyone wait for it.
+
+**One wake-up in flight at a time.** Each insert of a READY execution NOTIFYs the workers inside
+its own statement, and PostgreSQL serializes the commits of notifying transactions (a lock held
+until the commit is flushed): with four in flight they waited for each other's commit, and the
+lock waits cost the database about a fifth of its CPU per single submit (docs/scaling.md, "B1's
+single submits: one READY wake-up in flight at a time"). So of the lanes' submissions whose only
+wake-up is the READY one, one at a time carries it (the *carrier*); one that starts while a
+carrier runs goes without (``notify`` empty) and, if it inserted, *owes* its wake-up. A carrier
+that starts later takes the debt over and pays it when it inserts (its NOTIFY comes with its
+commit, after theirs: no worker is woken before an owed row is there to claim); when the last
+submission in flight ends with a debt unpaid, a lane sends the NOTIFY alone. A lone submission,
+or one whose wake-up carries due hints (SCHEDULED items), is sent as before: only the same
+wake-up of the same store is coalesced, never a row that was not inserted (a repeat still wakes
+nobody)."""
 
 from __future__ import annotations
 
+import asyncio
+import json
+import logging
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -23,6 +40,10 @@ from psycopg import pq
 from tickwheel.store.postgres.pool import Pool
 from tickwheel.store.postgres.submit_lane import SubmitLane
 
+log = logging.getLogger(__name__)
+
+NO_WAKEUP = "[]"
+"""The ``notify`` parameter of a submission that goes without its wake-up (it owes it)."""
 MAX_LANES = 4
 """Lanes at most: the single submissions a process runs at once on kept connections (B1 keeps
 four in flight); more go through the pool as before."""
@@ -48,6 +69,11 @@ class SubmitLanes:
         self._pool = pool
         self._lanes = [SubmitLane(pool, query, row) for _ in range(max(1, count))]
         pool.keeper = self.give_back  # each lane made itself the keeper: the set is
+        self._ready_wakeup: str | None = None  # the last ``notify`` seen to be the READY one
+        self._carrying = False  # a carrier's statement is in flight
+        self._in_flight = 0  # coalesced submissions (carriers and not) in flight
+        self._owed: set[str] = set()  # wake-ups owed by submissions inserted without theirs
+        self._paying: asyncio.Task[None] | None = None
 
     @property
     def first(self) -> SubmitLane:
@@ -63,6 +89,14 @@ class SubmitLanes:
         for lane in self._lanes:
             if not lane.busy:
                 try:
+                    notify = params.get("notify")
+                    if (
+                        notify is not None
+                        and asyncio.get_running_loop() is self._pool.loop
+                        and self._coalesced(notify)
+                    ):
+                        # (From another loop, a blocking Client's thread, the lane runs nothing.)
+                        return await self._run_coalesced(lane, params, notify)
                     return await lane.run(params)
                 finally:
                     if self._pool.waiting:
@@ -70,6 +104,97 @@ class SubmitLanes:
                         # rather than when the next caller finds none idle.
                         await lane.give_back()
         return None
+
+    @property
+    def paying(self) -> bool:
+        """Sending a wake-up owed (on a lane, which is busy meanwhile)."""
+        return self._paying is not None
+
+    def _coalesced(self, notify: str) -> bool:
+        """Whether ``notify`` is only the READY wake-up (the same text every time for a store)."""
+        if notify is self._ready_wakeup:
+            return True
+        try:
+            signals = json.loads(notify)
+        except ValueError:
+            return False
+        if (
+            isinstance(signals, list)
+            and len(signals) == 1
+            and isinstance(signals[0], dict)
+            and signals[0].get("status") == "READY"
+        ):
+            self._ready_wakeup = notify
+            return True
+        return False
+
+    async def _run_coalesced(
+        self, lane: SubmitLane, params: Mapping[str, str | None], notify: str
+    ) -> list[Any] | None:
+        """``lane.run`` as the carrier of ``notify`` and the debts it finds, or without it."""
+        carrier = not self._carrying
+        took = False
+        if carrier:
+            self._carrying = True
+            took = notify in self._owed
+            self._owed.discard(notify)
+        else:
+            params = {**params, "notify": NO_WAKEUP}
+        self._in_flight += 1
+        rows: list[Any] | None = None
+        failed = True
+        try:
+            rows = await lane.run(params)
+            failed = False
+            return rows
+        finally:
+            self._in_flight -= 1
+            if carrier:
+                self._carrying = False
+            if failed:
+                # Committed or not, unknown: a wake-up that finds nothing is harmless.
+                self._owed.add(notify)
+            elif rows is None:
+                # Not run here: the pool's path runs it with its own wake-up.
+                if took:
+                    self._owed.add(notify)
+            elif rows:
+                if not carrier:
+                    self._owed.add(notify)
+                # A carrier that inserted woke the workers after its commit: paid.
+            elif took:
+                self._owed.add(notify)  # inserted nothing, so it notified nothing
+            if self._owed and self._in_flight == 0 and self._paying is None:
+                self._paying = asyncio.get_running_loop().create_task(self._pay())
+
+    async def _pay(self) -> None:
+        """Sends the wake-ups still owed when no submission is left in flight to carry them."""
+        try:
+            while self._owed and self._in_flight == 0:
+                owed, self._owed = self._owed, set()
+                for notify in owed:
+                    await self._notify(notify)
+        finally:
+            self._paying = None
+            if self._owed and self._in_flight == 0:  # owed while the last one was sent
+                self._paying = asyncio.get_running_loop().create_task(self._pay())
+
+    async def _notify(self, notify: str) -> None:
+        try:
+            # A lane's kept connection if one is idle (none is taken for this), else the pool.
+            for lane in self._lanes:
+                if lane.keeps_idle and await lane.notify(notify):
+                    return
+            async with self._pool.connection() as conn:
+                await conn.execute(
+                    "SELECT pg_notify(signal.channel, signal.payload) FROM"
+                    " jsonb_to_recordset(%s::jsonb) AS signal (channel text, payload text,"
+                    " status text)",
+                    (notify,),
+                )
+        except Exception:
+            # The workers' polling finds the work (as after any lost notification).
+            log.warning("an owed wake-up of the workers could not be sent", exc_info=True)
 
     async def give_back(self) -> None:
         """A caller found no connection idle: one kept by a lane not running a submission goes
@@ -80,5 +205,8 @@ class SubmitLanes:
                 return
 
     async def close(self) -> None:
+        paying = self._paying
+        if paying is not None:
+            await asyncio.gather(paying, return_exceptions=True)
         for lane in self._lanes:
             await lane.close()
