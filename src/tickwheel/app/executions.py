@@ -20,6 +20,7 @@ from prometheus_client import Counter
 
 from tickwheel.app.context import TenantContext
 from tickwheel.app.outcomes import IdOutcome, ItemOutcome, Outcome, Written
+from tickwheel.domain.batch_items import PlainRun, ids_and_shards
 from tickwheel.domain.clock import store_now
 from tickwheel.domain.definition_refs import require_name, stored_name, to_uri
 from tickwheel.domain.definitions import Definition
@@ -147,7 +148,15 @@ class ExecutionService(TenantContext):
         trace_context = current_context()
         limits, tenant = self.limits, self.tenant
         uris: dict[str, str] = {}  # a bare name's URI, made once per batch
+        ids, shards = ids_and_shards(now, len(requests))
+        run: PlainRun | None = None  # the last plain request's: its like are made from it
         for index, request in enumerate(requests):
+            if run is not None:
+                made = run.make(request, ids[index], shards[index])
+                if made is not None:
+                    places.append(index)
+                    items.append(made)
+                    continue
             uri = request.definition_uri
             if bare_names:
                 uri = uris.get(uri) or uris.setdefault(uri, to_uri(uri))
@@ -162,12 +171,14 @@ class ExecutionService(TenantContext):
                 # The submitter's trace, continued by the attempts; not part of the request,
                 # so not of its fingerprint either: a retry from another trace is the same.
                 trace = request.trace_context or trace_context
-                item = prepare_execution(request, definition, tenant, now, trace, uri)
+                made_id = (ids[index], shards[index])
+                item = prepare_execution(request, definition, tenant, now, trace, uri, made_id)
             except TickwheelError as exc:
                 results[index] = ItemOutcome(Outcome.INVALID, error=exc)
             else:
                 places.append(index)
                 items.append(item)
+                run = PlainRun.of(request, item) or run
         return PreparedBatch(results, places, items)
 
     def settle_many(
@@ -196,10 +207,10 @@ class ExecutionService(TenantContext):
         results: builtins.list[IdOutcome | None] = [
             None if r is None else IdOutcome(r.outcome, None, r.error) for r in batch.results
         ]
-        created, same = Outcome.CREATED, Outcome.SAME
+        created, same, new = Outcome.CREATED, Outcome.SAME, tuple.__new__
         for index, item, holder in zip(batch.places, batch.items, existing, strict=True):
-            if holder is None:
-                results[index] = IdOutcome(created, item.execution_id, None)
+            if holder is None:  # IdOutcome(created, ...), without the named tuple's __new__
+                results[index] = new(IdOutcome, (created, item.execution_id, None))
                 continue
             try:
                 execution = _same_or_conflict(item, holder)

@@ -16,6 +16,16 @@ def shard_id(execution_id: uuid.UUID) -> int:
     return int.from_bytes(digest, "big") % SHARD_COUNT
 
 
+def shard_of_int(value: int) -> int:
+    """``shard_id`` of the id whose ``UUID.int`` is ``value`` (a batch has the values already:
+    no ``UUID.bytes`` made per item)."""
+    digest = _blake2b(value.to_bytes(16, "big"), digest_size=8).digest()
+    return int.from_bytes(digest, "big") % SHARD_COUNT
+
+
+_blake2b = hashlib.blake2b
+
+
 def bucket_start(execute_at: datetime) -> datetime:
     """The UTC minute of the instant (converted first: an offset may carry seconds)."""
     return execute_at.astimezone(UTC).replace(second=0, microsecond=0)

@@ -110,20 +110,33 @@ def check_request_shape(
     """Checks that need no definition, so a bad request fails before touching the store.
     ``uri``: the definition's URI when the request names it otherwise (the SDK's bare name)."""
     global _last_uri
-    errors = ErrorList()
     if uri is None:
         uri = request.definition_uri
+    key, version, priority = request.idempotency_key, request.definition_version, request.priority
+    if (  # the common shape, which none of the checks below refuses: no error list made
+        uri == _last_uri
+        and request.execute_at is None
+        and request.start_by is None
+        and request.deadline is None
+        and type(request.inputs) is dict
+        and not request.inputs
+        and type(priority) is int
+        and PRIORITY_MIN <= priority <= PRIORITY_MAX
+        and (version is None or (type(version) is int and 1 <= version <= VERSION_MAX))
+        and (key is None or (type(key) is str and 0 < len(key) <= IDEMPOTENCY_KEY_MAX))
+        and (key is None or key.isprintable())
+    ):
+        return
+    errors = ErrorList()
     if uri != _last_uri:  # a batch names one definition most often: checked once in a row
         if name_of(uri) is None:
             errors.add("definitionUri", URI_RULE)
         else:
             _last_uri = uri
-    version = request.definition_version
     if version is not None and not 1 <= version <= VERSION_MAX:
         errors.add("definitionVersion", f"must be a positive integer up to {VERSION_MAX}")
     if not PRIORITY_MIN <= request.priority <= PRIORITY_MAX:
         errors.add("priority", f"must be between {PRIORITY_MIN} and {PRIORITY_MAX}")
-    key = request.idempotency_key
     if key is not None and not (0 < len(key) <= IDEMPOTENCY_KEY_MAX and key.isprintable()):
         errors.add("Idempotency-Key", f"must be 1 to {IDEMPOTENCY_KEY_MAX} printable characters")
     at = request.execute_at
@@ -263,12 +276,14 @@ def prepare_execution(
     now: datetime,
     trace_context: dict[str, str] | None = None,
     uri: str | None = None,
+    made: tuple[uuid.UUID, int] | None = None,
 ) -> NewExecution:
     """Validates the inputs against the pinned definition and fixes everything decided at insert:
     id, shard, bucket, and whether the execution is already due (then it starts READY and the
     scheduler never has to touch it). ``trace_context``: the submitter's, stored as it is (not
     part of the request, so not of its fingerprint either). ``uri``: as
-    ``check_request_shape``'s."""
+    ``check_request_shape``'s. ``made``: the item's id and its shard, made beforehand with
+    the batch's (``batch_items.ids_and_shards``); otherwise a new ``uuid7(now)``."""
     if type(request.inputs) is dict and not request.inputs and not definition.inputs:
         inputs: dict[str, Any] = {}  # what validate_values gives: nothing declared, none given
     else:
@@ -289,7 +304,11 @@ def prepare_execution(
             raise InvalidInput(
                 "the execution request is invalid", [FieldError(where, str(exc))]
             ) from None
-    execution_id = uuid7(now)
+    if made is None:
+        execution_id = uuid7(now)
+        shard = shard_id(execution_id)
+    else:
+        execution_id, shard = made
     due = execute_at <= now
     return _new_execution(
         {
@@ -300,7 +319,7 @@ def prepare_execution(
             "inputs": inputs,
             "execute_at": execute_at,
             "bucket_start": _bucket_of(execute_at),
-            "shard_id": shard_id(execution_id),
+            "shard_id": shard,
             "idempotency_key": request.idempotency_key,
             "request_fingerprint": fingerprint(request, uri),
             "status": ExecutionStatus.READY if due else ExecutionStatus.SCHEDULED,

@@ -199,13 +199,13 @@ def receipts(
 ) -> builtins.list[SubmitReceipt]:
     """A receipt for each outcome, its status and error as ``item_results`` gives them; with
     ``release``, each outcome dropped from ``items`` once its receipt is made."""
-    status_of = _ITEM_STATUS
+    status_of, new = _ITEM_STATUS, tuple.__new__
     made = []
     for index, (outcome, execution_id, exc) in enumerate(items):
         if release:
             items[index] = None  # type: ignore[call-overload]
-        if exc is None:
-            made.append(SubmitReceipt(status_of[outcome], execution_id, None))
+        if exc is None:  # SubmitReceipt(...), without the named tuple's __new__
+            made.append(new(SubmitReceipt, (status_of[outcome], execution_id, None)))
         else:
             error = {"code": exc.code, "message": exc.message, "details": exc.details}
             made.append(SubmitReceipt(status_of[outcome], None, error))
