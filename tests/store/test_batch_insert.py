@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 import random
 import uuid
 from datetime import timedelta, timezone
@@ -127,6 +128,28 @@ async def test_a_batch_that_shares_all_but_its_ids_reads_back_as_written(store: 
     for item, outcome in zip(items, outcomes, strict=True):
         assert await store.execution_get(item.tenant, item.execution_id) == outcome.execution
         assert outcome.execution.status is ExecutionStatus.SCHEDULED
+
+
+async def test_values_python_holds_equal_but_json_does_not_are_each_stored_as_given(
+    store: Store,
+) -> None:
+    # 1 == 1.0 == True in Python: a batch must not store the first of them for every item.
+    base = new_execution()
+    for given in (
+        [{"n": 1}, {"n": True}, {"n": 1.0}],
+        [{"n": [1, {"m": 0}]}, {"n": [True, {"m": False}]}],
+    ):
+        items = [
+            dataclasses.replace(
+                base, execution_id=uuid.uuid4(), idempotency_key=_key("t"), inputs=inputs
+            )
+            for inputs in given
+        ]
+        assert all(o.created for o in await store.execution_insert_many(items))
+        for item, inputs in zip(items, given, strict=True):
+            stored = await store.execution_get(item.tenant, item.execution_id)
+            assert stored is not None
+            assert json.dumps(stored.inputs) == json.dumps(inputs)
 
 
 async def test_concurrent_batches_sharing_keys_in_any_order_do_not_deadlock(store: Store) -> None:

@@ -249,6 +249,18 @@ def shared_columns(rows: list[list[Any]]) -> dict[str, str | None]:
     return _shared(list(zip(*rows, strict=True)), len(rows))
 
 
+def _alike(values: Sequence[Any], first: Any) -> bool:
+    """Whether ``values``, all ``==`` to ``first``, are also the same JSON: Python holds
+    ``1 == 1.0 == True`` (and so ``{"n": 1} == {"n": True}``), which JSON and the stored row do
+    not. None, a string and an empty container equal only their like; anything else is compared
+    as the JSON it is written as."""
+    kind = type(first)
+    if first is None or kind is str or ((kind is dict or kind is list) and not first):
+        return True
+    text = _COMPACT.encode(first)
+    return all(_COMPACT.encode(v) == text for v in values)
+
+
 def _shared(columns: list[Any], count: int) -> dict[str, str | None]:
     """``shared_columns`` of the rows whose columns are ``columns`` (``count`` rows)."""
     shared: list[Any] = [None] * len(columns)
@@ -256,7 +268,7 @@ def _shared(columns: list[Any], count: int) -> dict[str, str | None]:
     varying = 0
     for index, values in enumerate(columns):
         first = values[0]
-        if count > 1 and values.count(first) == count:
+        if count > 1 and values.count(first) == count and _alike(values, first):
             shared[index] = first
             columns[index] = nulls
         else:
