@@ -257,8 +257,10 @@ def _alike(values: Sequence[Any], first: Any) -> bool:
     kind = type(first)
     if first is None or kind is str or ((kind is dict or kind is list) and not first):
         return True
+    if kind is int or kind is bool:  # equal and of one type: the same JSON (a batch's numbers)
+        return list(map(type, values)).count(kind) == len(values)
     text = _COMPACT.encode(first)
-    return all(_COMPACT.encode(v) == text for v in values)
+    return all(v is first or _COMPACT.encode(v) == text for v in values)
 
 
 def _shared(columns: list[Any], count: int) -> dict[str, str | None]:
