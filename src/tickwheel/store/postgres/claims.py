@@ -146,7 +146,9 @@ class PostgresClaims(PostgresRateLimits):
                 # see the batch size, and with the gate of the limits it read and sorted every
                 # READY row (bitmap scan, then sort) on each claim instead of walking the READY
                 # index to the batch: 110 to 240 ms a claim against 1 to 2 ms with 17,000 READY
-                # (docs/scaling.md). Planning costs ~1 ms.
+                # (docs/scaling.md). Planning costs ~1 ms. (The hot session's plan_cache_mode
+                # makes even this unnamed statement's plan generic; without a bitmap it is the
+                # same walk, tests/store/test_plans_generic.py.)
                 cursor = conn.cursor(row_factory=tuple_row, binary=True)
                 await cursor.execute(CLAIM, params, prepare=False)
                 rows += await cursor.fetchall()
