@@ -132,7 +132,7 @@ class PostgresClaims(PostgresRateLimits):
                 # the statement below. While a shard is open to the claims (a herd's instant)
                 # the same statement with a second source, the due SCHEDULED rows of the open
                 # shards: a statement of its own, whose planning a drain does not pay.
-                walk = params["walk"] = self._walk_from()
+                walk = params["walk"] = self._walk_from() if direct else 0
                 cursor = conn.cursor(row_factory=tuple_row, binary=True)
                 await cursor.execute(CLAIM_DIRECT if direct else CLAIM_UNLIMITED, params)
                 found = await cursor.fetchall()
