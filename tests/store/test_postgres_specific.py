@@ -419,6 +419,7 @@ async def test_the_direct_claim_reads_the_open_shards_through_their_indexes(
                     "now": None,
                     "definition_uris": None,
                     "rate_ids": None,
+                    "walk": 512,
                 },
             )
             [(plan,)] = await cursor.fetchall()
@@ -438,6 +439,30 @@ async def test_the_direct_claim_reads_the_open_shards_through_their_indexes(
     ]
     # (EXPLAIN ANALYZE claims.) READY first: 10 of the 50; then the 40 left and 60 due rows.
     assert due_read == [0, 60], plans
+
+
+async def test_a_direct_claim_walks_on_from_the_shard_where_the_last_one_stopped(
+    open_pg: OpenStore,
+) -> None:
+    """A store's direct claims walk the open shards from the shard its last one took its last
+    row in, up, then round from shard 0, so that each passes a shard the claims emptied about
+    once per herd instead of at every claim (docs/scaling.md, "The direct claim's walk")."""
+    store = await open_pg(1)
+    shards = (3, 3, 600, 900)
+    items = [replace(new_execution(execute_in=1), shard_id=s) for s in shards]
+    await store.execution_insert_many(items)
+    await _open_every_shard(store, T0 + timedelta(days=1))
+    store._direct_from = 500  # where an earlier claim stopped
+    [first] = await store.execution_claim_ready("w", 1, LEASE)
+    assert first.shard_id == 600 and store._direct_from == 600
+    second = await store.execution_claim_ready("w", 2, LEASE)
+    assert [e.shard_id for e in second] == [900, 3]  # in token order: up, then round
+    assert store._direct_from == 3
+    # From shard 3 up, then once more round from shard 0: a whole walk, and nothing left but
+    # the one row; the next walk starts anywhere.
+    [third] = await store.execution_claim_ready("w", 5, LEASE)
+    assert third.shard_id == 3 and store._direct_from is None
+    assert await store.execution_claim_ready("w", 5, LEASE) == []
 
 
 async def test_a_claim_reads_only_its_candidates_when_statistics_never_saw_a_ready_row(

@@ -8,6 +8,7 @@ workflow outbox rows, and the NOTIFY that wakes schedulers for retries."""
 from __future__ import annotations
 
 import json
+import random
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
@@ -20,6 +21,7 @@ from psycopg.rows import DictRow, TupleRow, tuple_row
 from psycopg_pool import AsyncConnectionPool
 
 from tickwheel.domain.models import Execution
+from tickwheel.domain.sharding import SHARD_COUNT
 from tickwheel.domain.states import ExecutionStatus
 from tickwheel.observability.tracing import now_ns, record_claims
 from tickwheel.store.engine_protocol import ClaimBatch
@@ -51,6 +53,9 @@ HOT_STATEMENTS = (CLAIM, CLAIM_UNLIMITED, CLAIM_DIRECT, FINISH_MANY)
 """What the worker runs per batch, as sent (tests hold each under psycopg's cache limit)."""
 
 
+_SHARD = CLAIMED_COLUMNS.index("shard_id")
+"""Where a claimed row's shard is in the statements' rows."""
+
 _SEEN = len(CLAIMED_COLUMNS)
 """Where execution_claim_ready_unlimited's flags start in its rows: after the claimed columns."""
 
@@ -78,6 +83,9 @@ class PostgresClaims(PostgresRateLimits):
     _direct: bool = False
     """Whether the last plain claim saw a shard open to the claims: the next one then also
     takes due SCHEDULED rows (execution_claim_ready_direct)."""
+    _direct_from: int | None = None
+    """The shard the next direct claim starts its walk of the open shards at: where this store's
+    last one took its last row (see _walk_from)."""
     _signalling_tx: Callable[[], AbstractAsyncContextManager[tuple[Conn, set[Topic]]]]
 
     async def execution_claim_ready(
@@ -124,11 +132,15 @@ class PostgresClaims(PostgresRateLimits):
                 # the statement below. While a shard is open to the claims (a herd's instant)
                 # the same statement with a second source, the due SCHEDULED rows of the open
                 # shards: a statement of its own, whose planning a drain does not pay.
+                walk = params["walk"] = self._walk_from() if direct else 0
                 cursor = conn.cursor(row_factory=tuple_row, binary=True)
                 await cursor.execute(CLAIM_DIRECT if direct else CLAIM_UNLIMITED, params)
                 found = await cursor.fetchall()
                 plain = [r for r in found if r[0] is not None]  # a row of NULLs: none claimed
                 rows += plain
+                if direct and plain:
+                    # In token order, the direct rows last: the walk goes on from there.
+                    self._direct_from = plain[-1][_SHARD]
                 if found and found[0][_SEEN]:  # limited_seen
                     self._limits_until = time.monotonic() + LIMITS_WINDOW
                     limits = True
@@ -138,7 +150,16 @@ class PostgresClaims(PostgresRateLimits):
                 params["limit"] -= len(plain)
                 opened = bool(found and found[0][_SEEN + 2])  # open_seen
                 self._direct = opened
-                if direct or not opened:
+                if direct:
+                    if not opened or params["limit"] <= 0:
+                        break
+                    # Short: the walk found nothing more from shard ``walk`` up. Once round
+                    # from shard 0; when that walk was whole, the next starts anywhere.
+                    self._direct_from = 0 if walk else None
+                    if walk:
+                        continue
+                    break
+                if not opened:
                     break
                 direct = True  # a shard opened: the rest of the batch from it, at once
             if limits and params["limit"] > 0:
@@ -155,6 +176,21 @@ class PostgresClaims(PostgresRateLimits):
         claimed = [claimed_from_row(r, worker_id) for r in rows]
         record_claims(claimed, started)
         return claimed if wait is None else ClaimBatch(claimed, wait)
+
+    def _walk_from(self) -> int:
+        """The shard the next direct claim walks the open shards from (up; a claim left short
+        is sent once more from shard 0): where this store's last direct claim took its last row,
+        or at random, so that the stores of several processes start apart.
+
+        A shard the claims emptied stays open until its scheduler closes it (at least a grace
+        after the herd), and its due index keeps an entry per row taken until a scan marks it
+        dead, which no scan can while any transaction on the server may still see the row. From
+        shard 0, every claim passed every emptied shard: with a herd of 100,000 nine tenths
+        taken, 88,000 buffer hits and 0.4-0.6 s a claim (docs/scaling.md, "The direct claim's
+        walk"). From where its last one stopped, a store passes each about once per herd."""
+        if self._direct_from is None:
+            self._direct_from = random.randrange(SHARD_COUNT)
+        return self._direct_from
 
     async def attempt_count_lost(self, execution_ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, int]:
         if not execution_ids:

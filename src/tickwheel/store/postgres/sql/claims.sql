@@ -280,7 +280,13 @@ ORDER BY claimed.fencing_token;
 --   of the open shards (shard_leases with a due_through, set by each shard's lease holder at a
 --   herd's instant, never past the database's clock): through executions_due, up to the shard's
 --   due_through, shard after shard until the batch is full, straight to RUNNING; their ready_at
---   becomes their executeAt. Only rows the scheduler left to this claim
+--   becomes their executeAt. The walk starts at shard :walk, where the store's last direct claim
+--   took its last row; a claim it leaves short is sent again from shard 0 (claims.py, _walk_from:
+--   from shard 0 every claim passed every shard the claims had emptied; docs/scaling.md, "The
+--   direct claim's walk"). In one join of the lease rows: a lock's re-check of a row another
+--   claim took meanwhile (EvalPlanQual) refetches the joined lease row by its ctid, where a
+--   UNION ALL of ordered lease subqueries was re-run whole (1,024 lease rows a re-check, and a
+--   herd's claims ran for minutes). Only rows the scheduler left to this claim
 --   (execution_promote_ids_fenced, direct): no concurrency limit, no pause, no rate limit over
 --   them. The lock re-checks SCHEDULED on the newest version (a cancel or a promotion that took
 --   the row first wins), and rows a cancel holds are skipped, as READY ones are.
@@ -313,7 +319,7 @@ direct AS MATERIALIZED (
     SELECT e.execution_id, e.concurrency_limit
     FROM shard_leases l
     JOIN executions e ON e.shard_id = l.shard_id
-    WHERE l.due_through IS NOT NULL
+    WHERE l.due_through IS NOT NULL AND l.shard_id >= %(walk)s::int2
       AND e.status = 'SCHEDULED' AND e.bucket_start <= l.due_through
       AND e.execute_at <= l.due_through AND e.concurrency_limit IS NULL
       AND (%(definition_uris)s::text[] IS NULL
