@@ -84,20 +84,11 @@ class PlainRun:
         """``request``'s item, or None when it is not of this run (then it takes the whole
         way, which also refuses what is wrong with it)."""
         key, version = request.idempotency_key, request.definition_version
-        if not (  # plain(request), written out: this runs for every item of such a batch
+        if not (
             request.definition_uri == self.uri
             and version == self.version
             and request.priority == self.priority
-            and request.execute_at is None
-            and request.start_by is None
-            and request.deadline is None
-            and request.concurrency is None
-            and request.trace_context is None
-            and type(request.inputs) is dict
-            and not request.inputs
-            and type(request.priority) is int
-            and (version is None or type(version) is int)
-            and type(request.definition_uri) is str
+            and plain(request)
             and (
                 key is None
                 or (type(key) is str and 0 < len(key) <= IDEMPOTENCY_KEY_MAX and key.isprintable())

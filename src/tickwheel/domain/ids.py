@@ -19,22 +19,11 @@ def uuid7(at: datetime) -> uuid.UUID:
     """A UUIDv7 (RFC 9562) for ``at``. Within one millisecond the 74 random bits are incremented
     rather than redrawn, so ids made by one process are strictly increasing."""
     global _last_ms, _last_rand
-    # Integer arithmetic: at.timestamp() * 1000 in floating point can land just below an exact
-    # millisecond and give the one before.
-    delta = at - _EPOCH
-    ms = (delta.days * 86_400 + delta.seconds) * 1000 + delta.microseconds // 1000
     with _lock:
-        if ms <= _last_ms:
-            ms = _last_ms
-            rand = _last_rand + 1
-        else:
-            rand = int.from_bytes(os.urandom(10), "big") >> 6
+        ms, rand = _next(_millis(at))
         _last_ms, _last_rand = ms, rand & ((1 << 74) - 1)
         rand = _last_rand
-    rand_a = rand >> 62
-    rand_b = rand & ((1 << 62) - 1)
-    value = (ms & ((1 << 48) - 1)) << 80 | 0x7 << 76 | rand_a << 64 | 0b10 << 62 | rand_b
-    return uuid_of(value)
+    return uuid_of(_value(ms, rand))
 
 
 def uuid7_run(at: datetime, count: int) -> range | None:
@@ -44,21 +33,40 @@ def uuid7_run(at: datetime, count: int) -> range | None:
     (one draw in 2**40 for a batch of 4,096) or out of the 74 random bits: the caller then
     makes each with ``uuid7``."""
     global _last_ms, _last_rand
-    delta = at - _EPOCH
-    ms = (delta.days * 86_400 + delta.seconds) * 1000 + delta.microseconds // 1000
     with _lock:
-        if ms <= _last_ms:
-            ms = _last_ms
-            first = _last_rand + 1
-        else:
-            first = int.from_bytes(os.urandom(10), "big") >> 6
+        ms, first = _next(_millis(at))
         last = first + count - 1
         if count < 1 or last >> 74 or (first & _RAND_B) + count - 1 > _RAND_B:
             return None
         _last_ms, _last_rand = ms, last
-    start = (ms & ((1 << 48) - 1)) << 80 | 0x7 << 76 | (first >> 62) << 64 | 0b10 << 62
-    start |= first & _RAND_B
+    start = _value(ms, first)
     return range(start, start + count)
+
+
+def _millis(at: datetime) -> int:
+    # Integer arithmetic: at.timestamp() * 1000 in floating point can land just below an exact
+    # millisecond and give the one before.
+    delta = at - _EPOCH
+    return (delta.days * 86_400 + delta.seconds) * 1000 + delta.microseconds // 1000
+
+
+def _next(ms: int) -> tuple[int, int]:
+    """The millisecond and random bits of the next id (under ``_lock``): within the last id's
+    millisecond (or a clock gone back) its bits plus one, else a fresh draw."""
+    if ms <= _last_ms:
+        return _last_ms, _last_rand + 1
+    return ms, int.from_bytes(os.urandom(10), "big") >> 6
+
+
+def _value(ms: int, rand: int) -> int:
+    """The 128 bits of the UUIDv7 of ``ms`` and 74 random bits ``rand``."""
+    return (
+        (ms & ((1 << 48) - 1)) << 80
+        | 0x7 << 76
+        | (rand >> 62) << 64
+        | 0b10 << 62
+        | (rand & _RAND_B)
+    )
 
 
 _RAND_B = (1 << 62) - 1
