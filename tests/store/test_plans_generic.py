@@ -36,6 +36,7 @@ PARAMS: dict[str, Any] = {
     "now": None,
     "definition_uris": None,
     "rate_ids": None,
+    "walk": 0,  # the direct claim's first open shard (its walk starts there)
 }
 
 
