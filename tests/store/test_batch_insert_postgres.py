@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import dataclasses
 import uuid
-from collections.abc import AsyncIterator
 from typing import Any
 
 import psycopg
@@ -72,25 +71,6 @@ async def test_a_value_the_database_refuses_stores_nothing_of_the_batch(
         assert type(refused.value).__name__ == expected
     finally:
         await pg.close()
-
-
-@pytest.fixture
-async def unanalyzed(pg_url: str) -> AsyncIterator[PostgresStore]:
-    """A store on an emptied ``executions`` without statistics (as tests/store/
-    test_plans_unanalyzed.py), with autovacuum off it until the end."""
-    pg = await PostgresStore.open(pg_url, max_size=2)
-    await pg.migrate()
-    async with await psycopg.AsyncConnection.connect(pg_url, autocommit=True) as conn:
-        await conn.execute("TRUNCATE executions CASCADE")
-        await conn.execute("ALTER TABLE executions SET (autovacuum_enabled = false)")
-        await conn.execute("DELETE FROM pg_statistic WHERE starelid = 'executions'::regclass")
-    try:
-        yield pg
-    finally:
-        await pg.close()
-        async with await psycopg.AsyncConnection.connect(pg_url, autocommit=True) as conn:
-            await conn.execute("ALTER TABLE executions RESET (autovacuum_enabled)")
-            await conn.execute("ANALYZE executions")
 
 
 async def test_the_read_of_taken_keys_probes_the_key_index_without_statistics(

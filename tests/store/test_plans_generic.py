@@ -11,58 +11,39 @@ import json
 from collections.abc import AsyncIterator
 from dataclasses import replace
 from datetime import timedelta
-from typing import Any
 
-import psycopg
 import pytest
 from psycopg.rows import tuple_row
 
-from tests.conftest import empty_pg_tables
 from tests.factories import T0, new_execution
-from tests.store.test_plans_unanalyzed import _executions_rows_read, _explain
+from tests.store.plan_helpers import (
+    CLAIM_PARAMS,
+    LEASE,
+    emptied_store,
+    executions_rows_read,
+    explain,
+    run_sql,
+)
 from tickwheel.domain.sharding import SHARD_COUNT
 from tickwheel.store.postgres.claims import CLAIM_UNLIMITED
 from tickwheel.store.postgres.store import PostgresStore, Q
 
 pytestmark = pytest.mark.postgres
 
-LEASE = timedelta(seconds=30)
 BACKLOG = 5_000
-_TABLES = "execution_events, attempts, executions, definitions, pauses, concurrency_holds"
-PARAMS: dict[str, Any] = {
-    "worker_id": "w0",
-    "limit": 16,
-    "lease": LEASE,
-    "now": None,
-    "definition_uris": None,
-    "rate_ids": None,
-    "walk": 0,  # the direct claim's first open shard (its walk starts there)
-}
 
 
 @pytest.fixture
 async def store(pg_url: str) -> AsyncIterator[PostgresStore]:
     """A store on an emptied ``executions`` holding a READY backlog of one tenant at five
     priorities, analyzed so that the statistics see it."""
-    store = await PostgresStore.open(pg_url, max_size=2, min_size=1)
-    await store.migrate()
-    with psycopg.connect(pg_url, autocommit=True) as sync:
-        empty_pg_tables(sync)  # what other test files left: a rate limit holds rows back
-    async with await psycopg.AsyncConnection.connect(pg_url, autocommit=True) as conn:
-        await conn.execute(f"TRUNCATE {_TABLES} CASCADE")
-    for start in range(0, BACKLOG, 1_000):
-        await store.execution_insert_many(
-            [new_execution(priority=i % 5) for i in range(start, start + 1_000)]
-        )
-    async with await psycopg.AsyncConnection.connect(pg_url, autocommit=True) as conn:
-        await conn.execute("ANALYZE executions")
-    try:
+    async with emptied_store(pg_url) as store:
+        for start in range(0, BACKLOG, 1_000):
+            await store.execution_insert_many(
+                [new_execution(priority=i % 5) for i in range(start, start + 1_000)]
+            )
+        await run_sql(pg_url, "ANALYZE executions")
         yield store
-    finally:
-        await store.close()
-        async with await psycopg.AsyncConnection.connect(pg_url, autocommit=True) as conn:
-            await conn.execute("UPDATE shard_leases SET due_through = NULL")
-            await conn.execute(f"TRUNCATE {_TABLES} CASCADE")
 
 
 async def test_the_hot_session_plans_its_prepared_claim_once_without_jit(
@@ -75,7 +56,7 @@ async def test_the_hot_session_plans_its_prepared_claim_once_without_jit(
         assert await cursor.fetchone() == {"mode": "force_generic_plan", "jit": "off"}
         for _ in range(8):  # psycopg prepares a statement at its fifth run
             claim = conn.cursor(row_factory=tuple_row, binary=True)
-            await claim.execute(CLAIM_UNLIMITED, PARAMS)
+            await claim.execute(CLAIM_UNLIMITED, CLAIM_PARAMS)
             assert len(await claim.fetchall()) == 16
         cursor = await conn.execute(
             "SELECT generic_plans, custom_plans FROM pg_prepared_statements"
@@ -89,21 +70,21 @@ async def test_the_hot_session_plans_its_prepared_claim_once_without_jit(
 async def test_a_generic_claim_walks_to_its_batch_past_a_large_backlog(
     store: PostgresStore, name: str
 ) -> None:
-    plan = await _explain(store, Q[name], PARAMS)
+    plan = await explain(store, Q[name], CLAIM_PARAMS)
     text = json.dumps(plan)
     assert "Bitmap Heap Scan" not in text and '"JIT"' not in text, (name, plan)
     # The batch, the primary-key lookups of the update, and the tenants' probes.
-    assert _executions_rows_read(plan) <= 3 * 16 + 4, (name, plan)
+    assert executions_rows_read(plan) <= 3 * 16 + 4, (name, plan)
 
 
 async def test_a_generic_fair_claim_walks_each_tenants_rows_to_its_share(
     store: PostgresStore,
 ) -> None:
     await store.execution_insert_many([new_execution(f"t{i % 4}") for i in range(40)])
-    plan = await _explain(store, Q["execution_claim_ready"], PARAMS)
+    plan = await explain(store, Q["execution_claim_ready"], CLAIM_PARAMS)
     assert '"JIT"' not in json.dumps(plan), plan
     # Up to a batch from each of five tenants, the update's lookups, the tenants' probes.
-    assert _executions_rows_read(plan) <= 5 * 16 + 16 + 8, plan
+    assert executions_rows_read(plan) <= 5 * 16 + 16 + 8, plan
 
 
 async def test_a_generic_direct_claim_walks_the_open_shards_to_its_batch(
@@ -119,8 +100,8 @@ async def test_a_generic_direct_claim_walks_the_open_shards_to_its_batch(
     leases = await store.shard_lease_acquire("s", SHARD_COUNT, timedelta(seconds=60), T0)
     due = T0 + timedelta(seconds=5)
     assert len(await store.shard_lease_open("s", leases, due, due)) == SHARD_COUNT
-    plan = await _explain(store, Q["execution_claim_ready_direct"], PARAMS)
+    plan = await explain(store, Q["execution_claim_ready_direct"], CLAIM_PARAMS)
     assert '"JIT"' not in json.dumps(plan), plan
-    assert _executions_rows_read(plan) <= 3 * 16 + 4, plan
+    assert executions_rows_read(plan) <= 3 * 16 + 4, plan
     claimed = await store.execution_claim_ready("w1", 16, LEASE, due)
     assert len(claimed) == 16

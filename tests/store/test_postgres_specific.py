@@ -19,6 +19,7 @@ from psycopg import _queries
 
 from tests.conftest import PG_ADMIN_URL
 from tests.factories import T0, definition, new_execution
+from tests.store.plan_helpers import CLAIM_PARAMS, plan_nodes
 from tickwheel.domain.concurrency import ConcurrencySpec
 from tickwheel.domain.models import Execution, ExecutionEventKind, ExecutionFilter
 from tickwheel.domain.sharding import SHARD_COUNT
@@ -84,13 +85,6 @@ def _scans(
     for child in node.get("Plans", []):
         if gates or child.get("Parent Relationship") != "SubPlan":
             yield from _scans(child, gates=gates)
-
-
-def _nodes(node: dict[str, Any]) -> Iterator[dict[str, Any]]:
-    """Every node of an EXPLAIN (FORMAT JSON) plan."""
-    yield node
-    for child in node.get("Plans", []):
-        yield from _nodes(child)
 
 
 @dataclass(frozen=True)
@@ -432,7 +426,7 @@ async def test_the_direct_claim_reads_the_open_shards_through_their_indexes(
     due_read = [
         sum(
             node["Actual Rows"] * node["Actual Loops"]
-            for node in _nodes(plan[0]["Plan"])
+            for node in plan_nodes(plan[0]["Plan"])
             if node.get("Index Name") == "executions_due"
         )
         for plan in plans
@@ -499,13 +493,13 @@ async def test_a_claim_reads_only_its_candidates_when_statistics_never_saw_a_rea
     # Is more than one tenant READY? The first and the last entry of the tenants' index.
     ends_read = sum(
         node["Actual Rows"] * node["Actual Loops"]
-        for node in _nodes(plan[0]["Plan"])
+        for node in plan_nodes(plan[0]["Plan"])
         if node.get("Index Name") == "executions_ready_tenant"
     )
     assert ends_read == 2, plan
     ready_rows_read = sum(
         node["Actual Rows"] * node["Actual Loops"]
-        for node in _nodes(plan[0]["Plan"])
+        for node in plan_nodes(plan[0]["Plan"])
         if node.get("Index Name") == "executions_ready"
     )
     assert ready_rows_read == 10, plan
@@ -539,14 +533,7 @@ async def test_a_claim_over_a_keyed_backlog_walks_the_index_to_the_batch(
         await conn.execute("BEGIN")
         cursor = await conn.execute(
             "EXPLAIN (ANALYZE, FORMAT JSON) " + Q["execution_claim_ready"],
-            {
-                "worker_id": "w0",
-                "limit": 16,
-                "lease": LEASE,
-                "now": None,
-                "definition_uris": None,
-                "rate_ids": None,
-            },
+            CLAIM_PARAMS,
             prepare=False,
         )
         [(plan,)] = await cursor.fetchall()
@@ -554,7 +541,7 @@ async def test_a_claim_over_a_keyed_backlog_walks_the_index_to_the_batch(
     # One tenant: its rows from executions_ready_tenant (the fair claim), to the batch.
     ready_rows_read = sum(
         node["Actual Rows"] * node["Actual Loops"]
-        for node in _nodes(plan[0]["Plan"])
+        for node in plan_nodes(plan[0]["Plan"])
         if node.get("Index Name") == "executions_ready_tenant" and node["Node Type"] == "Index Scan"
     )
     assert ready_rows_read == 16, plan
@@ -687,7 +674,7 @@ async def test_a_dense_herds_promotion_by_id_reads_only_its_rows(
     read = {
         node.get("Index Name"): (node["Actual Rows"] + node.get("Rows Removed by Filter", 0))
         * node["Actual Loops"]
-        for node in _nodes(due)
+        for node in plan_nodes(due)
         if node.get("Relation Name") == "executions"
     }
     assert read == {"executions_pkey": len(ids)}, plan

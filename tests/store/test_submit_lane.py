@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from typing import Any
 
 import psycopg
 import pytest
 
 from tests.factories import new_execution
+from tests.store.lane_helpers import WAIT_S, open_store, opened_store, until
 from tickwheel.domain.errors import Unavailable
 from tickwheel.store.postgres.store import PostgresStore
 from tickwheel.store.postgres.submit_lane import SubmitLane, first_uuid, positional
@@ -22,19 +23,14 @@ from tickwheel.store.postgres.submit_lane import SubmitLane, first_uuid, positio
 pytestmark = pytest.mark.postgres
 
 _TABLES = "execution_events, attempts, executions, definitions"
-WAIT_S = 10.0  # upper bound on waiting for the server to show a state (I/O, not logic)
 
 
 @pytest.fixture
 async def store(pg_url: str) -> AsyncIterator[PostgresStore]:
-    s = await PostgresStore.open(pg_url, max_size=3, min_size=2)
-    await s.migrate()
-    async with await psycopg.AsyncConnection.connect(pg_url, autocommit=True) as conn:
-        await conn.execute(f"TRUNCATE {_TABLES} CASCADE")
-    try:
+    async with opened_store(pg_url, 3, min_size=2) as s:
+        async with await psycopg.AsyncConnection.connect(pg_url, autocommit=True) as conn:
+            await conn.execute(f"TRUNCATE {_TABLES} CASCADE")
         yield s
-    finally:
-        await s.close()
 
 
 def _lane(store: PostgresStore) -> SubmitLane:
@@ -55,15 +51,6 @@ async def _count(pg_url: str, key: str) -> int:
         ).fetchone()
         assert row is not None
         return int(row[0])
-
-
-async def _until(check: Callable[[], Awaitable[bool]], what: str) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + WAIT_S
-    while not await check():
-        if loop.time() > deadline:
-            raise AssertionError(f"never: {what}")
-        await asyncio.sleep(0.01)
 
 
 async def _state(pg_url: str, pid: int) -> tuple[Any, ...] | None:
@@ -150,7 +137,7 @@ async def test_a_session_ended_while_idle_is_given_back_and_submissions_go_on(
     async def noticed() -> bool:
         return _lane(store)._suspect
 
-    await _until(noticed, "the lane hears the server end its session")
+    await until(noticed, "the lane hears the server end its session")
     [after] = await store.execution_insert_many([new_execution(key="after")])
     assert after.created
     [later] = await store.execution_insert_many([new_execution(key="later")])
@@ -167,7 +154,7 @@ async def test_a_session_lost_under_the_statement_is_unavailable_and_stores_noth
     async with await psycopg.AsyncConnection.connect(pg_url) as blocker:
         await blocker.execute("LOCK TABLE executions IN ACCESS EXCLUSIVE MODE")
         task = asyncio.create_task(store.execution_insert_many([new_execution(key="lost")]))
-        await _until(lambda: _waiting_on_lock(pg_url, pid), "the insert waits for the lock")
+        await until(lambda: _waiting_on_lock(pg_url, pid), "the insert waits for the lock")
         async with await psycopg.AsyncConnection.connect(pg_url, autocommit=True) as admin:
             await admin.execute("SELECT pg_terminate_backend(%s, 5000)", [pid])
         with pytest.raises(Unavailable):
@@ -187,7 +174,7 @@ async def test_a_cancelled_submission_cancels_its_statement(
     async with await psycopg.AsyncConnection.connect(pg_url) as blocker:
         await blocker.execute("LOCK TABLE executions IN ACCESS EXCLUSIVE MODE")
         task = asyncio.create_task(store.execution_insert_many([new_execution(key="gone")]))
-        await _until(lambda: _waiting_on_lock(pg_url, pid), "the insert waits for the lock")
+        await until(lambda: _waiting_on_lock(pg_url, pid), "the insert waits for the lock")
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
@@ -196,7 +183,7 @@ async def test_a_cancelled_submission_cancels_its_statement(
     async def ended() -> bool:
         return await _state(pg_url, pid) is None
 
-    await _until(ended, "the lane's session ends")
+    await until(ended, "the lane's session ends")
     # Left running, the insert would have taken the lock at the rollback and committed.
     assert await _count(pg_url, "gone") == 0
     [next_one] = await store.execution_insert_many([new_execution(key="next")])
@@ -243,14 +230,10 @@ async def test_a_deallocated_statement_is_prepared_again(store: PostgresStore) -
 
 
 async def test_a_pool_of_one_has_no_lane(pg_url: str) -> None:
-    s = await PostgresStore.open(pg_url, max_size=1, min_size=1)
-    try:
-        await s.migrate()
+    async with opened_store(pg_url, 1) as s:
         [one] = await s.execution_insert_many([new_execution(key="only-pool")])
         assert one.created
         assert s._lane is not None and s._lane._conn is None
-    finally:
-        await s.close()
 
 
 async def test_a_caller_on_another_event_loop_goes_through_the_pool(
@@ -320,9 +303,8 @@ async def test_a_kept_connection_is_not_used_from_another_event_loop(
 async def test_the_kept_connection_goes_back_when_the_pool_has_none_idle(pg_url: str) -> None:
     """Two connections at most: one with the lane, one held by a caller. A third caller gets
     the lane's at once instead of waiting (here: instead of the pool's 2 s timeout)."""
-    s = await PostgresStore.open(pg_url, max_size=2, min_size=2, timeout=2)
+    s = await open_store(pg_url, 2, timeout=2)
     try:
-        await s.migrate()
         await s.execution_insert_many([new_execution(key="lane-first")])
         assert _lane(s)._conn is not None
         async with s.pool.connection() as held:

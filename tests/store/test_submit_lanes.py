@@ -6,19 +6,18 @@ caller waits for a connection gives its connection back."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from typing import Any
 
 import psycopg
 import pytest
 
 from tests.factories import new_execution
+from tests.store.lane_helpers import WAIT_S, lanes_of, open_store, opened_store, until
 from tickwheel.store.postgres.store import PostgresStore
-from tickwheel.store.postgres.submit_lanes import MAX_LANES, SubmitLanes, lane_count
+from tickwheel.store.postgres.submit_lanes import MAX_LANES, lane_count
 
 pytestmark = pytest.mark.postgres
-
-WAIT_S = 10.0  # upper bound on waiting for the server to show a state (I/O, not logic)
 
 
 def test_at_most_half_the_pool_is_kept() -> None:
@@ -26,24 +25,10 @@ def test_at_most_half_the_pool_is_kept() -> None:
     assert MAX_LANES == 4
 
 
-def _lanes(store: PostgresStore) -> SubmitLanes:
-    assert store._lanes is not None
-    return store._lanes
-
-
-async def _open(pg_url: str, size: int, timeout: float = 30.0) -> PostgresStore:
-    s = await PostgresStore.open(pg_url, max_size=size, min_size=size, timeout=timeout)
-    await s.migrate()
-    return s
-
-
 @pytest.fixture
 async def store(pg_url: str) -> AsyncIterator[PostgresStore]:
-    s = await _open(pg_url, 8)
-    try:
+    async with opened_store(pg_url, 8) as s:
         yield s
-    finally:
-        await s.close()
 
 
 def _no_pool_path(store: PostgresStore, monkeypatch: pytest.MonkeyPatch) -> list[str]:
@@ -57,22 +42,6 @@ def _no_pool_path(store: PostgresStore, monkeypatch: pytest.MonkeyPatch) -> list
 
     monkeypatch.setattr(store.pool, "connection", counted)
     return taken
-
-
-async def _until_async(check: Callable[[], Awaitable[bool]], what: str) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + WAIT_S
-    while not await check():
-        if loop.time() > deadline:
-            raise AssertionError(f"never: {what}")
-        await asyncio.sleep(0.01)
-
-
-async def _until(check: Callable[[], bool], what: str) -> None:
-    async def checked() -> bool:
-        return check()
-
-    await _until_async(checked, what)
 
 
 async def _locked_out(pg_url: str, store: PostgresStore, pids: set[int]) -> bool:
@@ -89,7 +58,7 @@ async def _locked_out(pg_url: str, store: PostgresStore, pids: set[int]) -> bool
 async def test_concurrent_single_submissions_each_run_on_a_lane(
     store: PostgresStore, pg_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    lanes = _lanes(store)
+    lanes = lanes_of(store)
     assert len(lanes.lanes) == 4
     taken = _no_pool_path(store, monkeypatch)
     for round_ in range(3):
@@ -99,7 +68,7 @@ async def test_concurrent_single_submissions_each_run_on_a_lane(
         assert all(o.created for [o] in outcomes)
         # The wake-up they owe is sent on a lane once all ended (test_submit_wakeups.py): the
         # next four would find three lanes free meanwhile.
-        await _until(lambda: not lanes.paying, "the owed wake-up sent")
+        await until(lambda: not lanes.paying, "the owed wake-up sent")
     assert taken == []  # one lane had served one at a time and the pool's path the other three
     pids = {lane._conn.pgconn.backend_pid for lane in lanes.lanes if lane._conn is not None}
     assert len(pids) == 4
@@ -121,9 +90,9 @@ async def test_concurrent_single_submissions_each_run_on_a_lane(
 async def test_a_caller_finding_none_idle_gets_a_kept_connection(pg_url: str) -> None:
     """Four connections, two kept by lanes, two held: a read gets a lane's at once instead of
     waiting out the pool's timeout (here 2 s, ``Unavailable``)."""
-    s = await _open(pg_url, 4, timeout=2)
+    s = await open_store(pg_url, 4, timeout=2)
     try:
-        lanes = _lanes(s)
+        lanes = lanes_of(s)
         await asyncio.gather(*(s.execution_insert_many([new_execution()]) for _ in range(2)))
         assert all(lane._conn is not None for lane in lanes.lanes)
         async with s.pool.connection() as one, s.pool.connection() as two:
@@ -141,9 +110,9 @@ async def test_a_lane_gives_its_connection_back_when_its_submission_ends_and_a_c
     """Both lanes busy (their inserts wait for a table lock) and the pool's other two held: a
     third caller waits; each lane's connection goes back as its submission ends, so the caller
     gets one then, not when it times out (30 s here) or when some held connection is returned."""
-    s = await _open(pg_url, 4)
+    s = await open_store(pg_url, 4)
     try:
-        lanes = _lanes(s)
+        lanes = lanes_of(s)
         await asyncio.gather(*(s.execution_insert_many([new_execution()]) for _ in range(2)))
         pids = {lane._conn.pgconn.backend_pid for lane in lanes.lanes if lane._conn is not None}
         assert len(pids) == 2
@@ -153,7 +122,7 @@ async def test_a_lane_gives_its_connection_back_when_its_submission_ends_and_a_c
                 asyncio.create_task(s.execution_insert_many([new_execution(key=f"w{n}")]))
                 for n in range(2)
             ]
-            await _until_async(
+            await until(
                 lambda: _locked_out(pg_url, s, pids), "the lanes' inserts wait for the lock"
             )
             async with s.pool.connection() as one, s.pool.connection() as two:
@@ -165,7 +134,7 @@ async def test_a_lane_gives_its_connection_back_when_its_submission_ends_and_a_c
                         await conn.execute("SELECT 1")
 
                 reader = asyncio.create_task(read())
-                await _until(lambda: s.pool.waiting, "the reader waits for a connection")
+                await until(lambda: s.pool.waiting, "the reader waits for a connection")
                 await blocker.rollback()
                 for done in await asyncio.gather(*inserts):
                     assert done[0].created

@@ -14,6 +14,7 @@ import psycopg
 import pytest
 
 from tests.factories import new_execution
+from tests.store.lane_helpers import lanes_of, opened_store
 from tickwheel.store.postgres.store import PostgresStore
 from tickwheel.store.postgres.submit_lanes import MAX_LANES, NO_WAKEUP, SubmitLanes
 
@@ -22,17 +23,8 @@ pytestmark = pytest.mark.postgres
 
 @pytest.fixture
 async def store(pg_url: str) -> AsyncIterator[PostgresStore]:
-    s = await PostgresStore.open(pg_url, max_size=8, min_size=8)
-    await s.migrate()
-    try:
+    async with opened_store(pg_url, 8) as s:
         yield s
-    finally:
-        await s.close()
-
-
-def _lanes(store: PostgresStore) -> SubmitLanes:
-    assert store._lanes is not None
-    return store._lanes
 
 
 async def _heard(listener: psycopg.AsyncConnection[Any]) -> list[str]:
@@ -98,7 +90,7 @@ async def _settle() -> None:
 async def test_a_debt_is_paid_only_after_the_commit_that_owes_it(
     store: PostgresStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    lanes = _lanes(store)
+    lanes = lanes_of(store)
     script = _Scripted(lanes, monkeypatch)
     wake = store.signals.insert_notifications({new_execution().status}, [])
     params = {"notify": wake}
@@ -148,7 +140,7 @@ async def test_a_debt_is_paid_only_after_the_commit_that_owes_it(
 async def test_a_failed_submission_without_its_wakeup_owes_it(
     store: PostgresStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    lanes = _lanes(store)
+    lanes = lanes_of(store)
     script = _Scripted(lanes, monkeypatch)
     wake = store.signals.insert_notifications({new_execution().status}, [])
     a = asyncio.create_task(lanes.run({"notify": wake}))

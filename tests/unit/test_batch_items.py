@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from tests.factories import definition
-from tickwheel.domain import ids, submission
-from tickwheel.domain.batch_items import PlainRun, ids_and_shards, plain
+from tickwheel.domain import ids
+from tickwheel.domain.batch_items import PlainRun, ids_and_shards
 from tickwheel.domain.concurrency import spec_of
 from tickwheel.domain.definition_refs import name_of
 from tickwheel.domain.errors import InvalidInput
@@ -24,6 +24,7 @@ from tickwheel.domain.submission import (
     SubmitLimits,
     SubmitRequest,
     check_request_shape,
+    plain_request,
     prepare_execution,
 )
 
@@ -103,7 +104,7 @@ def test_a_run_is_made_only_of_a_plain_request_whose_item_has_no_inputs() -> Non
     item = prepare_execution(FIRST, with_default, "acme", NOW)
     assert item.inputs == {"times": 1} and PlainRun.of(FIRST, item) is None
     for request in OTHERS[6:]:
-        if not plain(request):
+        if not plain_request(request):
             assert PlainRun.of(request, item) is None
 
 
@@ -156,20 +157,19 @@ SHAPES = [
 
 @pytest.mark.parametrize("request_", SHAPES)
 def test_the_common_shapes_early_return_refuses_what_the_whole_check_refuses(
-    request_: SubmitRequest, monkeypatch: pytest.MonkeyPatch
+    request_: SubmitRequest,
 ) -> None:
-    """Checked right after its URI was found well formed (the early return's case) and with no
-    URI known yet (the whole check): the same refusal, or none."""
+    """Checked with its URI known well formed (the early return's case) and with no URI known
+    (the whole check): the same refusal, or none."""
     limits = SubmitLimits()
 
-    def refusal(last_uri: str) -> Any:
-        monkeypatch.setattr(submission, "_last_uri", last_uri)
+    def refusal(well_formed: str | None) -> Any:
         try:
-            check_request_shape(request_, NOW, limits)
+            check_request_shape(request_, NOW, limits, None, well_formed)
         except (InvalidInput, TypeError) as exc:
             return type(exc), str(exc), getattr(exc, "details", None)
         return None
 
     uri = request_.definition_uri
     known = uri if name_of(uri) is not None else "registry://jobs/last"  # only one well formed
-    assert refusal(known) == refusal("registry://jobs/other")
+    assert refusal(known) == refusal(None) == refusal("registry://jobs/other")

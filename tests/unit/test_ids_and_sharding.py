@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import copy
+import hashlib
 import itertools
 import pickle
 import time
@@ -18,7 +19,7 @@ from hypothesis import strategies as st
 from tickwheel.domain import ids
 from tickwheel.domain.clock import FakeClock, SystemClock
 from tickwheel.domain.ids import uuid7, uuid_of
-from tickwheel.domain.sharding import SHARD_COUNT, bucket_start, shard_id
+from tickwheel.domain.sharding import SHARD_COUNT, bucket_start, shard_id, shard_of_int
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -146,14 +147,55 @@ def test_shard_id_is_in_range_and_stable() -> None:
     ("execution_id", "shard"),
     [
         ("00000000-0000-0000-0000-000000000000", 14),
+        ("00000000-0000-0000-0000-000000000001", 898),
+        ("00000000-0000-0000-0000-0000000000ff", 46),
+        ("00000000-0000-0000-0000-000000000100", 255),
+        ("00000000-0000-0000-ffff-ffffffffffff", 729),
+        ("00000000-0000-0001-0000-000000000000", 157),
         ("01890a5d-ac96-774b-bcce-b302099a8057", 878),
+        ("019ca945-38e0-7fc1-ac6b-dd6af1fcd7ec", 459),
         ("019ca9a1-3c00-7000-8000-000000000000", 839),
+        ("6ba7b810-9dad-11d1-80b4-00c04fd430c8", 856),
+        ("80000000-0000-0000-0000-000000000000", 213),
+        ("ffffffff-ffff-ffff-ffff-fffffffffffe", 1005),
+        ("ffffffff-ffff-ffff-ffff-ffffffffffff", 807),
     ],
 )
 def test_shard_id_of_known_ids_never_changes(execution_id: str, shard: int) -> None:
     """The shard is fixed at insert and stored with the row: the hash must never change between
-    releases, or stored executions would sit in shards nobody scans for them."""
-    assert shard_id(uuid.UUID(execution_id)) == shard
+    releases, or stored executions would sit in shards nobody scans for them. (The values past
+    the first three were computed by the code before ``shard_id`` called ``shard_of_int``.)"""
+    made = uuid.UUID(execution_id)
+    assert shard_id(made) == shard_of_int(made.int) == shard
+
+
+def _shard_as_first_written(execution_id: uuid.UUID) -> int:
+    """``shard_id`` as it was first written, over ``UUID.bytes``: the reference both follow."""
+    digest = hashlib.blake2b(execution_id.bytes, digest_size=8).digest()
+    return int.from_bytes(digest, "big") % SHARD_COUNT
+
+
+_EDGES = [
+    *range(300),
+    *(1 << bit for bit in range(128)),
+    *((1 << bit) - 1 for bit in range(1, 129)),
+    *((1 << 128) - 1 - n for n in range(300)),
+]
+
+
+def test_shard_id_and_shard_of_int_are_the_first_hash_for_every_id() -> None:
+    made = [uuid7(T0 + timedelta(microseconds=n * 397)) for n in range(5_000)]
+    made += [uuid.uuid4() for _ in range(5_000)] + [uuid.UUID(int=v) for v in _EDGES]
+    for execution_id in made:
+        expected = _shard_as_first_written(execution_id)
+        assert shard_id(execution_id) == shard_of_int(execution_id.int) == expected, execution_id
+
+
+@settings(max_examples=500, deadline=None)
+@given(value=st.integers(0, (1 << 128) - 1))
+def test_shard_of_int_is_the_first_hash_of_any_128_bit_value(value: int) -> None:
+    execution_id = uuid.UUID(int=value)
+    assert shard_of_int(value) == shard_id(execution_id) == _shard_as_first_written(execution_id)
 
 
 def test_a_burst_of_ids_spreads_evenly_over_all_shards() -> None:

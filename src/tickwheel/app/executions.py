@@ -22,7 +22,7 @@ from tickwheel.app.context import TenantContext
 from tickwheel.app.outcomes import IdOutcome, ItemOutcome, Outcome, Written
 from tickwheel.domain.batch_items import PlainRun, ids_and_shards
 from tickwheel.domain.clock import store_now
-from tickwheel.domain.definition_refs import require_name, stored_name, to_uri
+from tickwheel.domain.definition_refs import name_of, require_name, stored_name, to_uri
 from tickwheel.domain.definitions import Definition
 from tickwheel.domain.errors import Conflict, FieldError, InvalidInput, NotFound, TickwheelError
 from tickwheel.domain.models import Attempt, Execution, ExecutionEvent, ExecutionFilter
@@ -150,6 +150,7 @@ class ExecutionService(TenantContext):
         uris: dict[str, str] = {}  # a bare name's URI, made once per batch
         ids, shards = ids_and_shards(now, len(requests))
         run: PlainRun | None = None  # the last plain request's: its like are made from it
+        well_formed: str | None = None  # the last URI checked: a batch names one most often
         for index, request in enumerate(requests):
             if run is not None:
                 made = run.make(request, ids[index], shards[index])
@@ -161,7 +162,8 @@ class ExecutionService(TenantContext):
             if bare_names:
                 uri = uris.get(uri) or uris.setdefault(uri, to_uri(uri))
             try:
-                check_request_shape(request, now, limits, uri)
+                check_request_shape(request, now, limits, uri, well_formed)
+                well_formed = uri  # (the check refuses any other)
                 # Kept by the URI as written (one name for each valid one): the batch's items
                 # then read their definition without reading the name out of the URI again.
                 key = (uri, request.definition_version)
@@ -224,8 +226,10 @@ class ExecutionService(TenantContext):
         """One submission's checked execution (``_prepare_many``'s steps for one item)."""
         now = self.clock.now()
         uri = request.definition_uri
-        check_request_shape(request, now, self.limits, uri)
-        definition = await self._pin(uri, require_name(uri), request.definition_version)
+        name = name_of(uri)  # read once: the check takes the URI as it is found
+        check_request_shape(request, now, self.limits, uri, None if name is None else uri)
+        assert name is not None  # the check refused any other
+        definition = await self._pin(uri, name, request.definition_version)
         trace = request.trace_context or current_context()
         return prepare_execution(request, definition, self.tenant, now, trace, uri)
 

@@ -21,7 +21,7 @@ from typing import Any
 from tickwheel.domain.fast_init import fillable
 from tickwheel.domain.ids import uuid7, uuid7_run, uuid_of
 from tickwheel.domain.sharding import shard_id, shard_of_int
-from tickwheel.domain.submission import IDEMPOTENCY_KEY_MAX, NewExecution, SubmitRequest
+from tickwheel.domain.submission import NewExecution, SubmitRequest, plain_request
 
 _VARYING = ("execution_id", "shard_id", "idempotency_key", "inputs")
 
@@ -36,24 +36,6 @@ def ids_and_shards(at: datetime, count: int) -> tuple[list[uuid.UUID], list[int]
     return [uuid_of(v) for v in run], [shard_of_int(v) for v in run]
 
 
-def plain(request: SubmitRequest) -> bool:
-    """Whether ``request`` gives nothing but its definition, version, priority and key (all
-    of plain types): the shape ``PlainRun`` makes items of."""
-    version = request.definition_version
-    return (
-        request.execute_at is None
-        and request.start_by is None
-        and request.deadline is None
-        and request.concurrency is None
-        and request.trace_context is None
-        and type(request.inputs) is dict
-        and not request.inputs
-        and type(request.priority) is int
-        and (version is None or type(version) is int)
-        and type(request.definition_uri) is str
-    )
-
-
 class PlainRun:
     """The items of plain requests like ``first``'s (its URI as written, version and priority),
     made from ``first``'s item, which ``prepare_execution`` made for it in the same batch (same
@@ -65,7 +47,7 @@ class PlainRun:
     def of(cls, first: SubmitRequest, item: NewExecution) -> PlainRun | None:
         """The run of ``first`` (just prepared as ``item``), if it is plain and its item has no
         inputs (a definition's defaults would be one dictionary shared by every item)."""
-        if plain(first) and type(item.inputs) is dict and not item.inputs:
+        if type(item.inputs) is dict and not item.inputs and plain_request(first):
             return cls(first, item)
         return None
 
@@ -83,16 +65,11 @@ class PlainRun:
     ) -> NewExecution | None:
         """``request``'s item, or None when it is not of this run (then it takes the whole
         way, which also refuses what is wrong with it)."""
-        key, version = request.idempotency_key, request.definition_version
         if not (
             request.definition_uri == self.uri
-            and version == self.version
+            and request.definition_version == self.version
             and request.priority == self.priority
-            and plain(request)
-            and (
-                key is None
-                or (type(key) is str and 0 < len(key) <= IDEMPOTENCY_KEY_MAX and key.isprintable())
-            )
+            and plain_request(request)
         ):
             return None
         made: NewExecution = _new(NewExecution)
@@ -102,7 +79,7 @@ class PlainRun:
         fields.update(self.fields)
         fields["execution_id"] = execution_id
         fields["shard_id"] = shard
-        fields["idempotency_key"] = key
+        fields["idempotency_key"] = request.idempotency_key
         fields["inputs"] = {}  # each item's own, as prepare_execution makes it
         return made
 

@@ -11,14 +11,14 @@ SHARD_COUNT = 1024
 
 def shard_id(execution_id: uuid.UUID) -> int:
     """A stable hash, not the id's low bits: UUIDv7's leading bits are time, so hashing spreads a
-    burst of submissions evenly over the shards."""
-    digest = hashlib.blake2b(execution_id.bytes, digest_size=8).digest()
-    return int.from_bytes(digest, "big") % SHARD_COUNT
+    burst of submissions evenly over the shards. Stored with every row: it must never change
+    (``tests/unit/test_ids_and_sharding.py`` pins it)."""
+    return shard_of_int(execution_id.int)
 
 
 def shard_of_int(value: int) -> int:
-    """``shard_id`` of the id whose ``UUID.int`` is ``value`` (a batch has the values already:
-    no ``UUID.bytes`` made per item)."""
+    """``shard_id`` of the id whose ``UUID.int`` is ``value``: the hash of its 16 bytes, big
+    endian (what ``UUID.bytes`` is). A batch has the values already, so no ``UUID`` is read."""
     digest = _blake2b(value.to_bytes(16, "big"), digest_size=8).digest()
     return int.from_bytes(digest, "big") % SHARD_COUNT
 
