@@ -72,7 +72,7 @@ WAKE_TURNS = 8
 # Then, at most this long, the claim that worker sent (``claim_back``) is given to come back
 # before the instant's next batches go out: on two busy cores those batches' statements took
 # the CPU the herd's first claim needed (8 rows claimed in 26-33 ms beside them, 12 without,
-# docs/scaling.md, "The herd's first claim alone").
+# docs/scaling.md, "The herd's prepared connections and its first claim alone").
 CLAIM_HOLD = timedelta(milliseconds=50)
 
 

@@ -99,8 +99,9 @@ async def warm_claims(conn: Conn) -> None:
     row. A herd's first claims on a new process then run a plan made before the instant on a
     session that has read the catalog of its tables already: the second hot connection, made
     at the herd's first finish, took 34 ms to lend and its first claim 75 ms where the warm one
-    took 12 (docs/scaling.md, "The herd's hot connections"). With the system clock (``now``
-    None) and no list of definitions, the types of a worker's own claims."""
+    took 12 (docs/scaling.md, "The herd's prepared connections and its first claim alone"). With
+    the system clock (``now`` None) and no list of definitions, the types of a worker's own
+    claims."""
     await conn.execute(Q["rate_limit_exists"], prepare=True)
     params = claim_params("", 0, timedelta(0), None, None)
     for claim in (CLAIM_UNLIMITED, CLAIM_DIRECT, CLAIM):

@@ -73,10 +73,10 @@ async def warm_promotions(conn: Conn) -> None:
     running each as a no-op: an owner that holds no lease fences no shard, so nothing is
     locked, promoted or notified. An instant's first promotion then runs a plan made before the
     instant, on a session that has read its tables' catalog (docs/scaling.md, "The herd's
-    prepared promotion"). One shard, epoch and id, never an empty list: psycopg keys a prepared
-    statement by its parameters' types, and an empty list has none (a scheduler's shard numbers
-    and epochs are ``smallint`` arrays until an epoch passes 32,767). ``now`` None: the system
-    clock's."""
+    prepared connections and its first claim alone"). One shard, epoch and id, never an empty
+    list: psycopg keys a prepared statement by its parameters' types, and an empty list has
+    none (a scheduler's shard numbers and epochs are ``smallint`` arrays until an epoch passes
+    32,767). ``now`` None: the system clock's."""
     nil = [uuid.UUID(int=0)]
     params = fenced_params("", [0], [0], nil, None, ("", ""), False)
     await conn.execute(Q["execution_promote_ids_fenced"], params, prepare=True)

@@ -93,7 +93,7 @@ first batch on one and the rest on two at once (the scheduler's ``PROMOTE_LANES`
 the start with the promotions prepared (``warm_promotions``) and the hot sessions' planner
 settings, under which the promotion's plan is made once per session: on the main pool an
 instant's first promotion was planned at every run and was often the first of its session
-(docs/scaling.md, "The herd's prepared promotion")."""
+(docs/scaling.md, "The herd's prepared connections and its first claim alone")."""
 
 PROMOTE_SESSION = HOT_PLANNER + " -c synchronous_commit=off"
 """The promotion sessions' settings: the hot sessions' planner, and commits that do not wait
