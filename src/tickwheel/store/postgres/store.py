@@ -95,17 +95,6 @@ settings, under which the promotion's plan is made once per session: on the main
 instant's first promotion was planned at every run and was often the first of its session
 (docs/scaling.md, "The herd's prepared connections and its first claim alone")."""
 
-PROMOTE_SESSION = HOT_PLANNER + " -c synchronous_commit=off"
-"""The promotion sessions' settings: the hot sessions' planner, and commits that do not wait
-for their WAL to reach the disk. A promotion is the one write of the hot path that may be lost
-in a crash: what it moved to READY is SCHEDULED again after the recovery, and the catch-all
-(every scheduler's start, its window's extension, a takeover's sweep) promotes it again. Nothing
-durable can depend on a promotion that was not flushed: a claim of its rows commits after it,
-and a commit flushes the WAL up to its own record, the promotion's included. The herd's first
-promotion then waits for no flush, nor, on a busy disk, for others' (a commit of 8 rows, ~0.5-1
-ms median and 3-5 at the 90th percentile on the shared machine of docs/scaling.md); nor does the
-next NOTIFYing commit, which PostgreSQL holds behind a NOTIFYing commit's flush."""
-
 
 @functools.cache
 def list_merged(statuses: frozenset[ExecutionStatus]) -> str:
@@ -198,7 +187,7 @@ class PostgresStore(
                 min_size=PROMOTE_CONNECTIONS,
                 max_size=PROMOTE_CONNECTIONS,
                 timeout=timeout,
-                options=PROMOTE_SESSION,
+                options=HOT_PLANNER,
                 warm=warm_promotions,
             )
             if promotes
