@@ -18,7 +18,7 @@ from tests.factories import T0, definition, new_execution, stored
 from tickwheel.domain.clock import FakeClock
 from tickwheel.domain.sharding import SHARD_COUNT
 from tickwheel.domain.states import ExecutionStatus
-from tickwheel.engine.scheduler import ARM_LEAD, PROMOTE_LANES, Scheduler
+from tickwheel.engine.scheduler import ARM_LEAD, CLAIM_HOLD, PROMOTE_LANES, Scheduler
 from tickwheel.observability.metrics import Metrics
 from tickwheel.services.settings import SchedulerSettings
 from tickwheel.store.due import DueSlice
@@ -443,3 +443,36 @@ async def test_a_worker_of_this_process_is_woken_before_the_next_batches_go_out(
     assert await s.run_once() == 200
     await waiting
     assert seen == [1]
+
+
+async def test_the_next_batches_wait_for_the_claim_of_a_worker_beside_it(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After the first batch (and the worker's wake-up), the instant's next batches go out
+    once the claim of the worker of this process is back, or after CLAIM_HOLD: on two cores
+    they took the CPU that claim needed."""
+    clock = FakeClock(T0)
+    s = scheduler(store, clock)
+    await s.run_once()
+    await insert(store, clock, *[5.0] * 200)
+    await s.run_once()
+    batches = counting_promotions(store, monkeypatch)
+    held: list[object] = []
+
+    async def claim_back(limit: float) -> None:
+        held.append((len(batches), limit))
+        for _ in range(5):  # the claim's round trip: nothing else is sent meanwhile
+            await asyncio.sleep(0)
+        held.append(len(batches))
+
+    s.claim_back = claim_back
+    clock.advance(5)
+    assert await s.run_once() == 200
+    assert held == [(1, CLAIM_HOLD.total_seconds()), 1] and len(batches) > 1
+    # A lone batch has no next ones to hold back.
+    await insert(store, clock, *[5.0] * 3)
+    await s.run_once()
+    clock.advance(5)
+    held.clear()
+    assert await s.run_once() == 3
+    assert held == []

@@ -26,7 +26,8 @@ from tests.store.plan_helpers import (
 )
 from tickwheel.domain.sharding import SHARD_COUNT
 from tickwheel.store.postgres.claims import CLAIM_UNLIMITED
-from tickwheel.store.postgres.store import PostgresStore, Q
+from tickwheel.store.postgres.pool import session_options
+from tickwheel.store.postgres.store import HOT_PLANNER, PostgresStore, Q
 
 pytestmark = pytest.mark.postgres
 
@@ -105,3 +106,43 @@ async def test_a_generic_direct_claim_walks_the_open_shards_to_its_batch(
     assert executions_rows_read(plan) <= 3 * 16 + 4, plan
     claimed = await store.execution_claim_ready("w1", 16, LEASE, due)
     assert len(claimed) == 16
+
+
+@pytest.mark.parametrize("fenced", [False, True])
+async def test_a_prepared_generic_promotion_by_id_probes_only_its_ids(
+    store: PostgresStore, pg_url: str, fenced: bool
+) -> None:
+    """The scheduler's promotion by id as its promotion sessions run it (store.py,
+    ``PROMOTE_CONNECTIONS``): prepared, with a plan made once without seeing the batch's ids or
+    shards. Among 3,000 due rows in six shards (a dense herd), each id is still one probe of the
+    primary key (and one more for the update): no walk of the shards' due rows."""
+    items = [
+        replace(new_execution(execute_in=5, key=f"k{n}"), shard_id=n % 6) for n in range(3_000)
+    ]
+    await store.execution_insert_many(items)
+    ids = sorted(i.execution_id for i in items)[::100]  # 30 of them, in every shard
+    now = T0 + timedelta(seconds=5)
+    params: dict[str, Any] = {"execution_ids": ids, "now": now, "shards": list(range(6))}
+    query = Q["execution_promote_ids"]
+    if fenced:
+        leases = await store.shard_lease_acquire("s", 6, timedelta(seconds=30), T0)
+        query = Q["execution_promote_ids_fenced"]
+        epochs = [x.epoch for x in leases]
+        params |= {"owner": "s", "epochs": epochs, "channel": "t", "payload": "", "direct": False}
+    options = session_options(pg_url, HOT_PLANNER)
+    async with await psycopg.AsyncConnection.connect(pg_url, options=options) as conn:
+        cursor = await conn.execute(query, params, prepare=True)  # one transaction, rolled back
+        moved = [r for r in await cursor.fetchall() if r[1 if fenced else 0] is not None]
+        assert len(moved) == len(ids)
+        cursor = await conn.execute(
+            "SELECT c.relname, pg_stat_get_xact_tuples_returned(c.oid) FROM pg_index i"
+            " JOIN pg_class c ON c.oid = i.indexrelid WHERE i.indrelid = 'executions'::regclass"
+            " AND pg_stat_get_xact_tuples_returned(c.oid) > 0"
+        )
+        read = dict(await cursor.fetchall())
+        cursor = await conn.execute(
+            "SELECT generic_plans, custom_plans FROM pg_prepared_statements"
+        )
+        assert await cursor.fetchall() == [(1, 0)]
+        await conn.rollback()
+    assert set(read) == {"executions_pkey"} and read["executions_pkey"] <= 2 * len(ids), read

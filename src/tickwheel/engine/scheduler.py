@@ -27,7 +27,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections import defaultdict
-from collections.abc import Callable, Collection, Hashable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Collection, Hashable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -69,6 +69,11 @@ ARM_LEAD = timedelta(milliseconds=50)
 PROMOTE_LANES = 2
 # Turns of the event loop given, after an instant's first batch, to a worker of this process.
 WAKE_TURNS = 8
+# Then, at most this long, the claim that worker sent (``claim_back``) is given to come back
+# before the instant's next batches go out: on two busy cores those batches' statements took
+# the CPU the herd's first claim needed (8 rows claimed in 26-33 ms beside them, 12 without,
+# docs/scaling.md, "The herd's prepared connections and its first claim alone").
+CLAIM_HOLD = timedelta(milliseconds=50)
 
 
 # Leased, an instant's shards are opened to the plain claim, which takes their due rows as they
@@ -162,6 +167,8 @@ class Scheduler(Service, WheelWindow, ShardLeasing):
         self._deferred: list[_Deferred] = []
         # Told the definitions of the executions loaded into the wheel (a worker beside it).
         self.definitions_ahead: Callable[[Collection[DefinitionKey]], None] | None = None
+        # Waits (at most the seconds given) for the claim in flight of a worker beside it.
+        self.claim_back: Callable[[float], Awaitable[None]] | None = None
         if leased:
             self.shards = []
 
@@ -410,6 +417,10 @@ class Scheduler(Service, WheelWindow, ShardLeasing):
             # and sent (~1 ms of this loop's time ahead of the herd's first claim).
             for _ in range(WAKE_TURNS):
                 await asyncio.sleep(0)
+            if self.claim_back is not None:
+                # ... and its claim the cores until it is back (CLAIM_HOLD at most): what the
+                # next batches make READY is claimed after it anyway.
+                await self.claim_back(CLAIM_HOLD.total_seconds())
         if first is not None and len(ids) > len(first):
             # The rest on PROMOTE_LANES connections at once, each taking the next batch when
             # its last one committed: the batches are disjoint, fenced and guarded each on its

@@ -118,6 +118,8 @@ class Worker(Service, Attempts):
         self._retry_after: float | None = None
         self._slots_wanted = 1
         self._slots_free: asyncio.Future[None] | None = None
+        # The claim in flight: done once it came back and its executions started (claim_back).
+        self._claimed: asyncio.Future[None] | None = None
         self.results = ResultBuffer(
             store,
             batch=settings.finish_batch,
@@ -212,6 +214,22 @@ class Worker(Service, Attempts):
             if reporting:
                 await self.report()
             return 0
+        claimed = self._claimed = asyncio.get_running_loop().create_future()
+        try:
+            return await self._claim(free, reporting)
+        finally:
+            self._claimed = None
+            claimed.set_result(None)
+
+    async def claim_back(self, limit: float) -> None:
+        """Waits, at most ``limit`` seconds, until the claim in flight (if any) has come back
+        and its executions have started; never cancels it. For a scheduler of this process
+        before an instant's next promotions (``Scheduler.claim_back``)."""
+        claimed = self._claimed
+        if claimed is not None:
+            await asyncio.wait([claimed], timeout=limit)
+
+    async def _claim(self, free: int, reporting: bool) -> int:
         claim = self.store.execution_claim_ready(
             self.worker_id, free, self.lease, self.store_now(), self.definition_uris
         )

@@ -88,6 +88,8 @@ class Engine:
             if scheduler:
                 # The worker reads ahead the definitions of what the scheduler loads.
                 promoter.definitions_ahead = self.worker.prefetch_definitions
+                # An instant's next promotions wait for the worker's first claim to come back.
+                promoter.claim_back = self.worker.claim_back
         self._tasks: list[asyncio.Task[None]] = []
 
     def start(self) -> None:

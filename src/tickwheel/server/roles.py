@@ -26,7 +26,7 @@ async def run_roles(
     """Services without the API, until SIGTERM or SIGINT; then running attempts get
     ``shutdown_grace_seconds`` to finish and what is left goes back to READY. (SIGKILL needs
     nothing: the reaper recovers the leases.)"""
-    prepared = await prepare(settings, serves_api=False, claims=worker)
+    prepared = await prepare(settings, serves_api=False, claims=worker, promotes=scheduler)
     store = prepared.store
     # No API in this process: serve its own metrics (claims, lateness, stale writes...) when asked.
     stop_metrics = None

@@ -44,7 +44,8 @@ async def serve(settings: Settings, announce: Announce | None = None) -> None:
     """Runs until interrupted; ``announce`` tells the person at the terminal what started.
     With the engine on (the default), the scheduler, the reaper and a worker run beside the API
     in this one process; SIGTERM stops the API, then lets running attempts finish."""
-    prepared = await prepare(settings, claims=settings.engine)  # the engine runs a worker
+    # The engine runs a worker and a scheduler.
+    prepared = await prepare(settings, claims=settings.engine, promotes=settings.engine)
     store, first_key = prepared.store, prepared.first_key
     engine = Engine(store, settings, cron=True, orchestrator=True) if settings.engine else None
     reads: ReadStores | None = None

@@ -103,8 +103,11 @@ class Prepared:
     """The URIs of the ``--definitions`` folder, when one was given."""
 
 
-async def prepare(settings: Settings, *, serves_api: bool = True, claims: bool = False) -> Prepared:
-    """Opens and checks the store; ``claims``: the process runs a worker (``open_store``)."""
+async def prepare(
+    settings: Settings, *, serves_api: bool = True, claims: bool = False, promotes: bool = False
+) -> Prepared:
+    """Opens and checks the store; ``claims``: the process runs a worker, ``promotes``: a
+    scheduler (``open_store``)."""
     if settings.insecure_no_auth and not is_loopback(settings.host):
         raise StartupError(
             f"--insecure-no-auth is only allowed on a loopback address, not {settings.host}"
@@ -113,7 +116,12 @@ async def prepare(settings: Settings, *, serves_api: bool = True, claims: bool =
         worker_secrets(settings).check()
     except SecretsFileError as exc:
         raise StartupError(str(exc)) from exc
-    store = await open_store(settings.database_url, pool_size=settings.db_pool_size, claims=claims)
+    store = await open_store(
+        settings.database_url,
+        pool_size=settings.db_pool_size,
+        claims=claims,
+        promotes=promotes,
+    )
     try:
         if store.dialect == "sqlite":
             applied = await store.migrate()

@@ -31,10 +31,16 @@ if TYPE_CHECKING:
 
 
 async def open_store(
-    url: str, *, pool_size: int = 10, connect_timeout: float = 10.0, claims: bool = False
+    url: str,
+    *,
+    pool_size: int = 10,
+    connect_timeout: float = 10.0,
+    claims: bool = False,
+    promotes: bool = False,
 ) -> Store:
     """The store of ``url``. ``claims``: the process runs a worker, whose claims have their own
-    connections on PostgreSQL (``PostgresStore.open``)."""
+    connections on PostgreSQL (``PostgresStore.open``); ``promotes``: it runs a scheduler, whose
+    promotions have theirs."""
     if url.startswith("sqlite:///") or url == "sqlite://:memory:":
         from tickwheel.store.sqlite.store import SqliteStore
 
@@ -47,7 +53,11 @@ async def open_store(
 
         try:
             return await PostgresStore.open(
-                url, max_size=pool_size, timeout=connect_timeout, claims=claims
+                url,
+                max_size=pool_size,
+                timeout=connect_timeout,
+                claims=claims,
+                promotes=promotes,
             )
         except PoolTimeout as exc:
             raise ConnectionError(

@@ -71,6 +71,45 @@ READY work of more than one tenant; then back to the unlimited statement, whose 
 drain is one walk of executions_ready."""
 
 
+def claim_params(
+    worker_id: str,
+    limit: int,
+    lease: timedelta,
+    now: datetime | None,
+    definition_uris: Sequence[str] | None,
+) -> dict[str, Any]:
+    """The parameters of the claims, also those of ``warm_claims``: psycopg keys a prepared
+    statement by its text and its parameters' types, so the claims prepared ahead are found
+    again only if given the same names and types (a list of definitions or a fake clock's
+    instant are other types: those are prepared at their first runs, as before)."""
+    return {
+        "worker_id": worker_id,
+        "limit": limit,
+        "lease": lease,
+        "now": opt_aware(now),
+        "definition_uris": list(definition_uris) if definition_uris is not None else None,
+        "rate_ids": None,
+        "walk": 0,  # the direct claim's first open shard (_walk_from)
+    }
+
+
+async def warm_claims(conn: Conn) -> None:
+    """A hot connection's statements, prepared at its start (``Pool``'s ``warm``) by running
+    each as a no-op: the claims with a limit of 0 and the finish with an empty batch touch no
+    row. A herd's first claims on a new process then run a plan made before the instant on a
+    session that has read the catalog of its tables already: the second hot connection, made
+    at the herd's first finish, took 34 ms to lend and its first claim 75 ms where the warm one
+    took 12 (docs/scaling.md, "The herd's prepared connections and its first claim alone"). With
+    the system clock (``now`` None) and no list of definitions, the types of a worker's own
+    claims."""
+    await conn.execute(Q["rate_limit_exists"], prepare=True)
+    params = claim_params("", 0, timedelta(0), None, None)
+    for claim in (CLAIM_UNLIMITED, CLAIM_DIRECT, CLAIM):
+        await conn.execute(claim, params, prepare=True)
+    finish = {"batch": "[]", "now": None, "skip_prefix": "", "ready_channel": "", "origin": ""}
+    await conn.execute(FINISH_MANY, finish, prepare=True)
+
+
 class PostgresClaims(PostgresRateLimits):
     _pool: AsyncConnectionPool[Conn]
     _hot: AsyncConnectionPool[Conn]
@@ -96,14 +135,7 @@ class PostgresClaims(PostgresRateLimits):
         now: datetime | None = None,
         definition_uris: Sequence[str] | None = None,
     ) -> list[Execution]:
-        params: dict[str, Any] = {
-            "worker_id": worker_id,
-            "limit": limit,
-            "lease": lease,
-            "now": opt_aware(now),
-            "definition_uris": list(definition_uris) if definition_uris is not None else None,
-            "rate_ids": None,
-        }
+        params = claim_params(worker_id, limit, lease, now, definition_uris)
         # Autocommit: the statement is its own transaction. Its candidates stay locked until it
         # commits, so a cancel racing this claim either locked its row first (the row is skipped
         # here and the cancel wins) or waits for this commit and then finds the row RUNNING.
@@ -163,15 +195,14 @@ class PostgresClaims(PostgresRateLimits):
                     break
                 direct = True  # a shard opened: the rest of the batch from it, at once
             if limits and params["limit"] > 0:
-                # Fair across tenants, and applies limits. Never prepared: a generic plan cannot
-                # see the batch size, and with the gate of the limits it read and sorted every
-                # READY row (bitmap scan, then sort) on each claim instead of walking the READY
-                # index to the batch: 110 to 240 ms a claim against 1 to 2 ms with 17,000 READY
-                # (docs/scaling.md). Planning costs ~1 ms. (The hot session's plan_cache_mode
-                # makes even this unnamed statement's plan generic; without a bitmap it is the
-                # same walk, tests/store/test_plans_generic.py.)
+                # Fair across tenants, and applies limits. Prepared like the others now: its
+                # generic plan, the only one the hot session makes (plan_cache_mode), is the
+                # walk of each tenant's READY rows without a bitmap (test_plans_generic.py),
+                # and it was planned anew at every claim (~1 ms). Before the hot session's
+                # planner settings its generic plan read and sorted every READY row (a bitmap,
+                # then a sort): 110 to 240 ms a claim with 17,000 READY (docs/scaling.md).
                 cursor = conn.cursor(row_factory=tuple_row, binary=True)
-                await cursor.execute(CLAIM, params, prepare=False)
+                await cursor.execute(CLAIM, params)
                 rows += await cursor.fetchall()
         claimed = [claimed_from_row(r, worker_id) for r in rows]
         record_claims(claimed, started)

@@ -120,8 +120,11 @@ class Pool(AsyncConnectionPool[Conn]):
         timeout: float,
         reads: bool = False,
         options: str | None = None,
+        warm: Callable[[Conn], Awaitable[None]] | None = None,
     ) -> None:
         self._down = False
+        # Run on each new connection before it is lent (``warm_up``): see its caller.
+        self._warm = warm
         self._loop: asyncio.AbstractEventLoop | None = None  # the one it was opened on
         # Asked to give a kept connection back when a caller finds none idle (SubmitLane).
         self.keeper: Callable[[], Awaitable[None]] | None = None
@@ -146,11 +149,14 @@ class Pool(AsyncConnectionPool[Conn]):
         )
 
     async def _connected(self, conn: Conn) -> None:
-        """Called by the pool for each new connection: the database is reachable again."""
+        """Called by the pool for each new connection: the database is reachable again. Then
+        the pool's ``warm`` statements, if any, before the connection is first lent."""
         if self._down:
             log.warning("database reachable again")
             self._down = False
             self._reschedule_waits(None)
+        if self._warm is not None:
+            await warm_up(conn, self._warm)
 
     async def _check(self, conn: Conn) -> None:
         if conn.broken or conn.closed:
@@ -267,6 +273,18 @@ class Pool(AsyncConnectionPool[Conn]):
         if asyncio.get_running_loop() is not self._loop:
             return None
         return await self._lend(None)
+
+
+async def warm_up(conn: Conn, warm: Callable[[Conn], Awaitable[None]]) -> None:
+    """Runs ``warm`` on a new connection: statements prepared ahead as no-ops, so that their
+    first real run is neither parsed nor planned, nor the first of its session to read the
+    catalog of its tables. A failure is logged, never raised: the connection serves as it is
+    (its statements are prepared at their first runs instead), and a pool that failed every
+    new connection over a missing table (a database not migrated yet) would never fill."""
+    try:
+        await warm(conn)
+    except psycopg.Error as exc:
+        log.debug("statements not prepared ahead: %s", _first_line(exc))
 
 
 def _first_line(exc: BaseException) -> str:

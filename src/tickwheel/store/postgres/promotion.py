@@ -45,8 +45,51 @@ def _grants(owner: str, leases: Sequence[ShardLease], now: datetime | None) -> d
     }
 
 
+def fenced_params(
+    owner: str,
+    shards: list[int],
+    epochs: list[int],
+    execution_ids: list[uuid.UUID],
+    now: datetime | None,
+    notification: tuple[str, str],
+    direct: bool,
+) -> dict[str, Any]:
+    """The parameters of ``execution_promote_ids_fenced``, also those of ``warm_promotions``
+    (a prepared statement is found again only with the same names and types)."""
+    return {
+        "owner": owner,
+        "shards": shards,
+        "epochs": epochs,
+        "now": opt_aware(now),
+        "execution_ids": execution_ids,
+        "channel": notification[0],
+        "payload": notification[1],
+        "direct": direct,
+    }
+
+
+async def warm_promotions(conn: Conn) -> None:
+    """A promotion connection's statements, prepared at its start (``Pool``'s ``warm``) by
+    running each as a no-op: an owner that holds no lease fences no shard, so nothing is
+    locked, promoted or notified. An instant's first promotion then runs a plan made before the
+    instant, on a session that has read its tables' catalog (docs/scaling.md, "The herd's
+    prepared connections and its first claim alone"). One shard, epoch and id, never an empty
+    list: psycopg keys a prepared statement by its parameters' types, and an empty list has
+    none (a scheduler's shard numbers and epochs are ``smallint`` arrays until an epoch passes
+    32,767). ``now`` None: the system clock's."""
+    nil = [uuid.UUID(int=0)]
+    params = fenced_params("", [0], [0], nil, None, ("", ""), False)
+    await conn.execute(Q["execution_promote_ids_fenced"], params, prepare=True)
+    # Unleased (one scheduler over every shard): its promotion by id; the shard array is of
+    # every shard's number, the same type.
+    unleased = {"execution_ids": nil, "shards": [0], "now": None}
+    await conn.execute(Q["execution_promote_ids"], unleased, prepare=True)
+
+
 class PostgresPromotion:
     _pool: AsyncConnectionPool[Conn]
+    _fire: AsyncConnectionPool[Conn]
+    """The pool of the wheel's promotions by id (store.py, ``PROMOTE_CONNECTIONS``)."""
     _signals: Signals
 
     def due_hints(self) -> DueHints:
@@ -86,7 +129,7 @@ class PostgresPromotion:
             "now": opt_aware(now),
         }
         started, traced = now_ns(), Traced()
-        async with self._pool.connection() as conn, conn.transaction():
+        async with self._fire.connection() as conn, conn.transaction():
             moved = await self._run_promotion(conn, ("execution_promote_ids",), params, traced)
             await self._signals.notify(conn, {Topic.READY} if moved else set())
         return self._promoted(moved, traced=traced, started=started)
@@ -100,17 +143,18 @@ class PostgresPromotion:
         *,
         direct: bool = False,
     ) -> Promotion:
-        channel, payload = self._signals.notification(Topic.READY)
-        params = {
-            **_grants(owner, leases, now),
-            "execution_ids": list(execution_ids),
-            "channel": channel,
-            "payload": payload,
-            "direct": direct,
-        }
+        params = fenced_params(
+            owner,
+            [lease.shard_id for lease in leases],
+            [lease.epoch for lease in leases],
+            list(execution_ids),
+            now,
+            self._signals.notification(Topic.READY),
+            direct,
+        )
         started, traced = now_ns(), Traced()
         # One statement on an autocommit connection: fence, promotion and NOTIFY commit together.
-        async with self._pool.connection() as conn:
+        async with self._fire.connection() as conn:
             cursor = await conn.execute(Q["execution_promote_ids_fenced"], params)
             rows = await cursor.fetchall()
         held: set[int] = set()

@@ -30,7 +30,7 @@ from tickwheel.store.due import hint_pairs
 from tickwheel.store.engine_protocol import RELEASED_AT_SHUTDOWN
 from tickwheel.store.postgres.api_keys import PostgresApiKeys
 from tickwheel.store.postgres.caller_tx import PostgresCallerTx
-from tickwheel.store.postgres.claims import PostgresClaims
+from tickwheel.store.postgres.claims import PostgresClaims, warm_claims
 from tickwheel.store.postgres.definitions import PostgresDefinitions
 from tickwheel.store.postgres.flow import PostgresFlow
 from tickwheel.store.postgres.history import PostgresHistory
@@ -39,7 +39,7 @@ from tickwheel.store.postgres.migrating import PostgresMigrations
 from tickwheel.store.postgres.notify import Signals, topics_for
 from tickwheel.store.postgres.outbox import webhook_outbox_execution_failed, workflow_event_record
 from tickwheel.store.postgres.pool import Conn, Pool
-from tickwheel.store.postgres.promotion import PostgresPromotion
+from tickwheel.store.postgres.promotion import PostgresPromotion, warm_promotions
 from tickwheel.store.postgres.rows import (
     INSERT_ONE,
     execution_from_new,
@@ -87,6 +87,14 @@ claim, the rate step): the same walks, checked there too. ``jit=off``: the same 
 (a tenth of a large READY count) passes ``jit_above_cost``, and compiling the claim took ~300
 ms at every run; no statement of a batch gains from JIT."""
 
+PROMOTE_CONNECTIONS = 2
+"""Connections of the promotion pool, a scheduler's: the wheel's promotions by id, an instant's
+first batch on one and the rest on two at once (the scheduler's ``PROMOTE_LANES``). Opened at
+the start with the promotions prepared (``warm_promotions``) and the hot sessions' planner
+settings, under which the promotion's plan is made once per session: on the main pool an
+instant's first promotion was planned at every run and was often the first of its session
+(docs/scaling.md, "The herd's prepared connections and its first claim alone")."""
+
 
 @functools.cache
 def list_merged(statuses: frozenset[ExecutionStatus]) -> str:
@@ -122,9 +130,11 @@ class PostgresStore(
         pool: AsyncConnectionPool[Conn],
         url: str,
         hot: AsyncConnectionPool[Conn] | None = None,
+        fire: AsyncConnectionPool[Conn] | None = None,
     ) -> None:
         self._pool = pool
         self._hot = hot if hot is not None else pool
+        self._fire = fire if fire is not None else pool
         self._signals = Signals(url)
         # Single submissions' own connections (submit_lanes.py); our Pool only, which lends them.
         self._lanes = (
@@ -153,37 +163,59 @@ class PostgresStore(
         min_size: int = 1,
         timeout: float = 30.0,
         claims: bool = False,
+        promotes: bool = False,
     ) -> PostgresStore:
         """Opens the pool and waits for its first ``min_size`` connections, so a wrong URL or an
         unreachable server fails here rather than on the first query. ``claims`` (a process
-        with a worker): the hot pool connects from now on, in the background, instead of on the
-        first claim's path; otherwise on a first claim, so an API-only server never opens it."""
+        with a worker): both hot connections connect from now on, in the background, and
+        prepare the claims and the finish (``warm_claims``), instead of on a herd's path;
+        otherwise on a first claim, so an API-only server never opens them. ``promotes`` (a
+        process with a scheduler): the wheel's promotions get connections of their own,
+        likewise made now and prepared (``PROMOTE_CONNECTIONS``); otherwise the main pool's."""
         pool = Pool(url, min_size=min(min_size, max_size), max_size=max_size, timeout=timeout)
         hot = Pool(
             url,
-            min_size=1 if claims else 0,
+            min_size=HOT_CONNECTIONS if claims else 0,
             max_size=HOT_CONNECTIONS,
             timeout=timeout,
             options=HOT_PLANNER,
+            warm=warm_claims if claims else None,
+        )
+        fire = (
+            Pool(
+                url,
+                min_size=PROMOTE_CONNECTIONS,
+                max_size=PROMOTE_CONNECTIONS,
+                timeout=timeout,
+                options=HOT_PLANNER,
+                warm=warm_promotions,
+            )
+            if promotes
+            else None
         )
         try:
             # Not waited for: the main pool's connection alone says whether the database is
-            # there, as before, and a first claim waits for the hot one if it must.
+            # there, as before, and a first claim (promotion) waits for the hot one if it must.
             await hot.open(wait=False)
+            if fire is not None:
+                await fire.open(wait=False)
             await pool.open(wait=True, timeout=timeout)
         except BaseException:
             await pool.close()
             await hot.close()
+            if fire is not None:
+                await fire.close()
             raise
-        return cls(pool, url, hot)
+        return cls(pool, url, hot, fire)
 
     async def close(self) -> None:
         await self._signals.close()
         if self._lanes is not None:
             await self._lanes.close()
         await self._pool.close()
-        if self._hot is not self._pool:
-            await self._hot.close()
+        for extra in (self._hot, self._fire):
+            if extra is not self._pool:
+                await extra.close()
 
     async def ping(self) -> None:
         async with self._pool.connection() as conn:
