@@ -156,7 +156,7 @@ class BatchPreparation:
         order of one tenant's items), each chunk made when the store asks for it."""
         requests = self.requests
         keys: list[Any] = [r.idempotency_key for r in requests]
-        if all(type(k) is str for k in keys):  # the common case, sorted by the keys themselves
+        if set(map(type, keys)) == {str}:  # the common case, sorted by the keys themselves
             order = sorted(range(len(requests)), key=keys.__getitem__)
         else:
             order = sorted(range(len(requests)), key=lambda i: _sort_key(requests[i]))

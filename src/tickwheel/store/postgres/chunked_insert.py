@@ -85,6 +85,5 @@ async def insert_chunks(
         # The pipeline has ended: every result is in (an error raised above, with nothing
         # committed: the server skips what follows a failed statement up to the sync, COMMIT
         # included, and the transaction rolls back).
-        for cursor in cursors:
-            done.inserted.update(row[0] for row in await cursor.fetchall())
+        done.inserted = {row[0] for cursor in cursors for row in await cursor.fetchall()}
     return done
