@@ -166,17 +166,21 @@ def empty_pg_tables(conn: psycopg.Connection[Any], extra: tuple[str, ...] = ()) 
     new files for every table and index, took some 150 ms per test against a few ms here. The
     tables are listed children first, and whatever else hangs off them goes by its foreign key's
     ON DELETE CASCADE (an unlisted table without one fails the DELETE loudly). ``extra`` tables
-    are emptied last."""
+    are emptied last.
+
+    All of it is one query string (simple protocol: statements without parameters may share
+    one), one round trip: a statement each took some 70 ms a test, over a thousand PostgreSQL
+    tests, against some 10 ms."""
+    deletes = "".join(f"DELETE FROM {t};" for t in (*_PG_TABLES, *extra))  # noqa: S608 - fixed names
+    # shard_leases holds one row per shard from its migration: reset, not emptied.
+    reset = (
+        "UPDATE shard_leases SET owner = NULL, epoch = 0, expires_at = NULL, watermark = NULL,"
+        " due_through = NULL"
+        " WHERE owner IS NOT NULL OR epoch <> 0 OR expires_at IS NOT NULL"
+        " OR watermark IS NOT NULL OR due_through IS NOT NULL"
+    )
     with conn.transaction():
-        for table in (*_PG_TABLES, *extra):
-            conn.execute(f"DELETE FROM {table}")  # noqa: S608 - fixed table names
-        # shard_leases holds one row per shard from its migration: reset, not emptied.
-        conn.execute(
-            "UPDATE shard_leases SET owner = NULL, epoch = 0, expires_at = NULL, watermark = NULL,"
-            " due_through = NULL"
-            " WHERE owner IS NOT NULL OR epoch <> 0 OR expires_at IS NOT NULL"
-            " OR watermark IS NOT NULL OR due_through IS NOT NULL"
-        )
+        conn.execute(deletes + reset)
 
 
 @pytest.fixture(scope="session")
