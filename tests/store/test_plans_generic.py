@@ -11,7 +11,9 @@ import json
 from collections.abc import AsyncIterator
 from dataclasses import replace
 from datetime import timedelta
+from typing import Any
 
+import psycopg
 import pytest
 from psycopg.rows import tuple_row
 
