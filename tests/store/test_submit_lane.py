@@ -1,12 +1,16 @@
 """The single submissions' lane (``store/postgres/submit_lane.py``): one execution's insert on
 a connection the lane keeps, through libpq, with the pool's answers kept: the same outcomes and
 rows, the pool beside it when it is busy, ``Unavailable`` for a session lost under a statement,
-a session ended while idle given back, a cancelled wait cancelling its statement, and a
-statement the server refuses raised as psycopg raises it, with nothing stored."""
+a session ended while idle given back, a cancelled wait cancelling its statement, a
+statement the server refuses raised as psycopg raises it, with nothing stored; and, through a
+proxy (``tcp_proxy.py``), an answer that never comes ending in ``Unavailable`` and a backend
+gone without a word leaving its socket's number free for the next socket at once."""
 
 from __future__ import annotations
 
 import asyncio
+import os
+import socket
 import uuid
 from collections.abc import AsyncIterator
 from typing import Any
@@ -16,7 +20,9 @@ import pytest
 
 from tests.factories import new_execution
 from tests.store.lane_helpers import WAIT_S, open_store, opened_store, until
+from tests.store.tcp_proxy import proxy_to
 from tickwheel.domain.errors import Unavailable
+from tickwheel.store.postgres import submit_lane
 from tickwheel.store.postgres.store import PostgresStore
 from tickwheel.store.postgres.submit_lane import SubmitLane, first_uuid, positional
 
@@ -28,9 +34,13 @@ _TABLES = "execution_events, attempts, executions, definitions"
 @pytest.fixture
 async def store(pg_url: str) -> AsyncIterator[PostgresStore]:
     async with opened_store(pg_url, 3, min_size=2) as s:
-        async with await psycopg.AsyncConnection.connect(pg_url, autocommit=True) as conn:
-            await conn.execute(f"TRUNCATE {_TABLES} CASCADE")
+        await _truncate(pg_url)
         yield s
+
+
+async def _truncate(pg_url: str) -> None:
+    async with await psycopg.AsyncConnection.connect(pg_url, autocommit=True) as conn:
+        await conn.execute(f"TRUNCATE {_TABLES} CASCADE")
 
 
 def _lane(store: PostgresStore) -> SubmitLane:
@@ -331,3 +341,85 @@ async def test_closed_from_another_loop_it_stops_watching_the_socket_on_its_own(
     await asyncio.sleep(0)  # the removal was handed to this loop
     assert lane._conn is None
     assert not asyncio.get_running_loop().remove_reader(fd)  # no longer registered here
+
+
+async def test_an_answer_that_never_comes_is_unavailable_and_the_lane_goes_on(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(submit_lane, "ANSWER_WAIT", 0.5, raising=False)
+    async with proxy_to(pg_url) as proxy, opened_store(proxy.url(pg_url), 3, 2) as store:
+        await _truncate(pg_url)
+        first = new_execution(key="warm")
+        await store.execution_insert_many([first])
+        lane = _lane(store)
+        assert lane._conn is not None
+        # The server runs the insert and commits it; its answer never reaches the lane.
+        proxy.link_of(lane._conn.pgconn.socket).hold()
+        held = new_execution(key="held")
+        with pytest.raises(Unavailable, match="did not answer"):
+            await asyncio.wait_for(store.execution_insert_many([held]), WAIT_S)
+        assert lane._conn is None
+        # The 503 said "retry": the same key finds the execution the unanswered insert stored.
+        [again] = await store.execution_insert_many([new_execution(key="held")])
+        assert not again.created and again.execution.execution_id == held.execution_id
+        [next_one] = await store.execution_insert_many([new_execution(key="next")])
+        assert next_one.created
+        assert await _count(pg_url, "held") == 1
+
+
+async def _number_serves_a_new_socket(fd: int) -> bool:
+    """Whether a socket given the number ``fd`` (closed by libpq) is heard by the event loop."""
+    with pytest.raises(OSError):
+        os.fstat(fd)  # closed: the number is free (else it would be the connection's own)
+    ours, theirs = socket.socketpair()  # may take the number itself, the lowest free one
+    copied = ours.fileno() != fd
+    if copied:
+        os.dup2(ours.fileno(), fd)
+    loop = asyncio.get_running_loop()
+    heard = loop.create_future()
+    loop.add_reader(fd, lambda: heard.done() or heard.set_result(None))
+    try:
+        theirs.send(b"x")
+        await asyncio.wait_for(heard, 1.0)
+        return True
+    except TimeoutError:
+        return False
+    finally:
+        loop.remove_reader(fd)
+        if copied:
+            os.close(fd)
+        ours.close()
+        theirs.close()
+
+
+async def test_a_backend_gone_without_a_word_frees_its_socket_number_at_once(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with proxy_to(pg_url) as proxy, opened_store(proxy.url(pg_url), 3, 2) as store:
+        await _truncate(pg_url)
+        await store.execution_insert_many([new_execution(key="warm")])
+        fd, pid = _lane(store)._fd, _lane_pid(store)
+        link = proxy.link_of(fd)
+        pool = store.pool
+        lost = pool.lost
+        served: list[bool] = []
+
+        async def probed(exc: psycopg.Error, conn: Any) -> Unavailable:
+            # Another task, while the lane is still handling its lost session, gets the
+            # socket number that libpq just closed: the loop must hear that socket.
+            served.append(await _number_serves_a_new_socket(fd))
+            return await lost(exc, conn)
+
+        monkeypatch.setattr(pool, "lost", probed)
+        async with await psycopg.AsyncConnection.connect(pg_url) as blocker:
+            await blocker.execute("LOCK TABLE executions IN ACCESS EXCLUSIVE MODE")
+            task = asyncio.create_task(store.execution_insert_many([new_execution(key="cut")]))
+            await until(lambda: _waiting_on_lock(pg_url, pid), "the insert waits for the lock")
+            link.cut()  # the far end closes with no message, as a backend that died
+            with pytest.raises(Unavailable):
+                await asyncio.wait_for(task, WAIT_S)
+            await blocker.rollback()
+        assert served == [True]
+        monkeypatch.undo()
+        [next_one] = await store.execution_insert_many([new_execution(key="next")])
+        assert next_one.created

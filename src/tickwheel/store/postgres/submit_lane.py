@@ -19,7 +19,23 @@ connection and the pool has none idle, or its session said something unasked (th
 session by writing to it first), the caller runs the statement through the pool as before. Nor
 does it make anyone else wait: the connection it holds goes back to the pool as soon as a caller
 finds none idle there (``Pool.keeper``), after the pool's ``max_lifetime``, when it looks
-suspect, and at ``close``."""
+suspect, and at ``close``.
+
+Two duties come with watching the socket itself:
+
+- **The watch ends with the socket.** libpq closes the socket as soon as it reads the end of the
+  stream (a backend that exited without a word), inside ``consume_input``. The reader is removed
+  there and then: left registered, the event loop keeps the closed descriptor's entry, and a
+  socket opened meanwhile under the same number (a new connection, an accepted HTTP client) would
+  be "registered" without the kernel ever being told, so its reads would never be seen; and the
+  lane's later ``remove_reader`` would take away that socket's own registration.
+- **No wait without an end.** A backend that neither answers nor closes its socket (an orphan of
+  a dead postmaster stuck on a lock, a stalled network) would keep a submission waiting for ever,
+  where psycopg's path has the same weakness but the lane has its own wait. After ``ANSWER_WAIT``
+  without a result the submission gets ``Unavailable`` (503, retry: the idempotency key makes the
+  retry safe whether or not the statement committed), the server is asked to cancel it, and the
+  connection is closed. One timer per lane watches every round trip (re-armed only when it fires
+  during a later one), not a timer per statement."""
 
 from __future__ import annotations
 
@@ -35,6 +51,7 @@ from typing import Any, TypeVar
 import psycopg
 from psycopg import errors, pq
 
+from tickwheel.domain.errors import Unavailable
 from tickwheel.domain.ids import uuid_of
 from tickwheel.store.postgres.pool import Conn, Pool, connection_lost
 
@@ -47,6 +64,10 @@ NOTIFY = (
 """``notify``'s statement: ``execution_insert``'s NOTIFYs, without the insert."""
 CANCEL_WAIT = 5.0
 """Seconds given to the server's cancel of a statement whose wait was cancelled (psycopg's)."""
+ANSWER_WAIT = 10.0
+"""Seconds a round trip may wait for the server's answer before the submission is answered
+``Unavailable``: far above a single insert's time (milliseconds) and its lock waits in practice,
+and below an HTTP client's usual timeout, so the client hears a 503 it can retry."""
 T = TypeVar("T")
 _PLACEHOLDER = re.compile(r"%\((\w+)\)s")
 _UNKNOWN_STATEMENT = "26000"  # invalid_sql_statement_name: not prepared on this session (any more)
@@ -75,9 +96,18 @@ class SubmitLane:
     """Runs ``query`` (psycopg placeholders, text parameters, rows returned as text) on a
     connection it keeps from ``pool``. One statement at a time; see the module's docstring."""
 
-    def __init__(self, pool: Pool, query: str, row: Callable[[pq.abc.PGresult, int], Any]) -> None:
-        """``row``: one returned row (the result, its index) as the caller's value."""
+    def __init__(
+        self,
+        pool: Pool,
+        query: str,
+        row: Callable[[pq.abc.PGresult, int], Any],
+        *,
+        answer_wait: float | None = None,
+    ) -> None:
+        """``row``: one returned row (the result, its index) as the caller's value;
+        ``answer_wait``: ``ANSWER_WAIT`` unless given."""
         self._pool = pool
+        self._answer_wait = ANSWER_WAIT if answer_wait is None else answer_wait
         self._sql, self._names = positional(query)
         self._row = row
         self._conn: Conn | None = None
@@ -86,6 +116,9 @@ class SubmitLane:
         self._busy = False
         self._suspect = False
         self._waiter: asyncio.Future[None] | None = None
+        self._watching = False  # the socket is registered with the pool's loop
+        self._since = 0.0  # loop time the round trip in flight began (0.0: none)
+        self._watchdog: asyncio.Handle | None = None
         self._prepared: weakref.WeakSet[Conn] = weakref.WeakSet()
         pool.keeper = self.give_back
 
@@ -145,6 +178,9 @@ class SubmitLane:
 
     async def close(self) -> None:
         """Gives its connection back to the pool (before the pool closes)."""
+        if self._watchdog is not None:
+            self._watchdog.cancel()
+            self._watchdog = None
         if self._conn is not None:
             await self._release()
 
@@ -175,16 +211,13 @@ class SubmitLane:
         self._taken_at = monotonic()
         self._suspect = False
         asyncio.get_running_loop().add_reader(self._fd, self._readable)
+        self._watching = True
 
     async def _release(self, *, close: bool = False) -> None:
         conn, self._conn = self._conn, None
         if conn is None:
             return
-        loop = self._pool.loop  # the one watching the socket (``run`` is used from no other)
-        if loop is asyncio.get_running_loop():
-            loop.remove_reader(self._fd)
-        elif loop is not None and not loop.is_closed():  # closed from another loop's thread
-            loop.call_soon_threadsafe(loop.remove_reader, self._fd)
+        self._unwatch()
         try:
             if close:
                 await conn.close()
@@ -203,17 +236,51 @@ class SubmitLane:
             return
         if not self._busy:
             self._suspect = True
-            asyncio.get_running_loop().remove_reader(self._fd)
+            self._unwatch()
             return
         waiter = self._waiter
         try:
             conn.pgconn.consume_input()
         except psycopg.OperationalError as exc:
+            # libpq has closed the socket (the module's docstring): its number is free now.
+            self._unwatch()
             if waiter is not None and not waiter.done():
                 waiter.set_exception(exc)
             return
         if waiter is not None and not waiter.done() and not conn.pgconn.is_busy():
             waiter.set_result(None)
+
+    def _unwatch(self) -> None:
+        """Stops watching the socket, once: its number may belong to another socket later."""
+        if not self._watching:
+            return
+        self._watching = False
+        loop = self._pool.loop  # the one watching the socket (``run`` is used from no other)
+        try:
+            running: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if loop is running and loop is not None:
+            loop.remove_reader(self._fd)
+        elif loop is not None and not loop.is_closed():  # closed from another loop's thread
+            loop.call_soon_threadsafe(loop.remove_reader, self._fd)
+
+    def _watch_answer(self) -> None:
+        """The watchdog's turn: fails the round trip in flight once it has waited
+        ``answer_wait``, else waits for the end of the one in flight now (if any)."""
+        self._watchdog = None
+        if not self._since:
+            return
+        loop = asyncio.get_running_loop()
+        due = self._since + self._answer_wait
+        if loop.time() < due:
+            self._watchdog = loop.call_at(due, self._watch_answer)
+            return
+        waiter = self._waiter
+        if waiter is None or waiter.done():  # between two waits of the round trip: next turn
+            self._watchdog = loop.call_soon(self._watch_answer)
+            return
+        waiter.set_exception(NoAnswer(f"no answer from the database in {self._answer_wait} s"))
 
     async def _failed(self, conn: Conn, exc: BaseException) -> None:
         """After ``exc`` on the lane's connection: a statement's own error leaves the session
@@ -226,6 +293,15 @@ class SubmitLane:
             and conn.pgconn.transaction_status == pq.TransactionStatus.IDLE
         ):
             return
+        if isinstance(exc, NoAnswer):
+            # The server may answer neither a cancel: it is asked in the background while the
+            # caller hears its 503 now; the connection is closed once that is done.
+            self._conn = None
+            self._unwatch()
+            task = asyncio.get_running_loop().create_task(self._cancel_and_drop(conn))
+            _background.add(task)
+            task.add_done_callback(_background.discard)
+            raise Unavailable("the database did not answer in time; retry shortly") from exc
         lost = isinstance(exc, psycopg.Error) and connection_lost(exc, conn)
         if not lost and conn.pgconn.transaction_status == pq.TransactionStatus.ACTIVE:
             # The wait was cancelled with the statement running: the server is asked to stop
@@ -236,6 +312,18 @@ class SubmitLane:
         await self._release(close=True)
         if unavailable is not None:
             raise unavailable from exc
+
+    async def _cancel_and_drop(self, conn: Conn) -> None:
+        """Asks the server to cancel what ``conn`` runs, then closes it and returns it to the
+        pool (which discards a closed connection)."""
+        try:
+            with contextlib.suppress(psycopg.Error):
+                await conn.cancel_safe(timeout=CANCEL_WAIT)
+        finally:
+            try:
+                await conn.close()
+            finally:
+                await self._pool.putconn(conn)
 
     # -- the statement ----------------------------------------------------------------------
 
@@ -282,29 +370,36 @@ class SubmitLane:
     async def _roundtrip(self, pgconn: pq.abc.PGconn, send: Callable[[], None]) -> pq.abc.PGresult:
         """Sends one command and reads its results: the first error's, else the last one's.
         The input is read by ``_readable``; this waits until libpq has a whole result."""
-        send()
-        while pgconn.flush():  # 1: the rest waits for room in the socket's buffer
-            await self._wait_writable(pgconn.socket)
-        kept: pq.abc.PGresult | None = None
-        while True:
-            if pgconn.is_busy():
-                waiter = self._waiter = asyncio.get_running_loop().create_future()
-                try:
-                    await waiter
-                finally:
-                    self._waiter = None
-                continue
-            result = pgconn.get_result()
-            if result is None:
-                if kept is None:  # pragma: no cover - libpq gives one result at least
-                    raise psycopg.InterfaceError("the server sent no result")
-                return kept
-            if kept is None or kept.status != pq.ExecStatus.FATAL_ERROR:
-                kept = result
+        loop = asyncio.get_running_loop()
+        self._since = loop.time()
+        if self._watchdog is None:
+            self._watchdog = loop.call_at(self._since + self._answer_wait, self._watch_answer)
+        try:
+            send()
+            while pgconn.flush():  # 1: the rest waits for room in the socket's buffer
+                await self._wait_writable(pgconn.socket)
+            kept: pq.abc.PGresult | None = None
+            while True:
+                if pgconn.is_busy():
+                    waiter = self._waiter = loop.create_future()
+                    try:
+                        await waiter
+                    finally:
+                        self._waiter = None
+                    continue
+                result = pgconn.get_result()
+                if result is None:
+                    if kept is None:  # pragma: no cover - libpq gives one result at least
+                        raise psycopg.InterfaceError("the server sent no result")
+                    return kept
+                if kept is None or kept.status != pq.ExecStatus.FATAL_ERROR:
+                    kept = result
+        finally:
+            self._since = 0.0
 
     async def _wait_writable(self, fileno: int) -> None:
         loop = asyncio.get_running_loop()
-        waiter: asyncio.Future[None] = loop.create_future()
+        waiter = self._waiter = loop.create_future()  # the watchdog's to fail too
 
         def writable() -> None:
             if not waiter.done():
@@ -314,7 +409,16 @@ class SubmitLane:
         try:
             await waiter
         finally:
+            self._waiter = None
             loop.remove_writer(fileno)
+
+
+class NoAnswer(Exception):
+    """A round trip waited ``answer_wait`` without the server's answer (the lane's own)."""
+
+
+_background: set[asyncio.Task[None]] = set()
+"""Cancels of unanswered statements still running (a task must be referenced until it ends)."""
 
 
 def first_uuid(result: pq.abc.PGresult, index: int) -> tuple[uuid.UUID]:
