@@ -38,7 +38,7 @@ from psycopg.generators import notifies
 
 from tickwheel.domain.states import ExecutionStatus
 from tickwheel.store.due import DueFanout, DueHints
-from tickwheel.store.postgres.pool import primary_conninfo
+from tickwheel.store.postgres.pool import KEEPALIVES, primary_conninfo
 from tickwheel.store.protocol import Topic
 
 log = logging.getLogger(__name__)
@@ -57,14 +57,8 @@ _LISTEN = [f"LISTEN {channel}" for channel in CHANNELS.values()]
 # identical notifications of one transaction once anyway).
 _NOTIFY = "SELECT pg_notify(channel, %(payload)s) FROM unnest(%(channels)s::text[]) AS channel"
 # Unless the URL says otherwise: notice a silently dead server within about a minute instead of
-# waiting on a half-open socket forever.
-_LISTENER_DEFAULTS = {
-    "keepalives": "1",
-    "keepalives_idle": "30",
-    "keepalives_interval": "10",
-    "keepalives_count": "3",
-    "connect_timeout": "10",
-}
+# waiting on a half-open socket forever (the pool's ``KEEPALIVES``), and give up a connect soon.
+_LISTENER_DEFAULTS = {**KEEPALIVES, "connect_timeout": "10"}
 # Reconnection attempts cost one connect each, and a listener deaf after the database came back
 # (a restart, a failover) leaves every service polling: retry often.
 _BACKOFF_FIRST = 0.5

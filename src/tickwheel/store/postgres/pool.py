@@ -103,6 +103,26 @@ def session_options(conninfo: str, extra: str | None = None) -> str:
     return " ".join(str(part) for part in (given, SESSION_UTC, extra) if part)
 
 
+KEEPALIVES = {
+    "keepalives": "1",
+    "keepalives_idle": "30",
+    "keepalives_interval": "10",
+    "keepalives_count": "3",
+    "tcp_user_timeout": "60000",
+}
+"""Every session's TCP settings unless the URL gives its own. A database host that vanished (a
+crash, a partition: nothing closes the socket) is noticed within about a minute, by keepalive
+probes while a statement waits for its answer or a connection sits idle, and by
+``tcp_user_timeout`` (ms) while sent bytes go unacknowledged, instead of the system's defaults:
+two hours of silence before the first probe, ~15 minutes of retransmissions. Over a Unix socket
+libpq ignores them."""
+
+
+def with_keepalives(conninfo: str) -> str:
+    """``conninfo`` with ``KEEPALIVES`` for each setting it does not give itself."""
+    return make_conninfo("", **{**KEEPALIVES, **conninfo_to_dict(conninfo)})
+
+
 def read_only(exc: BaseException) -> bool:
     """Whether ``exc`` says the session's server does not take writes (any more)."""
     return isinstance(exc, psycopg.Error) and exc.sqlstate in READ_ONLY_STATES
@@ -130,7 +150,7 @@ class Pool(AsyncConnectionPool[Conn]):
         self.keeper: Callable[[], Awaitable[None]] | None = None
         # Callers waiting for a connection: the timer of each and its deadline at the start.
         self._waits: dict[asyncio.Timeout, float] = {}
-        conninfo = primary_conninfo(url, reads=reads)
+        conninfo = with_keepalives(primary_conninfo(url, reads=reads))
         super().__init__(
             conninfo,
             min_size=min_size,
