@@ -200,6 +200,45 @@ async def test_a_shard_closes_once_nothing_due_is_left_and_not_before(store: Sto
     assert await status(store, late) is ExecutionStatus.SCHEDULED
 
 
+async def test_an_emptied_shard_closes_while_another_is_still_drained(store: Store) -> None:
+    """The scheduler asks at every grace of a herd (docs/scaling.md, "Emptied shards closed at
+    every grace"): a shard the claims emptied closes, one they are still draining stays open
+    and its rows are still taken as they are."""
+    emptied = due(2)
+    drained = [replace(i, shard_id=8) for i in due(2)]
+    other = "registry://jobs/other"
+    drained = [replace(i, definition_uri=other) for i in drained]
+    await store.execution_insert_many([*emptied, *drained])
+    leases = await grants(store)
+    mine = [g for g in leases if g.shard_id in (7, 8)]
+    await store.shard_lease_open("s", mine, DUE, DUE)
+    assert len(await store.execution_claim_ready("w", 10, LEASE, DUE, [GREET])) == 2
+    assert len(await store.execution_claim_ready("w", 1, LEASE, DUE, [other])) == 1
+    assert await store.shard_lease_close("s", mine, DUE, DUE) == [7]
+    [late] = due()
+    await store.execution_insert_many([late])
+    assert await store.execution_claim_ready("w", 10, LEASE, DUE + S, [GREET]) == []
+    assert await status(store, late) is ExecutionStatus.SCHEDULED
+    [taken] = await store.execution_claim_ready("w", 10, LEASE, DUE + S, [other])
+    assert taken.status is ExecutionStatus.RUNNING and taken.ready_at == DUE
+    assert await store.shard_lease_close("s", mine, DUE, DUE + S) == [8]
+
+
+async def test_a_shard_the_clock_opened_short_keeps_rows_due_by_the_instant_open(
+    store: Store,
+) -> None:
+    """Opened through less than the instant (the database's clock behind the scheduler's), a
+    shard still holding a row due by the instant stays open: a closed shard holds nothing due
+    by the instant, so the scheduler's count of a herd skips the shards it closed."""
+    [item] = due()
+    await store.execution_insert_many([item])
+    leases = await grants(store)
+    await store.shard_lease_open("s", leases, DUE, DUE - S)  # through DUE - 1 s
+    assert 7 not in await store.shard_lease_close("s", leases, DUE, DUE)
+    await store.execution_promote_ids_leased("s", leases, [item.execution_id], DUE)
+    assert await store.shard_lease_close("s", leases, DUE, DUE) == [7]
+
+
 async def test_a_stale_holder_closes_nothing(store: Store) -> None:
     [item] = due()
     await store.execution_insert_many([item])

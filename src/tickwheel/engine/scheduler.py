@@ -28,7 +28,7 @@ import asyncio
 import uuid
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Collection, Hashable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from tickwheel.domain.clock import Clock
@@ -106,7 +106,11 @@ class _Deferred:
     ids: list[uuid.UUID]
     fire: dict[uuid.UUID, _Fire]
     left: int = 0
-    """How many were due in its shards at the last look (at first: how many it left)."""
+    """How many were due in its open shards at the last look (at first: how many it left)."""
+    shards: set[int] = field(default_factory=set)
+    """The shards of ``ids``."""
+    closed: set[int] = field(default_factory=set)
+    """Those of ``shards`` closed since (emptied by the claims): not asked again."""
 
 
 class Scheduler(Service, WheelWindow, ShardLeasing):
@@ -370,34 +374,45 @@ class Scheduler(Service, WheelWindow, ShardLeasing):
 
     async def _promote_deferred(self, now: datetime) -> int:
         """Herds whose grace is over. While the claims are taking a herd's rows (fewer are due
-        in its shards than a grace ago) it gets another grace: promoting them would rewrite
+        in its open shards than a grace ago) it gets another grace: promoting them would rewrite
         every row the claims are about to take. Once a grace passes with none taken (the claims
         that apply limits or fairness take no SCHEDULED row, or no worker runs them) what is
-        left is promoted, READY for those claims, and the shards close, unless opened again
-        since (their own herd closes them)."""
+        left is promoted, READY for those claims. At every grace the herd's shards where nothing
+        due is left close, unless opened again since (their own herd closes them): those the
+        claims emptied while the others are still drained, which every plain claim would walk
+        until the whole herd is done (docs/scaling.md, "Emptied shards closed at every grace"),
+        then, once the herd is done, the rest."""
         total = 0
         due = [h for h in self._deferred if h.at <= now]
         self._deferred = [h for h in self._deferred if h.at > now]
         for herd in due:
-            shards = sorted({herd.fire[i].shard_id for i in herd.ids} & set(self.leases))
+            shards = sorted(s for s in herd.shards - herd.closed if s in self.leases)
             left = await self.store.execution_count_due(shards, herd.opened) if shards else 0
-            if 0 < left < herd.left:
+            drained = 0 < left < herd.left
+            if left and not drained:
+                # A closed shard holds no row of the herd still SCHEDULED (shard_lease_close).
+                ids = [i for i in herd.ids if herd.fire[i].shard_id not in herd.closed]
+                total += await self._promote_batches(ids, herd.fire, now, direct=False, retry=False)
+            await self._close(herd, shards)
+            if drained:
                 herd.left, herd.at = left, now + DIRECT_GRACE
                 for shard in shards:
-                    self._open_until[shard] = max(self._open_until.get(shard, now), herd.at)
+                    if shard not in herd.closed:
+                        self._open_until[shard] = max(self._open_until.get(shard, now), herd.at)
                 self._deferred.append(herd)
-                continue
-            if left:
-                total += await self._promote_batches(
-                    herd.ids, herd.fire, now, direct=False, retry=False
-                )
-            leases = [self.leases[s] for s in shards]
-            if leases:
-                await self.store.shard_lease_close(
-                    self.owner, leases, herd.opened, self.store_now()
-                )
         self._deferred.sort(key=lambda d: d.at)
         return total
+
+    async def _close(self, herd: _Deferred, shards: Collection[int]) -> None:
+        """Closes those of ``shards`` (the herd's, still held) where nothing due by the herd's
+        opening is left; fenced, and a shard opened again by a later herd stays open (both in
+        ``shard_lease_close``). Those closed are not asked again."""
+        leases = [self.leases[s] for s in sorted(shards) if s in self.leases]
+        if leases:
+            closed = await self.store.shard_lease_close(
+                self.owner, leases, herd.opened, self.store_now()
+            )
+            herd.closed.update(closed)
 
     async def _promote_batches(
         self,
@@ -524,12 +539,14 @@ class Scheduler(Service, WheelWindow, ShardLeasing):
         grants are looked up then: shards given up meanwhile are left to their new owner."""
         if not ids:
             return
+        shards = {fire[i].shard_id for i in ids}
         last = self._deferred[-1] if self._deferred else None
         if last is not None and last.opened == now and last.fire is fire:
             last.ids += ids  # the same herd's next batch: one promotion and one close later
             last.left += len(ids)
+            last.shards |= shards
             return
-        self._deferred.append(_Deferred(now + DIRECT_GRACE, now, ids, fire, len(ids)))
+        self._deferred.append(_Deferred(now + DIRECT_GRACE, now, ids, fire, len(ids), shards))
         self._deferred.sort(key=lambda d: d.at)
 
     def _count(self, result: Promotion) -> int:

@@ -116,12 +116,15 @@ FROM (SELECT shard_id FROM held UNION SELECT shard_id FROM opened) AS h
 ORDER BY h.shard_id;
 
 -- name: shard_lease_close
--- The plain claim stops taking the shard's SCHEDULED rows: the scheduler promoted (to READY)
--- what the claims had not taken of the instants it opened up to :through. Fenced like
+-- The plain claim stops taking the shard's SCHEDULED rows: the claims took, or the scheduler
+-- promoted (to READY), the rows of the instants it opened up to :through. Fenced like
 -- shard_lease_open. A shard opened again after :through stays open (its own instant closes it
--- later), and so does one where a due SCHEDULED row is left (skipped by the promotion while a
--- claim or a cancel held it): the claims may still take it, and the catch-all promotes it and
--- closes the shard (shard_lease_watermark) at the latest.
+-- later), and so does one where a SCHEDULED row due by :through is left (the claims still
+-- draining it, or a row the promotion skipped while a claim or a cancel held it): the claims
+-- may still take it, and the catch-all promotes it and closes the shard (shard_lease_watermark)
+-- at the latest. The scheduler asks at every grace of a herd (docs/scaling.md, "Emptied shards
+-- closed at every grace"): a closed shard holds nothing due by :through, not even past its
+-- due_through (an opening the database's clock held back), so the herd's count skips it.
 UPDATE shard_leases l
 SET due_through = NULL
 FROM unnest(%(shards)s::smallint[], %(epochs)s::bigint[]) AS mine (shard_id, epoch)
@@ -130,7 +133,8 @@ WHERE l.shard_id = mine.shard_id AND l.epoch = mine.epoch AND l.owner = %(owner)
   AND l.due_through <= %(through)s::timestamptz
   AND NOT EXISTS (SELECT 1 FROM executions e
                   WHERE e.status = 'SCHEDULED' AND e.shard_id = l.shard_id
-                    AND e.bucket_start <= l.due_through AND e.execute_at <= l.due_through)
+                    AND e.bucket_start <= %(through)s::timestamptz
+                    AND e.execute_at <= %(through)s::timestamptz)
 RETURNING l.shard_id;
 
 -- name: execution_count_due

@@ -81,8 +81,8 @@ WHERE owner = :owner AND expires_at > :now
   );
 
 -- name: shard_lease_close
--- As on PostgreSQL: closed once opened through :through at most and no due SCHEDULED row up to
--- its due_through is left (the claims may still take one; the catch-all closes it at the latest).
+-- As on PostgreSQL: closed once opened through :through at most and no SCHEDULED row due by
+-- :through is left (the claims may still take one; the catch-all closes it at the latest).
 UPDATE shard_leases SET due_through = NULL
 WHERE owner = :owner AND expires_at > :now AND due_through <= :through
   AND EXISTS (
@@ -93,8 +93,7 @@ WHERE owner = :owner AND expires_at > :now AND due_through <= :through
   AND NOT EXISTS (
     SELECT 1 FROM executions e
     WHERE e.status = 'SCHEDULED' AND e.shard_id = shard_leases.shard_id
-      AND e.bucket_start <= shard_leases.due_through
-      AND e.execute_at <= shard_leases.due_through
+      AND e.bucket_start <= :through AND e.execute_at <= :through
   )
 RETURNING shard_id;
 
