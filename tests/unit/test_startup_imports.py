@@ -1,6 +1,9 @@
 """A role process starts claiming as soon as its imports are done: ``tickwheel worker`` and
 ``tickwheel scheduler`` must not import the web stack, the SDK or the other commands' modules.
-Each check runs in a fresh interpreter, since this one has imported everything already."""
+The other commands import what they run, when they run: ``tickwheel --help`` lists every
+command without the server, a store, the engine or the SDK, and ``tickwheel get`` talks HTTP
+without the in-process transport, the app layer or a store. Each check runs in a fresh
+interpreter, since this one has imported everything already."""
 
 from __future__ import annotations
 
@@ -8,11 +11,15 @@ import json
 import subprocess
 import sys
 import textwrap
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 
 import tickwheel
+import tickwheel.client
 from tickwheel.cli import main as cli_main
 
 # What a worker or a scheduler never needs before (or while) claiming.
@@ -34,6 +41,11 @@ NOT_FOR_ROLES = (
 
 def loaded_after(code: str, prefixes: tuple[str, ...]) -> list[str]:
     """Which of ``prefixes`` (packages or modules) ``code`` leaves in ``sys.modules``."""
+    return run_listing(code, prefixes)[0]
+
+
+def run_listing(code: str, prefixes: tuple[str, ...]) -> tuple[list[str], str]:
+    """``loaded_after``'s list, and what ``code`` wrote to standard error."""
     script = textwrap.dedent(code) + textwrap.dedent(f"""
         import json, sys
         prefixes = {prefixes!r}
@@ -46,7 +58,7 @@ def loaded_after(code: str, prefixes: tuple[str, ...]) -> list[str]:
     )
     assert done.returncode == 0, done.stderr
     found: list[str] = json.loads(done.stdout.strip().splitlines()[-1])
-    return found
+    return found, done.stderr
 
 
 def role_start(tmp_path: Path) -> str:
@@ -160,3 +172,183 @@ def test_the_server_names_are_not_shadowed_by_its_modules() -> None:
         assert shadowed == [], shadowed
         """
     assert loaded_after(code, ()) == []
+
+
+# What a command of the CLI does not import unless it runs it: the server and the web stack,
+# the stores and their drivers, the engine and the application layer (the in-process transport's).
+SERVER_SIDE = (
+    "tickwheel.server",
+    "tickwheel.api",
+    "tickwheel.dashboard",
+    "tickwheel.store",
+    "tickwheel.engine",
+    "tickwheel.app",
+    "tickwheel.services",
+    "tickwheel.cron",
+    "tickwheel.workflows",
+    "tickwheel.client.transports.inprocess",
+    "tickwheel.client.caller_tx",
+    "uvicorn",
+    "fastapi",
+    "starlette",
+    "psycopg",
+    "psycopg_pool",
+    "aiosqlite",
+)
+# What only a command that runs needs: the SDK (the resource models, httpx), the settings
+# (pydantic-settings) and the cron file's reader (yaml). Not pydantic itself: Typer builds a
+# pydantic ``TypeAdapter`` for each parameter of the command it parses, ``--help`` or not.
+RUN_ONLY = (
+    "tickwheel.client",
+    "tickwheel.resources",
+    "tickwheel.config",
+    "tickwheel.observability",
+    "httpx",
+    "pydantic_settings",
+    "yaml",
+)
+
+
+def cli_run(*argv: str) -> str:
+    """``tickwheel *argv`` as the console script runs it (``cli.main.main``), to its exit."""
+    return f"""
+        import sys
+        from tickwheel.cli.main import main
+
+        sys.argv = ["tickwheel", *{argv!r}]
+        try:
+            main()
+        except SystemExit:
+            pass
+        """
+
+
+def test_the_help_imports_no_server_no_store_and_no_sdk() -> None:
+    assert loaded_after(cli_run("--help"), (*SERVER_SIDE, *RUN_ONLY, "pydantic")) == []
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ("submit",),
+        ("get",),
+        ("definitions", "apply"),
+        ("tenant", "pause"),
+        ("keys", "create"),
+        ("db", "upgrade"),
+        ("db", "partitions", "drop"),
+        ("prune",),
+        ("cron", "create"),
+        ("cron", "apply"),
+        ("workflows", "run"),
+        ("webhooks", "add"),
+        ("server",),
+        ("worker",),
+    ],
+    ids=" ".join,
+)
+def test_a_commands_help_imports_no_server_no_store_and_no_sdk(command: tuple[str, ...]) -> None:
+    """Its options' help and defaults (the key scopes, the webhook events, the batch sizes of
+    ``prune`` and ``db partitions drop``) come from small modules (``domain/scopes.py``,
+    ``domain/webhook_events.py``, ``domain/retention.py``)."""
+    assert loaded_after(cli_run(*command, "--help"), SERVER_SIDE + RUN_ONLY) == []
+
+
+class _NoSuchExecution(BaseHTTPRequestHandler):
+    """An API that knows no execution: every GET is the API's 404."""
+
+    def do_GET(self) -> None:
+        body = json.dumps({"error": {"code": "not_found", "message": "no such execution"}})
+        self.send_response(404)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body.encode())
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def api_url() -> Iterator[str]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _NoSuchExecution)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+
+
+def test_an_api_command_imports_no_server_no_store_and_no_app_layer(api_url: str) -> None:
+    """``tickwheel get`` runs to the API's answer (a 404 here, explained on standard error)
+    over HTTP: the in-process transport, which brings the app layer and the store protocols,
+    is never imported, nor are the SDK's cron, workflow, webhook and flow clients."""
+    unused = (
+        "tickwheel.client.cron",
+        "tickwheel.client.cron_wire",
+        "tickwheel.client.workflows",
+        "tickwheel.client.webhooks",
+        "tickwheel.client.flow",
+        "tickwheel.resources.cron",
+        "tickwheel.resources.workflows",
+        "yaml",
+    )
+    run = cli_run("--url", api_url, "get", "00000000-0000-4000-8000-000000000001")
+    loaded, stderr = run_listing(run, (*SERVER_SIDE, *unused, "httpx"))
+    assert "no such execution" in stderr  # the command ran to the API's answer
+    assert loaded == ["httpx"]
+
+
+def test_importing_the_sdk_loads_neither_transport_nor_the_server() -> None:
+    """``import tickwheel.client`` loads nothing but its package (PEP 562); the HTTP client
+    itself loads neither the in-process transport nor the app layer, and its sub-clients only
+    when first used."""
+    heavy = (*SERVER_SIDE, "tickwheel.client.transports", "httpx", "pydantic")
+    assert loaded_after("import tickwheel.client", heavy) == []
+    made = """
+        from tickwheel.client import Client
+
+        with Client("http://127.0.0.1:9", "key") as client:
+            pass
+        """
+    assert loaded_after(made, (*SERVER_SIDE, "tickwheel.client.cron", "yaml")) == []
+    used = """
+        from tickwheel.client import Client
+
+        with Client("http://127.0.0.1:9", "key") as client:
+            assert client.cron is client.cron and client.flow is client.flow
+            assert client._async.cron is client.cron._inner
+        """
+    assert loaded_after(used, SERVER_SIDE) == []
+
+
+def test_every_public_name_of_the_sdk_resolves() -> None:
+    from tickwheel.client.client import AsyncClient
+    from tickwheel.client.cron import CronJobInfo
+    from tickwheel.client.sync import Client
+
+    for name in tickwheel.client.__all__:
+        assert getattr(tickwheel.client, name) is not None, name
+    assert set(tickwheel.client.__all__) <= set(dir(tickwheel.client))
+    namespace: dict[str, object] = {}
+    exec("from tickwheel.client import *", namespace)
+    assert set(tickwheel.client.__all__) <= set(namespace)
+    assert tickwheel.client.Client is Client and tickwheel.client.AsyncClient is AsyncClient
+    assert tickwheel.client.CronJobInfo is CronJobInfo
+    with pytest.raises(AttributeError, match="no attribute 'Nope'"):
+        tickwheel.client.Nope  # type: ignore[attr-defined]  # noqa: B018
+
+
+def test_the_moved_names_are_still_where_they_were() -> None:
+    """The leaves the CLI's help reads are re-exported from their old homes."""
+    from tickwheel.domain import models, retention, scopes, webhook_events, webhooks
+    from tickwheel.engine.pruner import DEFAULT_BATCH
+    from tickwheel.services.settings import PrunerSettings
+    from tickwheel.store.postgres import partitions
+
+    assert models.Scope is scopes.Scope and webhooks.WebhookEvent is webhook_events.WebhookEvent
+    assert DEFAULT_BATCH == PrunerSettings.batch == retention.PRUNE_BATCH == 1000
+    assert partitions.DEFAULT_BATCH == retention.DROP_BATCH == 5000

@@ -99,7 +99,7 @@ def _prune(app: typer.Typer) -> None:
 
 
 # Every top-level command, in the order of ``tickwheel --help``, with what registers it. A new
-# command is listed here too (tests/cli/test_startup_imports.py checks the names against what
+# command is listed here too (tests/unit/test_startup_imports.py checks the names against what
 # the registrations add).
 COMMANDS: dict[str, Register] = {
     "submit": _executions,

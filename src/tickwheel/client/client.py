@@ -9,12 +9,10 @@ from __future__ import annotations
 import builtins
 from collections.abc import Iterable
 from datetime import datetime, timedelta
+from functools import cached_property
 from pathlib import Path
-from typing import Any, Literal, TypeVar, Unpack, overload
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, Unpack, overload
 
-from tickwheel.client.caller_tx import Pending, PendingBatch
-from tickwheel.client.cron import CronClient, CronTransport
-from tickwheel.client.flow import FlowClient
 from tickwheel.client.models import (
     AttemptInfo,
     BatchItemResult,
@@ -32,17 +30,23 @@ from tickwheel.client.requests import (
     submit_request,
     with_uris,
 )
-from tickwheel.client.transport import Transport
-from tickwheel.client.transports.http import HttpTransport
-from tickwheel.client.transports.inprocess import InProcessTransport
-from tickwheel.client.webhooks import WebhooksClient
-from tickwheel.client.workflows import WorkflowsClient, WorkflowsTransport
+from tickwheel.client.transport import Transport, is_http, is_in_process
 from tickwheel.domain.clock import Clock, SystemClock
 from tickwheel.domain.models import ExecutionFilter
 from tickwheel.domain.states import ExecutionStatus
 from tickwheel.domain.submission import SubmitOptions, SubmitRequest
 from tickwheel.resources.definitions import Definition, DefinitionList
-from tickwheel.resources.executions import HistoryEvent, HistoryList
+
+if TYPE_CHECKING:
+    # Each loaded on first use: the sub-clients (``cron`` brings yaml and the cron domain,
+    # ``flow`` the app layer), the submissions on a caller's connection (the app layer and
+    # the store protocols) and the history's model. A command of the CLI that only reads an
+    # execution over HTTP imports none of them.
+    from tickwheel.client.cron import CronClient, CronTransport
+    from tickwheel.client.flow import FlowClient
+    from tickwheel.client.webhooks import WebhooksClient
+    from tickwheel.client.workflows import WorkflowsClient, WorkflowsTransport
+    from tickwheel.resources.executions import HistoryEvent
 
 T = TypeVar("T")
 
@@ -63,22 +67,46 @@ class AsyncClient:
         workflows_transport: WorkflowsTransport | None = None,
     ) -> None:
         if transport is None:
+            from tickwheel.client.transports.http import HttpTransport
+
             transport = HttpTransport(*connection_settings(url, api_key), timeout=timeout)
         self.transport: Transport = transport
         self.clock = clock or SystemClock()
-        if cron_transport is None and isinstance(self.transport, HttpTransport):
-            cron_transport = self.transport
-        self.cron = CronClient(cron_transport)
+        if is_http(transport):  # the HTTP transport speaks the cron and workflow APIs too
+            cron_transport = transport if cron_transport is None else cron_transport
+            workflows_transport = transport if workflows_transport is None else workflows_transport
+        self._cron_transport = cron_transport
+        self._workflows_transport = workflows_transport
+
+    # The sub-clients, each made (and its module imported) on first use.
+
+    @cached_property
+    def cron(self) -> CronClient:
         """Cron jobs (``client/cron.py``)."""
-        if workflows_transport is None and isinstance(self.transport, HttpTransport):
-            workflows_transport = self.transport
-        self.workflows = WorkflowsClient(workflows_transport)
+        from tickwheel.client.cron import CronClient
+
+        return CronClient(self._cron_transport)
+
+    @cached_property
+    def workflows(self) -> WorkflowsClient:
         """Workflows and workflow runs (``client/workflows.py``)."""
-        http = self.transport if isinstance(self.transport, HttpTransport) else None
-        self.webhooks = WebhooksClient(http)
+        from tickwheel.client.workflows import WorkflowsClient
+
+        return WorkflowsClient(self._workflows_transport)
+
+    @cached_property
+    def webhooks(self) -> WebhooksClient:
         """Failure notifications (``client/webhooks.py``), over HTTP."""
-        self.flow = FlowClient(self.transport)
+        from tickwheel.client.webhooks import WebhooksClient
+
+        return WebhooksClient(self.transport if is_http(self.transport) else None)
+
+    @cached_property
+    def flow(self) -> FlowClient:
         """Pauses and circuit breakers (``client/flow.py``)."""
+        from tickwheel.client.flow import FlowClient
+
+        return FlowClient(self.transport)
 
     async def __aenter__(self) -> AsyncClient:
         return self
@@ -127,9 +155,11 @@ class AsyncClient:
         (``client/caller_tx.py``)."""
         request = submit_request(definition, inputs, execute_at, idempotency_key, **options)
         if connection is not None:
+            from tickwheel.client.caller_tx import Pending
+
             pending = await Pending.prepare(self.transport, request)
             return await pending.run_async(connection)
-        if isinstance(self.transport, InProcessTransport):
+        if is_in_process(self.transport):
             info, _created = await self.transport.submit_model(request)
             return info
         wire, _created = await self.transport.submit(request)
@@ -180,7 +210,7 @@ class AsyncClient:
         work (over HTTP: ``Prefer: return=minimal``). With ``connection``: the valid items
         inside the caller's open transaction."""
         ids = wants_ids(answer)
-        if connection is None and isinstance(self.transport, InProcessTransport):
+        if connection is None and is_in_process(self.transport):
             # The service takes a bare name as its URI itself: no copy of each request.
             batch = requests if isinstance(requests, builtins.list) else builtins.list(requests)
             if ids:
@@ -188,6 +218,8 @@ class AsyncClient:
             return await self.transport.submit_many_models(batch, bare_names=True)
         items = with_uris(requests)
         if connection is not None:
+            from tickwheel.client.caller_tx import PendingBatch
+
             pending = await PendingBatch.prepare(self.transport, items)
             results = await pending.run_async(connection)
             return [r.receipt() for r in results] if ids else results
@@ -228,6 +260,8 @@ class AsyncClient:
 
     async def history(self, execution_id: ExecutionRef) -> builtins.list[HistoryEvent]:
         """Its cancels and replays, oldest first (``attempts`` lists its tries)."""
+        from tickwheel.resources.executions import HistoryList
+
         wires = await self.transport.history(as_id(execution_id))
         return HistoryList.from_wire({"items": wires}).items
 

@@ -19,9 +19,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Any, Literal, Protocol, TypedDict, Unpack
 
-import yaml
-
-from tickwheel.client.cron_wire import Wire
+from tickwheel.client.transport import Wire
 from tickwheel.resources.cron import (
     ApplyResult,
     AuditEntry,
@@ -175,7 +173,12 @@ def load_cron_file(path: str | Path) -> builtins.list[Any]:
     """The cron jobs of a YAML or JSON file: a list of jobs, or ``{"cronJobs": [...]}``. The
     fields are the API's (camelCase); the API validates them."""
     text = Path(path).read_text("utf-8")
-    data = json.loads(text) if str(path).endswith(".json") else yaml.safe_load(text)
+    if str(path).endswith(".json"):
+        data = json.loads(text)
+    else:
+        import yaml  # only a file read needs it, not every cron call
+
+        data = yaml.safe_load(text)
     if isinstance(data, dict) and "cronJobs" in data:
         data = data["cronJobs"]
     if not isinstance(data, list):

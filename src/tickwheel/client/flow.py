@@ -6,14 +6,18 @@ same application service the API calls. The answers are the API's resource model
 from __future__ import annotations
 
 from collections.abc import Callable, Coroutine
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import quote
 
-from tickwheel.app.flow import FlowService
-from tickwheel.client.transports.http import HttpTransport
-from tickwheel.client.transports.inprocess import InProcessTransport
-from tickwheel.resources.base import Resource
+from tickwheel.client.transport import is_http, is_in_process
 from tickwheel.resources.flow import DefinitionFlowState, TenantFlowState
+
+if TYPE_CHECKING:
+    # The application service of the in-process client, loaded by its first call: a client
+    # over HTTP (the CLI) never needs the app layer.
+    from tickwheel.app.flow import FlowService
+    from tickwheel.client.transports.inprocess import InProcessTransport
+    from tickwheel.resources.base import Resource
 
 __all__ = ["DefinitionFlowState", "FlowClient", "FlowSync", "TenantFlowState"]
 
@@ -38,15 +42,17 @@ class FlowClient:
     def __init__(self, transport: object) -> None:
         self._http: _Reader | None = None
         self._local: InProcessTransport | None = None
-        if isinstance(transport, InProcessTransport):
+        if is_in_process(transport):
             self._local = transport
-        elif isinstance(transport, HttpTransport):
+        elif is_http(transport):
             self._http = transport
 
     def _service(self, tenant: str | None = None) -> FlowService:
         assert self._local is not None
         if tenant is not None and tenant != self._local.tenant:
             raise ValueError("an in-process client acts on its own tenant only")
+        from tickwheel.app.flow import FlowService
+
         return FlowService(self._local.store, self._local.tenant, self._local.clock)
 
     async def _call(

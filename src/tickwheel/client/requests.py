@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any, Unpack
 
 from tickwheel.domain.concurrency import ConcurrencySpec, spec_of
-from tickwheel.domain.definition_files import format_from_filename
 from tickwheel.domain.definition_refs import to_uri
 from tickwheel.domain.fast_init import fillable
 from tickwheel.domain.submission import SubmitOptions, SubmitRequest
@@ -104,6 +103,9 @@ def document_source(
     """A definition document's bytes and format: a path (``str`` without ``fmt``, or ``Path``),
     whose name tells the format unless ``fmt`` does, or the content itself with ``fmt``."""
     if isinstance(source, Path) or (isinstance(source, str) and fmt is None):
+        # The definition files' module parses them too (yaml, defusedxml): loaded for a file.
+        from tickwheel.domain.definition_files import format_from_filename
+
         path = Path(source)
         body, fmt = path.read_bytes(), fmt or format_from_filename(path.name)
     else:

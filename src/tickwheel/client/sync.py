@@ -11,18 +11,22 @@ import threading
 from collections.abc import Callable, Coroutine, Iterable
 from concurrent.futures import Future
 from datetime import datetime, timedelta
-from typing import Any, Literal, TypeVar, Unpack, overload
+from functools import cached_property
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, Unpack, overload
 
 from tickwheel.client.blocking import Facade, blocking
-from tickwheel.client.caller_tx import Pending, PendingBatch
 from tickwheel.client.client import Answer, AsyncClient, wants_ids
-from tickwheel.client.cron_sync import CronSync
-from tickwheel.client.flow import FlowSync
 from tickwheel.client.models import BatchItemResult, ExecutionInfo, SubmitReceipt
 from tickwheel.client.requests import submit_request, with_uris
-from tickwheel.client.webhooks import WebhooksSync
-from tickwheel.client.workflows import WorkflowsSync
-from tickwheel.domain.submission import SubmitOptions, SubmitRequest
+
+if TYPE_CHECKING:
+    # On first use, as ``AsyncClient``'s sub-clients and its submissions on a caller's
+    # connection (``client/client.py``).
+    from tickwheel.client.cron_sync import CronSync
+    from tickwheel.client.flow import FlowSync
+    from tickwheel.client.webhooks import WebhooksSync
+    from tickwheel.client.workflows import WorkflowsSync
+    from tickwheel.domain.submission import SubmitOptions, SubmitRequest
 
 T = TypeVar("T")
 
@@ -52,14 +56,36 @@ class Client(Facade):
             self._stop_loop()
             raise
         super().__init__(self._run, self._async)
-        self.cron = CronSync(self._run, self._async.cron)
+
+    # The sub-clients, each made (and its module imported) on first use.
+
+    @cached_property
+    def cron(self) -> CronSync:
         """Cron jobs (``client/cron.py``)."""
-        self.workflows = WorkflowsSync(self._run, self._async.workflows)
+        from tickwheel.client.cron_sync import CronSync
+
+        return CronSync(self._run, self._async.cron)
+
+    @cached_property
+    def workflows(self) -> WorkflowsSync:
         """Workflows and workflow runs (``client/workflows.py``)."""
-        self.webhooks = WebhooksSync(self._run, self._async.webhooks)
+        from tickwheel.client.workflows import WorkflowsSync
+
+        return WorkflowsSync(self._run, self._async.workflows)
+
+    @cached_property
+    def webhooks(self) -> WebhooksSync:
         """Failure notifications (``client/webhooks.py``)."""
-        self.flow = FlowSync(self._run, self._async.flow)
+        from tickwheel.client.webhooks import WebhooksSync
+
+        return WebhooksSync(self._run, self._async.webhooks)
+
+    @cached_property
+    def flow(self) -> FlowSync:
         """Pauses and circuit breakers (``client/flow.py``)."""
+        from tickwheel.client.flow import FlowSync
+
+        return FlowSync(self._run, self._async.flow)
 
     def _run(self, coro: Coroutine[Any, Any, T]) -> T:
         # The call runs in a copy of the caller's context (``call_soon_threadsafe`` copies it,
@@ -103,6 +129,8 @@ class Client(Facade):
         if connection is None:
             coro = self._async.submit(definition, inputs, execute_at, idempotency_key, **options)
             return self._run(coro)
+        from tickwheel.client.caller_tx import Pending
+
         request = submit_request(definition, inputs, execute_at, idempotency_key, **options)
         return self._run(Pending.prepare(self._async.transport, request)).run(connection)
 
@@ -148,6 +176,8 @@ class Client(Facade):
             if ids:
                 return self._run(self._async.submit_many(list(requests), answer="ids"))
             return self._run(self._async.submit_many(list(requests)))
+        from tickwheel.client.caller_tx import PendingBatch
+
         items = with_uris(requests)
         results = self._run(PendingBatch.prepare(self._async.transport, items)).run(connection)
         return [r.receipt() for r in results] if ids else results

@@ -1,17 +1,49 @@
 """The one interface of both transports. It speaks the API's wire format (JSON-able dicts), so
-the in-process transport is the API without HTTP and the HTTP transport is a thin mapping."""
+the in-process transport is the API without HTTP and the HTTP transport is a thin mapping.
+
+Neither transport is imported here: the in-process one brings the application layer and the
+store protocols, the HTTP one httpx. A client over HTTP (the CLI) never loads the first, one in
+the server's process never needs the second. Code that only asks whether a transport is of one
+kind looks for its module in ``sys.modules`` (``is_in_process``, ``is_http``): a class whose
+module was never imported has no instances."""
 
 from __future__ import annotations
 
 import builtins
+import sys
 import uuid
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeGuard
 
-from tickwheel.domain.models import ExecutionFilter
-from tickwheel.domain.submission import SubmitRequest
-from tickwheel.resources.executions import SubmitReceipt
+if TYPE_CHECKING:
+    from tickwheel.client.transports.http import HttpTransport
+    from tickwheel.client.transports.inprocess import InProcessTransport
+    from tickwheel.domain.models import ExecutionFilter
+    from tickwheel.domain.submission import SubmitRequest
+    from tickwheel.resources.executions import SubmitReceipt
 
 Wire = dict[str, Any]
+
+_IN_PROCESS = "tickwheel.client.transports.inprocess"
+_HTTP = "tickwheel.client.transports.http"
+
+
+def in_process() -> type[InProcessTransport]:
+    """The in-process transport's class, imported on this first call (it loads the app layer)."""
+    from tickwheel.client.transports.inprocess import InProcessTransport
+
+    return InProcessTransport
+
+
+def is_in_process(transport: object) -> TypeGuard[InProcessTransport]:
+    """``isinstance(transport, InProcessTransport)``, without importing it when nobody has."""
+    module = sys.modules.get(_IN_PROCESS)
+    return module is not None and isinstance(transport, module.InProcessTransport)
+
+
+def is_http(transport: object) -> TypeGuard[HttpTransport]:
+    """``isinstance(transport, HttpTransport)``, without importing httpx when nobody has."""
+    module = sys.modules.get(_HTTP)
+    return module is not None and isinstance(transport, module.HttpTransport)
 
 
 class Transport(Protocol):

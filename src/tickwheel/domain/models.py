@@ -9,6 +9,7 @@ from enum import StrEnum
 from typing import Any, Generic, TypeVar
 
 from tickwheel.domain.concurrency import Concurrency
+from tickwheel.domain.scopes import Scope as Scope  # re-exported: its home was here
 from tickwheel.domain.states import AttemptStatus, ExecutionStatus
 
 
@@ -86,20 +87,6 @@ class ExecutionEvent:
     kind: ExecutionEventKind
     at: datetime
     detail: dict[str, Any] = field(default_factory=dict)
-
-
-class Scope(StrEnum):
-    """What an API key may do. Each scope includes the ones below it: ``operator`` is the
-    cluster's (it publishes shared definitions) and is also ``admin`` of its own tenant."""
-
-    READ = "read"
-    SUBMIT = "submit"
-    ADMIN = "admin"
-    OPERATOR = "operator"
-
-    def allows(self, needed: Scope) -> bool:
-        order = [Scope.READ, Scope.SUBMIT, Scope.ADMIN, Scope.OPERATOR]
-        return order.index(self) >= order.index(needed)
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,7 @@ from urllib.parse import urlsplit
 from tickwheel.domain.addresses import denied_reason, ip_from_host, is_localhost_name
 from tickwheel.domain.errors import FieldError, InvalidInput
 from tickwheel.domain.run_policy import RunPolicy, host_is_allowed
+from tickwheel.domain.webhook_events import WebhookEvent as WebhookEvent  # re-exported
 
 if TYPE_CHECKING:
     # The cron domain (its parsers, cronsim) is the Cron Service's: a webhook sender beside a
@@ -34,16 +35,6 @@ EVENT_HEADER: Final = "Tickwheel-Event"
 URL_MAX: Final = 2048
 MAX_ATTEMPTS: Final = 8
 """Tries of one delivery before it is FAILED for good (about 30 minutes of back-off)."""
-
-
-class WebhookEvent(StrEnum):
-    EXECUTION_FAILED = "execution.failed"
-    """An execution dead-lettered: FAILED after its last attempt (or a permanent error)."""
-    CRON_MISSED = "cron.missed"
-    """A cron occurrence skipped because it was found past its misfire grace."""
-    CRON_FAILED = "cron.failed"
-    """A cron occurrence whose submission was refused."""
-    WORKFLOW_RUN_FAILED = "workflow_run.failed"
 
 
 class DeliveryStatus(StrEnum):

@@ -13,6 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import timedelta
 
+from tickwheel.domain.retention import PRUNE_BATCH
+
 _30S = timedelta(seconds=30)
 
 
@@ -71,7 +73,7 @@ class ReaperSettings:
 class PrunerSettings:
     retention: timedelta = timedelta(days=30)
     """Terminal executions (and cron history) finished longer ago are deleted."""
-    batch: int = 1000
+    batch: int = PRUNE_BATCH
     """Rows deleted per transaction, at most."""
     interval: float = 3600.0
     """Seconds between passes."""

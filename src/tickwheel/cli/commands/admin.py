@@ -1,23 +1,23 @@
 """Commands that work on the database directly: ``db upgrade`` and ``keys``. They run where the
-database is reachable, like any migration tool, and need no API key."""
+database is reachable, like any migration tool, and need no API key.
+
+The settings, the store and the API's key hashing are imported by the command that runs, not
+here: ``tickwheel --help`` imports this module to list the commands (tests/unit/
+test_startup_imports.py)."""
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Annotated, TypeVar
+from typing import TYPE_CHECKING, Annotated, TypeVar
 
 import typer
-from rich.table import Table
 
-from tickwheel.api.auth import create_key
 from tickwheel.cli.context import JsonFlag, console, fail, print_json, state
-from tickwheel.config import Settings
-from tickwheel.domain.clock import SystemClock
-from tickwheel.domain.models import Scope
-from tickwheel.store.factory import open_store, redact
-from tickwheel.store.protocol import Store
+from tickwheel.domain.scopes import Scope
+
+if TYPE_CHECKING:
+    from tickwheel.store.protocol import Store
 
 T = TypeVar("T")
 db_app = typer.Typer(help="Database schema.", no_args_is_help=True)
@@ -40,7 +40,11 @@ def with_store(
     """Runs ``work`` on an open store. With ``schema``, the database must be usable first: a
     SQLite file is migrated (as the server would), a PostgreSQL one must be up to date. Without
     ``create``, a SQLite file that does not exist is an error (a typo must not make a new one)."""
-    target = url or Settings().database_url
+    import asyncio
+
+    from tickwheel.store.factory import open_store
+
+    target = url or default_database_url()
     path = target.removeprefix("sqlite:///") if target.startswith("sqlite:///") else None
     if not create and path and not Path(path).is_file():
         raise fail(f"no SQLite database at {path}")
@@ -60,6 +64,21 @@ def with_store(
         raise fail(str(exc)) from exc
 
 
+def default_database_url() -> str:
+    """``TICKWHEEL_DATABASE_URL`` as the server reads it (the settings, pydantic and all, are
+    loaded here, by a command that opens the database)."""
+    from tickwheel.config import Settings
+
+    return Settings().database_url
+
+
+def redact(url: str) -> str:
+    """The URL without its password, for messages (``store.factory.redact``)."""
+    from tickwheel.store import factory
+
+    return factory.redact(url)
+
+
 async def _ready(store: Store, url: str) -> None:
     if store.dialect == "sqlite":
         await store.migrate()
@@ -73,7 +92,7 @@ async def _ready(store: Store, url: str) -> None:
 @db_app.command()
 def upgrade(database_url: DatabaseUrl = None) -> None:
     """Apply pending migrations."""
-    url = database_url or Settings().database_url
+    url = database_url or default_database_url()
     applied = with_store(url, lambda s: s.migrate(), schema=False)
     if applied:
         for label in applied:
@@ -99,6 +118,9 @@ def keys_create(
     if not tenant.strip():
         raise fail("--tenant must not be empty")
 
+    from tickwheel.api.auth import create_key
+    from tickwheel.domain.clock import SystemClock
+
     async def work(store: Store) -> str:
         _, secret = await create_key(store, tenant, scope, name, SystemClock().now())
         return secret
@@ -113,6 +135,8 @@ def keys_list(
     ctx: typer.Context, database_url: DatabaseUrl = None, as_json: JsonFlag = False
 ) -> None:
     """Keys by id, tenant and scope (never their secrets)."""
+    from rich.table import Table
+
     keys = with_store(database_url, lambda s: s.api_key_list(), create=False)
     if state(ctx, as_json).as_json:
         print_json(
@@ -145,6 +169,8 @@ def keys_list(
 @keys_app.command("revoke")
 def keys_revoke(key_id: str, database_url: DatabaseUrl = None) -> None:
     """Revoke a key by id; requests with it get 401 from then on."""
+    from tickwheel.domain.clock import SystemClock
+
     revoke = lambda s: s.api_key_revoke(key_id, SystemClock().now())  # noqa: E731
     if not with_store(database_url, revoke, create=False):
         raise fail(f"no active key with id {key_id}")

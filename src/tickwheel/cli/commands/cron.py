@@ -3,10 +3,9 @@ and ``run`` (the Cron Service as its own process)."""
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 
@@ -19,11 +18,11 @@ from tickwheel.cli.commands.cron_show import (
 )
 from tickwheel.cli.commands.executions import parse_inputs, parse_instant
 from tickwheel.cli.context import JsonFlag, explain, fail, print_json, resolve_api_key, state
-from tickwheel.client.cron import load_cron_file
-from tickwheel.client.sync import Client
-from tickwheel.config import Settings
-from tickwheel.observability.logs import configure_logging
-from tickwheel.resources.base import iso
+
+if TYPE_CHECKING:
+    # The SDK, the settings and the cron file's reader are imported by the command that runs:
+    # ``tickwheel --help`` imports this module to list its commands.
+    from tickwheel.client.sync import Client
 
 app = typer.Typer(help="Cron jobs: recurring executions (or workflow runs).", no_args_is_help=True)
 T = TypeVar("T")
@@ -279,6 +278,8 @@ def backfill(
 ) -> None:
     """Run the occurrences of a past range that did not run, each under its own key (at most
     1,000); occurrences that ran already are listed, not run again."""
+    from tickwheel.domain.clock import iso
+
     begin, until = parse_instant(start), parse_instant(end)
     result = _call(ctx, lambda c: c.cron.backfill(ref, begin, until))
     if state(ctx, as_json).as_json:
@@ -343,6 +344,8 @@ def apply(
 ) -> None:
     """Reconcile the cron jobs of a file with the server, by name; prints the plan. Safe to
     run again after a timeout: a retry prints the first apply's result."""
+    from tickwheel.client.cron import load_cron_file
+
     try:
         docs = load_cron_file(file)
     except (OSError, ValueError) as exc:
@@ -366,6 +369,11 @@ def run(
 ) -> None:
     """Run the Cron Service alone: due cron jobs of one tenant, from the database, become
     executions through the API. Run as many as you like against one PostgreSQL."""
+    import asyncio
+
+    from tickwheel.config import Settings
+    from tickwheel.observability.logs import configure_logging
+
     cli = state(ctx)
     given: dict[str, Any] = {
         "database_url": database_url,

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.table import Table
 
 from tickwheel.cli.context import console, print_json
-from tickwheel.client.cron import ApplyResult, CronJobInfo, FireTime, OccurrenceInfo
 from tickwheel.domain.definition_refs import short
+
+if TYPE_CHECKING:  # the cron client (yaml, the cron domain) is loaded by the command that runs
+    from tickwheel.client.cron import ApplyResult, CronJobInfo, FireTime, OccurrenceInfo
 
 _OUTCOME_STYLE = {
     "SUBMITTED": "green",

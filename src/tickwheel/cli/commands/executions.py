@@ -6,10 +6,9 @@ import json
 import re
 from collections.abc import Callable
 from datetime import datetime, timedelta
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.table import Table
 
 from tickwheel.cli.context import (
     ExitCode,
@@ -22,9 +21,13 @@ from tickwheel.cli.context import (
     print_json,
     state,
 )
-from tickwheel.client.models import ExecutionInfo
-from tickwheel.client.sync import Client
 from tickwheel.domain.definition_refs import short
+
+if TYPE_CHECKING:
+    # The SDK (pydantic's models, httpx) is imported by ``CliState.client()`` when a command
+    # runs: ``tickwheel --help`` imports this module to list its commands.
+    from tickwheel.client.models import ExecutionInfo
+    from tickwheel.client.sync import Client
 
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)(ms|s|m|h|d)?$")
 _UNIT = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, None: 1}
@@ -81,6 +84,8 @@ def show_execution(e: ExecutionInfo, as_json: bool) -> None:
     if as_json:
         print_json(e.to_wire())
         return
+    from rich.table import Table
+
     table = Table(show_header=False, box=None)
     for label, value in (
         ("execution", str(e.execution_id)),
@@ -243,6 +248,8 @@ def list_(
     if cli.as_json:
         print_json({"items": [e.to_wire() for e in page.items], "nextCursor": page.next_cursor})
         return
+    from rich.table import Table
+
     table = Table("execution", "status", "definition", "execute at", "attempts")
     for e in page.items:
         style = _STYLE.get(str(e.status), "white")
@@ -269,6 +276,8 @@ def attempts(ctx: typer.Context, execution_id: str, as_json: JsonFlag = False) -
     if cli.as_json:
         print_json([a.to_wire() for a in items])
         return
+    from rich.table import Table
+
     table = Table("#", "status", "worker", "fencing token", "started", "finished", "error")
     for a in items:
         table.add_row(

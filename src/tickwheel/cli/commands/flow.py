@@ -4,14 +4,17 @@ clear-rate-limit (docs/flow-control.md)."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Annotated, TypeVar
+from typing import TYPE_CHECKING, Annotated, TypeVar
 
 import typer
 from rich.table import Table
 
 from tickwheel.cli.context import JsonFlag, console, explain, print_json, state
-from tickwheel.client.flow import FlowSync
-from tickwheel.resources.flow import DefinitionFlowState, Pause, RateLimit, TenantFlowState
+
+if TYPE_CHECKING:
+    # The SDK's flow client and its models are imported by the command that runs.
+    from tickwheel.client.flow import FlowSync
+    from tickwheel.resources.flow import DefinitionFlowState, Pause, RateLimit, TenantFlowState
 
 T = TypeVar("T")
 tenant_app = typer.Typer(

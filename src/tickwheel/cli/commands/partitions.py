@@ -4,25 +4,27 @@ database directly and need no API key."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from datetime import datetime
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.table import Table
 
-from tickwheel.cli.commands.admin import DatabaseUrl, with_store
+from tickwheel.cli.commands.admin import DatabaseUrl, default_database_url, with_store
 from tickwheel.cli.commands.prune import parse_age
 from tickwheel.cli.context import JsonFlag, console, fail, print_json, state
-from tickwheel.config import Settings
-from tickwheel.domain.clock import SystemClock
-from tickwheel.store.postgres.partitions import (
-    DEFAULT_BATCH,
-    DropOutcome,
-    EnableReport,
-    EnsureReport,
-    Partition,
-    partitions_for,
-)
-from tickwheel.store.protocol import Store
+from tickwheel.domain.retention import DROP_BATCH
+
+if TYPE_CHECKING:
+    # The partition manager is the PostgreSQL store's (psycopg and all): each command imports
+    # it when it runs (``_partitions``), ``tickwheel db --help`` never.
+    from tickwheel.store.postgres.partitions import (
+        DropOutcome,
+        EnableReport,
+        EnsureReport,
+        ExecutionPartitions,
+        Partition,
+    )
+    from tickwheel.store.protocol import Store
 
 app = typer.Typer(
     help="Monthly partitions of the executions table (PostgreSQL only; see docs/scaling.md).",
@@ -35,13 +37,25 @@ Ahead = Annotated[
 
 def _postgres_url(database_url: str | None) -> str:
     """Refuses SQLite before opening anything, so a typo'd path makes no new database file."""
-    url = database_url or Settings().database_url
+    url = database_url or default_database_url()
     if not url.startswith(("postgresql://", "postgres://")):
         raise fail(
             "partitioning is a PostgreSQL option: the SQLite store keeps executions in one"
             " table (set --database-url or TICKWHEEL_DATABASE_URL to a postgresql:// URL)"
         )
     return url
+
+
+def _partitions(store: Store) -> ExecutionPartitions:
+    from tickwheel.store.postgres.partitions import partitions_for
+
+    return partitions_for(store)
+
+
+def _now() -> datetime:
+    from tickwheel.domain.clock import SystemClock
+
+    return SystemClock().now()
 
 
 @app.command()
@@ -62,7 +76,7 @@ def enable(
     url = _postgres_url(database_url)
 
     async def work(store: Store) -> EnableReport:
-        return await partitions_for(store).enable(SystemClock().now(), ahead, force=force)
+        return await _partitions(store).enable(_now(), ahead, force=force)
 
     with console.status("converting executions to monthly partitions..."):
         report = with_store(url, work)
@@ -79,7 +93,7 @@ def ensure(ahead: Ahead = 3, database_url: DatabaseUrl = None) -> None:
     url = _postgres_url(database_url)
 
     async def work(store: Store) -> EnsureReport:
-        return await partitions_for(store).ensure(SystemClock().now(), ahead)
+        return await _partitions(store).ensure(_now(), ahead)
 
     report = with_store(url, work)
     for name in report.created:
@@ -106,7 +120,7 @@ def drop(
     ] = False,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="only say what would go")] = False,
     batch: Annotated[int, typer.Option(min=1, help="child rows deleted per statement")] = (
-        DEFAULT_BATCH
+        DROP_BATCH
     ),
     database_url: DatabaseUrl = None,
 ) -> None:
@@ -121,13 +135,15 @@ def drop(
         raise fail(str(exc)) from exc
 
     async def work(store: Store) -> list[DropOutcome]:
-        parts = partitions_for(store)
-        return await parts.drop(SystemClock().now(), age, force=force, dry_run=dry_run, batch=batch)
+        parts = _partitions(store)
+        return await parts.drop(_now(), age, force=force, dry_run=dry_run, batch=batch)
 
     outcomes = with_store(url, work)
     if not outcomes:
         console.print(f"no partition older than {older_than}")
         return
+    from rich.table import Table
+
     table = Table("partition", "outcome", "unfinished", "finished recently")
     for o in outcomes:
         style = "green" if o.dropped else "yellow"
@@ -145,7 +161,7 @@ def list_partitions(
     url = _postgres_url(database_url)
 
     async def work(store: Store) -> list[Partition]:
-        return await partitions_for(store).list_partitions()
+        return await _partitions(store).list_partitions()
 
     partitions = with_store(url, work)
     if state(ctx, as_json).as_json:
@@ -162,6 +178,8 @@ def list_partitions(
             ]
         )
         return
+    from rich.table import Table
+
     table = Table("partition", "from", "to", "rows (estimate)", "size")
     for p in partitions:
         table.add_row(

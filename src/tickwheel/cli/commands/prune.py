@@ -8,16 +8,16 @@ from __future__ import annotations
 
 import re
 from datetime import timedelta
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from tickwheel.cli.commands.admin import DatabaseUrl, with_store
 from tickwheel.cli.context import console, fail
-from tickwheel.domain.clock import SystemClock
-from tickwheel.engine.pruner import DEFAULT_BATCH, count_prunable, prune, prune_cron
-from tickwheel.store.factory import cron_store_for
-from tickwheel.store.protocol import Store
+from tickwheel.domain.retention import PRUNE_BATCH
+
+if TYPE_CHECKING:
+    from tickwheel.store.protocol import Store
 
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
 _AGE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$")
@@ -42,13 +42,18 @@ def prune_command(
         bool, typer.Option("--dry-run", help="only count what would be deleted")
     ] = False,
     batch: Annotated[int, typer.Option(min=1, help="executions deleted per statement")] = (
-        DEFAULT_BATCH
+        PRUNE_BATCH
     ),
     database_url: DatabaseUrl = None,
 ) -> None:
     """Delete finished executions (SUCCEEDED, FAILED, CANCELLED, EXPIRED) older than an age, with
     their attempts, history and outputs (their idempotency keys become free again), and cron history
     and audit rows as old (a cron job's newest history row is kept)."""
+    # The pruner's passes (the engine) and the cron tables' store, loaded to run, not to list.
+    from tickwheel.domain.clock import SystemClock
+    from tickwheel.engine.pruner import count_prunable, prune, prune_cron
+    from tickwheel.store.factory import cron_store_for
+
     try:
         age = parse_age(older_than)
     except ValueError as exc:

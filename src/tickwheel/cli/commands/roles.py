@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
-import asyncio
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from pydantic import ValidationError
 
 from tickwheel.cli.context import fail
-from tickwheel.config import Settings
-from tickwheel.observability.logs import configure_logging
+
+if TYPE_CHECKING:
+    # The settings (pydantic-settings) are loaded by the command that runs, not by ``tickwheel
+    # --help``, which imports this module to list the roles.
+    from tickwheel.config import Settings
 
 DatabaseUrl = Annotated[str | None, typer.Option(envvar="TICKWHEEL_DATABASE_URL")]
 LogLevel = Annotated[str | None, typer.Option(envvar="TICKWHEEL_LOG_LEVEL")]
@@ -70,6 +71,10 @@ def policy_settings(
 def load_settings(**given: Any) -> Settings:
     """Settings from the environment with ``given`` (flags; None: not given) on top; a bad value
     is a one-line error naming the setting, not a traceback."""
+    from pydantic import ValidationError
+
+    from tickwheel.config import Settings
+
     try:
         return Settings(**{k: v for k, v in given.items() if v is not None})
     except ValidationError as exc:
@@ -81,6 +86,8 @@ def load_settings(**given: Any) -> Settings:
 
 
 def _settings(**given: Any) -> Settings:
+    from tickwheel.observability.logs import configure_logging
+
     settings = load_settings(**given)
     configure_logging(settings.log_level)
     return settings
@@ -88,6 +95,8 @@ def _settings(**given: Any) -> Settings:
 
 def _run(settings: Settings, **roles: Any) -> None:
     # Imported here: the server pulls in the web stack, which no other command needs at start.
+    import asyncio
+
     from tickwheel.server import StartupError, exit_past_stuck_jobs, run_roles
 
     try:

@@ -18,15 +18,15 @@ from tickwheel.cli.commands.roles import (
     policy_settings,
 )
 from tickwheel.cli.context import console, err_console, fail
-from tickwheel.config import Settings
-from tickwheel.observability.logs import configure_logging
-from tickwheel.store.factory import redact
 
 if TYPE_CHECKING:
+    from tickwheel.config import Settings
     from tickwheel.server import FirstKey
 
 
 def _announce(settings: Settings, first_key: FirstKey | None) -> None:
+    from tickwheel.store.factory import redact
+
     console.print(
         f"tickwheel on http://{settings.host}:{settings.port}"
         f"  database {redact(settings.database_url)}"
@@ -86,6 +86,8 @@ def server(
         overrides["insecure_no_auth"] = True
     if not engine:
         overrides["engine"] = False
+    from tickwheel.observability.logs import configure_logging
+
     settings = load_settings(**overrides)
     configure_logging(settings.log_level)
     # Imported here: the web stack is for this command only, not every CLI start.

@@ -8,8 +8,7 @@ import typer
 from rich.table import Table
 
 from tickwheel.cli.context import JsonFlag, console, explain, print_json, state
-from tickwheel.domain.webhooks import WebhookEvent
-from tickwheel.resources.base import iso
+from tickwheel.domain.webhook_events import WebhookEvent
 
 app = typer.Typer(
     help="Webhooks that tell you when executions dead-letter, cron occurrences are missed or"
@@ -93,6 +92,8 @@ def deliveries(
     if cli.as_json:
         print_json([d.to_wire() for d in items])
         return
+    from tickwheel.domain.clock import iso
+
     table = Table("deliveryId", "event", "status", "tries", "code", "next try", "last error")
     for d in items:
         table.add_row(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.table import Table
@@ -21,9 +21,12 @@ from tickwheel.cli.context import (
     print_json,
     state,
 )
-from tickwheel.client.sync import Client
-from tickwheel.client.workflows import WorkflowRun
-from tickwheel.domain.workflow_runs import RunStatus
+
+if TYPE_CHECKING:
+    # The SDK is imported by the command that runs: ``tickwheel --help`` imports this module to
+    # list its commands.
+    from tickwheel.client.sync import Client
+    from tickwheel.client.workflows import WorkflowRun
 
 app = typer.Typer(
     help="Register workflows and start, watch, cancel and retry their runs.", no_args_is_help=True
@@ -134,6 +137,8 @@ def run(
 
 def _wait_run(client: Client, run: WorkflowRun, timeout: float) -> WorkflowRun:
     """Polls the run until it is no longer RUNNING (a person's terminal, not a hot path)."""
+    from tickwheel.domain.workflow_runs import RunStatus
+
     deadline = time.monotonic() + timeout
     interval = 0.2
     while run.status == RunStatus.RUNNING:

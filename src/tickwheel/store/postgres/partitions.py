@@ -29,6 +29,7 @@ from psycopg import AsyncConnection, errors, sql
 from psycopg.rows import DictRow
 from psycopg_pool import AsyncConnectionPool
 
+from tickwheel.domain.retention import DROP_BATCH
 from tickwheel.store.postgres.store import PostgresStore
 from tickwheel.store.protocol import Store
 from tickwheel.store.sqlfile import load_queries
@@ -43,7 +44,7 @@ DEFAULT_PARTITION = "executions_default"
 CHILD_TABLES = ("attempts", "execution_events", "execution_outputs")
 KEYS_TABLE = "execution_keys"
 DEFAULT_LOCK_TIMEOUT = "5s"
-DEFAULT_BATCH = 5000
+DEFAULT_BATCH = DROP_BATCH
 _UUID = r"'([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})'"
 _BOUND = re.compile(rf"FOR VALUES FROM \({_UUID}\) TO \({_UUID}\)")
 
