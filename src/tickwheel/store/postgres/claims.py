@@ -68,7 +68,7 @@ saw an execution under a limit among its candidates; then back to the unlimited 
 FAIR_WINDOW = 5.0
 """Seconds a store claims through the fair statement (execution_claim_ready) after it last saw
 READY work of more than one tenant; then back to the unlimited statement, whose single-tenant
-drain is one walk of executions_ready."""
+drain is one walk of executions_ready_tenant."""
 
 
 def claim_params(
