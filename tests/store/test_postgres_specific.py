@@ -519,9 +519,9 @@ async def test_a_claim_over_a_keyed_backlog_walks_the_index_to_the_batch(
     open_pg: OpenStore, pg_url: str
 ) -> None:
     """6,000 READY executions under limit 1 fifo over 300 keys, 20 per key: a claim reads the
-    heads at the front of executions_ready_tenant and stops at the batch. Planned as the store runs it
-    (never prepared: claims.py), the gate's subqueries once made the plan read and sort every
-    READY row (110 ms a claim with 17,000 READY)."""
+    heads at the front of executions_ready_tenant and stops at the batch. Planned as the store
+    runs it (never prepared: claims.py), the gate's subqueries once made the plan read and sort
+    every READY row (110 ms a claim with 17,000 READY)."""
     store = await open_pg(1)
     spec = ConcurrencySpec(limit=1, key="${{ inputs.name }}")
     d = definition()
