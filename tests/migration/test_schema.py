@@ -753,7 +753,6 @@ POSTGRES_SCHEMA: Schema = {
             " execution_id WHERE concurrency_limit IS NOT NULL"
             " AND status IN ('SCHEDULED', 'READY', 'RUNNING', 'RETRY_WAIT')",
             "executions_due": "shard_id, bucket_start, execute_at WHERE status = 'SCHEDULED'",
-            "executions_ready": "priority DESC, ready_at WHERE status = 'READY'",
             "executions_ready_tenant": "tenant, priority DESC, ready_at WHERE status = 'READY'",
             "executions_running_lease": "lease_expires_at WHERE status = 'RUNNING'",
             "executions_retry_due": "next_attempt_at WHERE status = 'RETRY_WAIT'",
@@ -1014,8 +1013,9 @@ SQLITE_ONLY_TABLES = {"counters"}  # fencing tokens: PostgreSQL uses a sequence 
 # writes an entry into every plain index of executions (no transition is a HOT update), and the
 # listing reads executions_tenant_status there instead; the attempts' foreign key became a delete
 # trigger there. SQLite's single writer pays neither the same way, and its listing still reads
-# executions_tenant_list.
-SQLITE_ONLY_INDEXES = {"executions": {"executions_tenant_list"}}
+# executions_tenant_list. Likewise 0023 dropped executions_ready: PostgreSQL's plain claims walk
+# executions_ready_tenant from the one READY tenant; SQLite's claim still walks executions_ready.
+SQLITE_ONLY_INDEXES = {"executions": {"executions_tenant_list", "executions_ready"}}
 SQLITE_ONLY_FOREIGN_KEYS = {
     "attempts": {"execution_id -> executions(execution_id) ON DELETE CASCADE"},
 }

@@ -327,20 +327,26 @@ async def test_claim_candidates_use_the_ready_partial_index(
     [candidates] = [
         p for p in plan[0]["Plan"]["Plans"] if p.get("Subplan Name") == "CTE candidates"
     ]
-    # Straight off the READY partial index, already in claim order (no sort): nothing reads
-    # the 20,000 SCHEDULED rows. (The pause clause's probe of the pauses key is its own subplan.)
+    # Straight off the READY partial index, from the READY tenant (read once, in spread),
+    # already in claim order (no sort): nothing reads the 20,000 SCHEDULED rows. (The pause
+    # clause's probe of the pauses key is its own subplan.)
     scans = [
         s
         for s in _scans(candidates)
         if not {"pauses", "rate_limits", "rate_limits_pkey"} & {s[1], s[2]}
     ]
-    assert scans == [("Index Scan", "executions", "executions_ready")], plan
+    assert scans == [
+        ("CTE Scan", None, None),
+        ("Index Scan", "executions", "executions_ready_tenant"),
+    ], plan
+    [walk] = [n for n in plan_nodes(candidates) if n.get("Index Name") == "executions_ready_tenant"]
+    assert "tenant = " in walk["Index Cond"], walk
     assert "Sort" not in json.dumps(candidates), plan
     # The rest of the statement touches only the claimed rows, by primary key, and the ends of
     # executions_ready_tenant (is more than one tenant READY? Then the fair claim takes over).
     executions_scans = {s for s in _scans(plan[0]["Plan"]) if s[1] == "executions"}
     assert executions_scans == {
-        ("Index Scan", "executions", "executions_ready"),
+        ("Index Scan", "executions", "executions_ready_tenant"),
         ("Index Scan", "executions", "executions_pkey"),
         ("Index Only Scan", "executions", "executions_ready_tenant"),
     }, plan
@@ -486,7 +492,7 @@ async def test_a_claim_reads_only_its_candidates_when_statistics_never_saw_a_rea
         [(plan,)] = await cursor.fetchall()
     executions_scans = {s for s in _scans(plan[0]["Plan"]) if s[1] == "executions"}
     assert executions_scans == {
-        ("Index Scan", "executions", "executions_ready"),
+        ("Index Scan", "executions", "executions_ready_tenant"),
         ("Index Scan", "executions", "executions_pkey"),
         ("Index Only Scan", "executions", "executions_ready_tenant"),
     }, plan
@@ -495,12 +501,13 @@ async def test_a_claim_reads_only_its_candidates_when_statistics_never_saw_a_rea
         node["Actual Rows"] * node["Actual Loops"]
         for node in plan_nodes(plan[0]["Plan"])
         if node.get("Index Name") == "executions_ready_tenant"
+        and node["Node Type"] == "Index Only Scan"
     )
     assert ends_read == 2, plan
     ready_rows_read = sum(
         node["Actual Rows"] * node["Actual Loops"]
         for node in plan_nodes(plan[0]["Plan"])
-        if node.get("Index Name") == "executions_ready"
+        if node.get("Index Name") == "executions_ready_tenant" and node["Node Type"] == "Index Scan"
     )
     assert ready_rows_read == 10, plan
     assert await _rows(pg_url, "SELECT count(*) FROM executions WHERE status = 'RUNNING'") == [
@@ -512,9 +519,9 @@ async def test_a_claim_over_a_keyed_backlog_walks_the_index_to_the_batch(
     open_pg: OpenStore, pg_url: str
 ) -> None:
     """6,000 READY executions under limit 1 fifo over 300 keys, 20 per key: a claim reads the
-    heads at the front of executions_ready and stops at the batch. Planned as the store runs it
-    (never prepared: claims.py), the gate's subqueries once made the plan read and sort every
-    READY row (110 ms a claim with 17,000 READY)."""
+    heads at the front of executions_ready_tenant and stops at the batch. Planned as the store
+    runs it (never prepared: claims.py), the gate's subqueries once made the plan read and sort
+    every READY row (110 ms a claim with 17,000 READY)."""
     store = await open_pg(1)
     spec = ConcurrencySpec(limit=1, key="${{ inputs.name }}")
     d = definition()

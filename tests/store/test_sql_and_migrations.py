@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from tickwheel.store.migrate import Migration, MigrationError, load_migrations, pending
-from tickwheel.store.sqlfile import load_queries, parse_queries
+from tickwheel.store.sqlfile import compact, load_queries, parse_queries
 
 SQLITE_SQL = "tickwheel.store.sqlite.sql"
 POSTGRES_SQL = "tickwheel.store.postgres.sql"
@@ -105,6 +105,11 @@ WHERE x = :x;
 def test_parse_queries_ignores_text_before_the_first_name() -> None:
     assert parse_queries("-- a file comment\n-- name: q\nSELECT 1;\n") == {"q": "SELECT 1"}
     assert parse_queries("-- only a comment\n") == {}
+
+
+def test_compact_drops_comment_lines_and_indentation_and_keeps_the_rest() -> None:
+    sql = "WITH a AS (\n    -- why\n    SELECT 1 -- one\n      FROM t\n)\nSELECT * FROM a"
+    assert compact(sql) == "WITH a AS (\nSELECT 1 -- one\nFROM t\n)\nSELECT * FROM a"
 
 
 def test_parse_queries_rejects_a_duplicate_name() -> None:

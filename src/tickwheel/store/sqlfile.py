@@ -40,3 +40,11 @@ def without_comment_lines(sql: str) -> str:
     sent as it is (psycopg's query cache, store/postgres/claims.py) and for migrations split
     into statements (store/sqlite/migrating.py). A ``--`` after code on a line stays."""
     return "\n".join(line for line in sql.splitlines() if not line.lstrip().startswith("--"))
+
+
+def compact(sql: str) -> str:
+    """``sql`` without its whole-line comments and each line's indentation: for a statement
+    that must stay under psycopg's cache of converted queries (4,096 bytes,
+    store/postgres/claims.py), where the indentation of the direct claim alone was some 500
+    bytes. Only for statements with no string literal spanning lines (its lines would change)."""
+    return "\n".join(line.lstrip() for line in without_comment_lines(sql).splitlines())

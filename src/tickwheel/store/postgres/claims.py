@@ -31,24 +31,26 @@ from tickwheel.store.postgres.outbox import webhook_outbox_execution_failed, wor
 from tickwheel.store.postgres.rate_limits import PostgresRateLimits
 from tickwheel.store.postgres.rows import jsonb, opt_aware, require_aware
 from tickwheel.store.protocol import AttemptResult, Topic
-from tickwheel.store.sqlfile import load_queries, without_comment_lines
+from tickwheel.store.sqlfile import compact, load_queries
 from tickwheel.store.workflow_keys import WORKFLOW_KEY_PREFIX
 
 Q = load_queries("tickwheel.store.postgres.sql")
 Conn = AsyncConnection[DictRow]
 
 
-# The worker's statements are sent without their comment lines. psycopg caches the conversion
-# of a query's ``%(name)s`` placeholders only for queries of at most 4,096 bytes
-# (``psycopg._queries.MAX_CACHED_STATEMENT_LENGTH``); a longer one is parsed again by a regular
-# expression on every execution. The claims, with their comments, are 5 and 10 kB: ~120 µs of
-# the worker's CPU per claim, some 8 µs an execution at 16 a claim. Without them the prepared
-# claim and the finish are under the limit (the fair claim, 5.7 kB, is not: it runs only while
-# several tenants have READY work, and is planned on every run anyway).
-CLAIM = without_comment_lines(Q["execution_claim_ready"])
-CLAIM_UNLIMITED = without_comment_lines(Q["execution_claim_ready_unlimited"])
-CLAIM_DIRECT = without_comment_lines(Q["execution_claim_ready_direct"])
-FINISH_MANY = without_comment_lines(Q["execution_finish_many"])
+# The worker's statements are sent without their comment lines and indentation (compact).
+# psycopg caches the conversion of a query's ``%(name)s`` placeholders only for queries of at
+# most 4,096 bytes (``psycopg._queries.MAX_CACHED_STATEMENT_LENGTH``); a longer one is parsed
+# again by a regular expression on every execution. The claims, with their comments, are 5 and
+# 10 kB: ~120 µs of the worker's CPU per claim, some 8 µs an execution at 16 a claim. Without
+# them the prepared claim and the finish are under the limit (the fair claim, 4.7 kB, is not:
+# it runs only while several tenants have READY work, and is planned on every run anyway). The
+# direct claim's indentation took it past the limit once its candidates read the READY tenant
+# (migration 0023).
+CLAIM = compact(Q["execution_claim_ready"])
+CLAIM_UNLIMITED = compact(Q["execution_claim_ready_unlimited"])
+CLAIM_DIRECT = compact(Q["execution_claim_ready_direct"])
+FINISH_MANY = compact(Q["execution_finish_many"])
 HOT_STATEMENTS = (CLAIM, CLAIM_UNLIMITED, CLAIM_DIRECT, FINISH_MANY)
 """What the worker runs per batch, as sent (tests hold each under psycopg's cache limit)."""
 
@@ -68,7 +70,7 @@ saw an execution under a limit among its candidates; then back to the unlimited 
 FAIR_WINDOW = 5.0
 """Seconds a store claims through the fair statement (execution_claim_ready) after it last saw
 READY work of more than one tenant; then back to the unlimited statement, whose single-tenant
-drain is one walk of executions_ready."""
+drain is one walk of executions_ready_tenant."""
 
 
 def claim_params(

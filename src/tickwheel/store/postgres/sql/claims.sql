@@ -40,8 +40,8 @@
 --   earlier claim of it (the earlier claim committed before the row could be READY again).
 -- claimed: by primary key from the locked candidates, with no status predicate on purpose. The
 --   candidates' FOR UPDATE re-checked each row's status on its newest version and holds the lock,
---   so the row is READY here. A status predicate would let the planner drive the join from the
---   executions_ready index, and READY is a state statistics rarely see (ANALYZE finds none):
+--   so the row is READY here. A status predicate would let the planner drive the join from a READY
+--   index, and READY is a state statistics rarely see (ANALYZE finds none):
 --   estimated at one row, it walked every READY row per claim (78 ms with 19,000 READY among 10 M
 --   stored, against 1.5 ms by primary key). Lease times come from the database clock unless the
 --   caller passes now (tests).
@@ -190,25 +190,36 @@ SELECT * FROM claimed ORDER BY fencing_token;
 -- store then claims through execution_claim_ready_direct, which also takes the due SCHEDULED
 -- rows of open shards, until none is open. Everything below is unchanged:
 -- One statement, so one round trip and its own transaction (the pool is autocommit).
--- candidates: served by the executions_ready partial index, already in claim order (no SCHEDULED
---   or finished row is ever visited). SKIP LOCKED: concurrent claimers take disjoint rows instead
---   of queueing behind each other, and a row a cancel has locked is left to the cancel. A worker
---   that runs only some definitions names them; NULL means any.
+-- candidates: served by the executions_ready_tenant partial index from the first READY tenant
+--   (spread), already in claim order (no SCHEDULED or finished row is ever visited). The claim
+--   takes nothing while several tenants are READY, so for the rows it takes that tenant's order
+--   is the order over all READY rows (migration 0023: no second index over the READY rows).
+--   SKIP LOCKED: concurrent claimers take disjoint rows instead of queueing behind each other,
+--   and a row a cancel has locked is left to the cancel. A worker that runs only some
+--   definitions names them; NULL means any.
 -- tokens: one nextval per candidate, drawn while the materialised candidates are scanned in claim
 --   order, so tokens ascend in claim order. The sequence is shared by every claimer and never goes
 --   back: a later claim of an execution always carries a larger token than any earlier claim of
 --   it (the earlier claim committed before the row could be READY again).
 -- claimed: by primary key from the locked candidates, with no status predicate on purpose. The
 --   candidates' FOR UPDATE re-checked each row's status on its newest version and holds the lock,
---   so the row is READY here. A status predicate would let the planner drive the join from the
---   executions_ready index, and READY is a state statistics rarely see (ANALYZE finds none):
+--   so the row is READY here. A status predicate would let the planner drive the join from a READY
+--   index, and READY is a state statistics rarely see (ANALYZE finds none):
 --   estimated at one row, it walked every READY row per claim (78 ms with 19,000 READY among 10 M
 --   stored, against 1.5 ms by primary key). Lease times come from the database clock unless the
 --   caller passes now (tests).
 -- recorded: the RUNNING attempt row, written once, in the same statement.
-WITH candidates AS MATERIALIZED (
+WITH spread AS MATERIALIZED (
+    -- The first and the last READY tenant: two probes of executions_ready_tenant.
+    SELECT first_tenant, first_tenant IS DISTINCT FROM last_tenant AS tenants_seen,
+        EXISTS (SELECT 1 FROM shard_leases WHERE due_through IS NOT NULL) AS open_seen
+    FROM (SELECT (SELECT min(tenant) FROM executions WHERE status = 'READY') AS first_tenant,
+                 (SELECT max(tenant) FROM executions WHERE status = 'READY') AS last_tenant
+          OFFSET 0) AS ends  -- not pulled up: the first would then be read twice
+),
+candidates AS MATERIALIZED (
     SELECT execution_id, concurrency_limit FROM executions
-    WHERE status = 'READY'
+    WHERE status = 'READY' AND tenant = (SELECT first_tenant FROM spread)
       AND (%(definition_uris)s::text[] IS NULL
            OR definition_uri = ANY (%(definition_uris)s::text[]))
       -- Pauses: as in execution_claim_ready.
@@ -230,12 +241,6 @@ WITH candidates AS MATERIALIZED (
     ORDER BY priority DESC, ready_at
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
-),
-spread AS MATERIALIZED (
-    SELECT (SELECT min(tenant) FROM executions WHERE status = 'READY')
-        IS DISTINCT FROM (SELECT max(tenant) FROM executions WHERE status = 'READY')
-        AS tenants_seen,
-        EXISTS (SELECT 1 FROM shard_leases WHERE due_through IS NOT NULL) AS open_seen
 ),
 tokens AS MATERIALIZED (
     SELECT execution_id, nextval('fencing_token_seq') AS fencing_token FROM candidates
@@ -290,9 +295,17 @@ ORDER BY claimed.fencing_token;
 --   (execution_promote_ids_fenced, direct): no concurrency limit, no pause, no rate limit over
 --   them. The lock re-checks SCHEDULED on the newest version (a cancel or a promotion that took
 --   the row first wins), and rows a cancel holds are skipped, as READY ones are.
-WITH candidates AS MATERIALIZED (
+WITH spread AS MATERIALIZED (
+    -- The first and the last READY tenant: two probes of executions_ready_tenant.
+    SELECT first_tenant, first_tenant IS DISTINCT FROM last_tenant AS tenants_seen,
+        EXISTS (SELECT 1 FROM shard_leases WHERE due_through IS NOT NULL) AS open_seen
+    FROM (SELECT (SELECT min(tenant) FROM executions WHERE status = 'READY') AS first_tenant,
+                 (SELECT max(tenant) FROM executions WHERE status = 'READY') AS last_tenant
+          OFFSET 0) AS ends  -- not pulled up: the first would then be read twice
+),
+candidates AS MATERIALIZED (
     SELECT execution_id, concurrency_limit FROM executions
-    WHERE status = 'READY'
+    WHERE status = 'READY' AND tenant = (SELECT first_tenant FROM spread)
       AND (%(definition_uris)s::text[] IS NULL
            OR definition_uri = ANY (%(definition_uris)s::text[]))
       -- Pauses: as in execution_claim_ready.
@@ -330,12 +343,6 @@ direct AS MATERIALIZED (
            WHERE r.tenant = e.tenant AND r.definition_uri IN ('', e.definition_uri)))
     LIMIT greatest(%(limit)s - (SELECT count(*) FROM candidates), 0)
     FOR UPDATE OF e SKIP LOCKED
-),
-spread AS MATERIALIZED (
-    SELECT (SELECT min(tenant) FROM executions WHERE status = 'READY')
-        IS DISTINCT FROM (SELECT max(tenant) FROM executions WHERE status = 'READY')
-        AS tenants_seen,
-        EXISTS (SELECT 1 FROM shard_leases WHERE due_through IS NOT NULL) AS open_seen
 ),
 tokens AS MATERIALIZED (
     SELECT c.execution_id, nextval('fencing_token_seq') AS fencing_token

@@ -35,6 +35,6 @@ SELECT
     (SELECT count(*) FROM concurrency_holds) AS held;
 
 -- name: execution_oldest_ready
--- The backlog's age over all tenants: the READY rows through the executions_ready partial
+-- The backlog's age over all tenants: the READY rows through the executions_ready_tenant partial
 -- index (the planner reads ready_at from it; it never touches other statuses).
 SELECT min(ready_at) AS oldest FROM executions WHERE status = 'READY';
