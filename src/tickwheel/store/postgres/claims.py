@@ -103,10 +103,18 @@ async def warm_claims(conn: Conn) -> None:
     at the herd's first finish, took 34 ms to lend and its first claim 75 ms where the warm one
     took 12 (docs/scaling.md, "The herd's prepared connections and its first claim alone"). With
     the system clock (``now`` None) and no list of definitions, the types of a worker's own
-    claims."""
+    claims.
+
+    Not the direct claim: its generic plan would be made now, on whatever the table holds, and
+    kept until the table is next analyzed. Made on an empty table analyzed empty (a new
+    database), it scanned the whole due index for every open shard and filtered by shard: a
+    herd stored after the worker started drained at a fifth of its rate (B3, docs/scaling.md
+    "The direct claim's plan made at the herd"). Prepared at its fifth run, at a herd, its plan
+    sees the herd's rows; it only serves herds of ``DIRECT_MIN`` or more, whose first claims
+    are not the ones warming was for."""
     await conn.execute(Q["rate_limit_exists"], prepare=True)
     params = claim_params("", 0, timedelta(0), None, None)
-    for claim in (CLAIM_UNLIMITED, CLAIM_DIRECT, CLAIM):
+    for claim in (CLAIM_UNLIMITED, CLAIM):
         await conn.execute(claim, params, prepare=True)
     finish = {"batch": "[]", "now": None, "skip_prefix": "", "ready_channel": "", "origin": ""}
     await conn.execute(FINISH_MANY, finish, prepare=True)
