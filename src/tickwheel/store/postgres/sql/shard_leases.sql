@@ -63,14 +63,21 @@ ORDER BY o.owner;
 -- this owner still holds, by the database's clock. FOR SHARE holds them until the promotion
 -- commits: a takeover (FOR UPDATE SKIP LOCKED) skips them meanwhile, and a takeover committed
 -- before us makes the re-check on the newest row version fail, so a stale owner moves nothing.
+-- Each grant is one probe of the primary key (a LATERAL subquery on its shard): as a plain join,
+-- with statistics taken before any lease had an owner (a new database's first minute), the
+-- planner estimated this owner's leases at one row and ran a nested loop of every lease row
+-- over every grant: 612,000 comparisons and 180 ms for a catch-all over 599 grants in B3.
+-- The grants in shard order, so the rows are locked in that order, as the sorted join did.
 SELECT l.shard_id
-FROM shard_leases l
-JOIN unnest(%(shards)s::smallint[], %(epochs)s::bigint[]) AS mine (shard_id, epoch)
-  ON l.shard_id = mine.shard_id
-WHERE l.owner = %(owner)s AND l.epoch = mine.epoch
-  AND l.expires_at > coalesce(%(now)s::timestamptz, now())
-ORDER BY l.shard_id
-FOR SHARE OF l;
+FROM (SELECT * FROM unnest(%(shards)s::smallint[], %(epochs)s::bigint[]) AS m (shard_id, epoch)
+      ORDER BY m.shard_id) AS mine
+CROSS JOIN LATERAL (
+    SELECT l.shard_id FROM shard_leases l
+    WHERE l.shard_id = mine.shard_id AND l.epoch = mine.epoch AND l.owner = %(owner)s
+      AND l.expires_at > coalesce(%(now)s::timestamptz, now())
+    FOR SHARE
+) AS l
+ORDER BY l.shard_id;
 
 -- name: shard_lease_watermark
 -- After a promotion that left nothing due in these shards: promoted up to now. Nothing due is
