@@ -1,0 +1,183 @@
+"""A herd's shards opened to the plain claim, mixed into the scheduler: at a big instant the
+scheduler opens the instant's shards so that the claims take its rows as they are (SCHEDULED ->
+RUNNING) instead of promoting them first; a grace later what the claims left is promoted and the
+shards close (docs/scaling.md, "Claiming a herd without promoting it", "Emptied shards closed
+at every grace")."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Collection
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
+
+from tickwheel.domain.models import ShardLease
+from tickwheel.engine.wheel_window import Instant, _Fire
+from tickwheel.store.protocol import SchedulerStore
+
+# The first promotion batch of an instant (then 4x, 16x, ... up to the scheduler's batch): 8
+# rows commit in 2.1-2.9 ms against 3.6-7.7 for 32 on an idle database, and the herd's first
+# start waits on this batch alone (docs/scaling.md, "The herd's first milliseconds").
+FIRST_CHUNK = 8
+# Turns of the event loop given, after an instant's first batch, to a worker of this process.
+WAKE_TURNS = 8
+
+
+# Leased, an instant's shards are opened to the plain claim, which takes their due rows as they
+# are (SCHEDULED -> RUNNING); what the claims have not taken this long after is promoted to
+# READY, so that the claims that do not take SCHEDULED rows (limits, fairness across tenants)
+# see it, and the shards close (docs/scaling.md, "Claiming a herd without promoting it").
+DIRECT_GRACE = timedelta(seconds=1)
+# ... for an instant with at least this many due entries in this scheduler's shards. Below it
+# the promotion is as quick (B5's herd of 2,000 over two schedulers: all READY in 70-110 ms,
+# against all claimable in 160-240 ms opened, and a later first start, the first claim then
+# taking two statements), and an instant costs one statement where an opening costs four
+# (open, the direct promotion, the count a grace later, the close). 100,000: all claimable in
+# 0.4 s opened against 11-20 s promoted (docs/scaling.md, "Claiming a herd without promoting
+# it"); between the two not measured. And only when every entry of the instant has one tenant
+# and one priority: the claims take an open shard's rows in shard order, and an instant of
+# several tenants or priorities is promoted, for the claims to serve by turns and priority.
+DIRECT_MIN = 5000
+
+
+@dataclass(slots=True)
+class _Deferred:
+    """A herd's entries its instant left SCHEDULED for the claims (shards opened through
+    ``opened``): at ``at`` what is still there is promoted, then the shards close."""
+
+    at: datetime
+    opened: datetime
+    ids: list[uuid.UUID]
+    fire: dict[uuid.UUID, _Fire]
+    left: int = 0
+    """How many were due in its open shards at the last look (at first: how many it left)."""
+    shards: set[int] = field(default_factory=set)
+    """The shards of ``ids``."""
+    closed: set[int] = field(default_factory=set)
+    """Those of ``shards`` closed since (emptied by the claims): not asked again."""
+
+
+class HerdOpening:
+    """Opening, grace checks and closing of a herd's shards. The attributes are the
+    scheduler's."""
+
+    store: SchedulerStore
+    owner: str
+    leases: dict[int, ShardLease]
+    direct_min: int
+    _open_until: dict[int, datetime]
+    _opened_now: set[int]
+    _deferred: list[_Deferred]
+
+    if TYPE_CHECKING:
+
+        def store_now(self) -> datetime | None: ...
+
+        async def _promote_batches(
+            self,
+            ids: list[uuid.UUID],
+            fire: dict[uuid.UUID, _Fire],
+            now: datetime,
+            *,
+            direct: bool,
+            retry: bool = True,
+        ) -> int: ...
+
+    async def _open_herds(self, herds: list[Instant], now: datetime) -> int:
+        """At a herd's instant, before its entries leave the wheel: its shards open to the
+        claims, from the wheel's count of them (``InstantShards``), the first few first (the
+        workers wake at the first statement). Then the herd's deferred promotions that are due."""
+        wanted: set[int] = set()
+        for herd in herds:
+            if herd.n >= self.direct_min:
+                wanted |= herd.shards
+        if wanted:
+            ordered = sorted(wanted)
+            await self._open(set(ordered[:FIRST_CHUNK]), now)
+            for _ in range(WAKE_TURNS):  # as after a first promotion (_promote_batches)
+                await asyncio.sleep(0)
+            await self._open(wanted, now)
+        return await self._promote_deferred(now)
+
+    async def _open(self, shards: set[int], now: datetime) -> None:
+        """Opens ``shards`` to the plain claim through ``now`` (fenced, never past the
+        database's clock); those this round opened already are not asked again."""
+        leases = [self.leases[s] for s in sorted(shards - self._opened_now) if s in self.leases]
+        if not leases:
+            return
+        held = await self.store.shard_lease_open(self.owner, leases, now, self.store_now())
+        until = now + DIRECT_GRACE
+        for shard in held:
+            self._open_until[shard] = until
+        self._opened_now.update(held)
+
+    async def _promote_deferred(self, now: datetime) -> int:
+        """Herds whose grace is over. While the claims are taking a herd's rows (fewer are due
+        in its open shards than a grace ago) it gets another grace: promoting them would rewrite
+        every row the claims are about to take. Once a grace passes with none taken (the claims
+        that apply limits or fairness take no SCHEDULED row, or no worker runs them) what is
+        left is promoted, READY for those claims. At every grace the herd's shards where nothing
+        due is left close, unless opened again since (their own herd closes them): those the
+        claims emptied while the others are still drained, which every plain claim would walk
+        until the whole herd is done (docs/scaling.md, "Emptied shards closed at every grace"),
+        then, once the herd is done, the rest."""
+        total = 0
+        due = [h for h in self._deferred if h.at <= now]
+        self._deferred = [h for h in self._deferred if h.at > now]
+        for herd in due:
+            shards = sorted(s for s in herd.shards - herd.closed if s in self.leases)
+            left = await self.store.execution_count_due(shards, herd.opened) if shards else 0
+            drained = 0 < left < herd.left
+            if left and not drained:
+                # A closed shard holds no row of the herd still SCHEDULED (shard_lease_close).
+                ids = [i for i in herd.ids if herd.fire[i].shard_id not in herd.closed]
+                total += await self._promote_batches(ids, herd.fire, now, direct=False, retry=False)
+            await self._close(herd, shards)
+            if drained:
+                herd.left, herd.at = left, now + DIRECT_GRACE
+                for shard in shards:
+                    if shard not in herd.closed:
+                        self._open_until[shard] = max(self._open_until.get(shard, now), herd.at)
+                self._deferred.append(herd)
+        self._deferred.sort(key=lambda d: d.at)
+        return total
+
+    async def _close(self, herd: _Deferred, shards: Collection[int]) -> None:
+        """Closes those of ``shards`` (the herd's, still held) where nothing due by the herd's
+        opening is left; fenced, and a shard opened again by a later herd stays open (both in
+        ``shard_lease_close``). Those closed are not asked again."""
+        leases = [self.leases[s] for s in sorted(shards) if s in self.leases]
+        if leases:
+            closed = await self.store.shard_lease_close(
+                self.owner, leases, herd.opened, self.store_now()
+            )
+            herd.closed.update(closed)
+
+    def _defer(self, ids: list[uuid.UUID], fire: dict[uuid.UUID, _Fire], now: datetime) -> None:
+        """What a herd's direct promotion left SCHEDULED (the claims' rows, or rows they have
+        taken already) is promoted ``DIRECT_GRACE`` later if still there: one list per batch,
+        not an entry each back in the wheel (100,000 additions cost ~0.5 s of this loop). The
+        grants are looked up then: shards given up meanwhile are left to their new owner."""
+        if not ids:
+            return
+        shards = {fire[i].shard_id for i in ids}
+        last = self._deferred[-1] if self._deferred else None
+        if last is not None and last.opened == now and last.fire is fire:
+            last.ids += ids  # the same herd's next batch: one promotion and one close later
+            last.left += len(ids)
+            last.shards |= shards
+            return
+        self._deferred.append(_Deferred(now + DIRECT_GRACE, now, ids, fire, len(ids), shards))
+        self._deferred.sort(key=lambda d: d.at)
+
+
+def one_kind(instants: list[Instant]) -> bool:
+    """Whether every entry of these instants (one round's) has the same tenant and the same
+    priority. Only then may a herd's shards open: the claims take open rows shard after shard,
+    which would serve a herd of several tenants in proportion to their counts for its whole
+    drain (the fair claim takes no SCHEDULED row) and start a high-priority row of it behind
+    default ones; promoted, its rows are claimed by tenant turns, highest priority first."""
+    kinds = {instant.kind for instant in instants}
+    return None not in kinds and len(kinds) <= 1
