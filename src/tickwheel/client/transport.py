@@ -27,13 +27,6 @@ _IN_PROCESS = "tickwheel.client.transports.inprocess"
 _HTTP = "tickwheel.client.transports.http"
 
 
-def in_process() -> type[InProcessTransport]:
-    """The in-process transport's class, imported on this first call (it loads the app layer)."""
-    from tickwheel.client.transports.inprocess import InProcessTransport
-
-    return InProcessTransport
-
-
 def is_in_process(transport: object) -> TypeGuard[InProcessTransport]:
     """``isinstance(transport, InProcessTransport)``, without importing it when nobody has."""
     module = sys.modules.get(_IN_PROCESS)
