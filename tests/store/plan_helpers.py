@@ -4,6 +4,7 @@ statement runs with, read back as JSON."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from datetime import timedelta
@@ -79,6 +80,60 @@ def executions_rows_read(plan: dict[str, Any]) -> int:
         for node in plan_nodes(plan["Plan"])
         if node.get("Relation Name") == "executions" and "Scan" in node["Node Type"]
     )
+
+
+def rows_visited(plan: dict[str, Any], table: str) -> int:
+    """Rows the plan's scans of ``table`` and of its indexes visited over all their loops: the
+    rows they returned and those their filters removed (an index walked to find a few rows
+    returns few and removes many), and the entries a bitmap of one of its indexes collected.
+    The indexes are known by their names' prefix (``executions_running_lease``)."""
+    return sum(
+        (
+            int(node["Actual Rows"])
+            + int(node.get("Rows Removed by Filter", 0))
+            + int(node.get("Rows Removed by Index Recheck", 0))
+        )
+        * int(node["Actual Loops"])
+        for node in plan_nodes(plan["Plan"])
+        if "Scan" in node["Node Type"]
+        and (
+            node.get("Relation Name") == table
+            or str(node.get("Index Name", "")).startswith(f"{table}_")
+        )
+    )
+
+
+async def explain_prepared(
+    conn: Any, name: str, sql: str, params: dict[str, Any]
+) -> dict[str, Any]:
+    """EXPLAIN ANALYZE of the statement ``sql`` that psycopg prepared on ``conn`` as ``name``,
+    with ``params`` (in the order psycopg numbers them: by first appearance), executed and
+    rolled back. The plan is the one the session keeps for it, generic or custom. psycopg
+    forgets its prepared statements at a ROLLBACK: call it last for each statement."""
+    order: list[str] = []
+    for found in re.findall(r"%\((\w+)\)s", sql):
+        if found not in order:
+            order.append(found)
+    values = ", ".join(["%s"] * len(order))
+    await conn.execute("BEGIN")
+    cursor = psycopg.AsyncClientCursor(conn)
+    await cursor.execute(
+        f"EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE {name} ({values})",
+        [params[n] for n in order],
+    )
+    [row] = await cursor.fetchall()
+    await conn.execute("ROLLBACK")
+    [plan] = next(iter(row.values())) if isinstance(row, dict) else row[0]
+    return dict(plan)
+
+
+async def prepared_names(conn: Any, fragment: str) -> list[str]:
+    """The statements prepared on ``conn`` whose text holds ``fragment``."""
+    cursor = await conn.execute(
+        "SELECT name FROM pg_prepared_statements WHERE strpos(statement, %s) > 0", [fragment]
+    )
+    rows = await cursor.fetchall()
+    return [str(next(iter(r.values())) if isinstance(r, dict) else r[0]) for r in rows]
 
 
 async def explain(

@@ -8,22 +8,32 @@ Each test fails on the code before that fix."""
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
 import psycopg
 import pytest
+from psycopg.types.json import Jsonb
 
 from tests.factories import T0, new_execution
-from tests.store.plan_helpers import CLAIM_PARAMS, LEASE, executions_rows_read, explain, run_sql
+from tests.store.plan_helpers import (
+    CLAIM_PARAMS,
+    LEASE,
+    executions_rows_read,
+    explain,
+    explain_prepared,
+    prepared_names,
+    rows_visited,
+    run_sql,
+)
 from tickwheel.domain.models import Execution
 from tickwheel.domain.sharding import SHARD_COUNT
 from tickwheel.domain.states import AttemptStatus, ExecutionStatus
-from tickwheel.store.postgres.claims import CLAIM_DIRECT
+from tickwheel.store.postgres.claims import CLAIM_DIRECT, FINISH_MANY
 from tickwheel.store.postgres.store import PostgresStore, Q
 from tickwheel.store.protocol import AttemptResult
+from tickwheel.store.workflow_keys import WORKFLOW_KEY_PREFIX
 
 pytestmark = pytest.mark.postgres
 
@@ -50,41 +60,11 @@ async def test_a_finished_batch_goes_by_primary_key_without_statistics(
     while len(running) < 3_000:
         running += await unanalyzed.execution_claim_ready("w1", 500, LEASE)
     done = running[:30]
-    batch = [
-        {
-            "execution_id": str(e.execution_id),
-            "fencing_token": e.fencing_token,
-            "status": "SUCCEEDED",
-            "attempt_status": "SUCCEEDED",
-            "output": {},
-            "output_reference": None,
-            "error": None,
-            "next_attempt_at": None,
-            "lease_expired_only": False,
-        }
-        for e in done
-    ]
-    params = {
-        "batch": json.dumps(batch),
-        "now": None,
-        "skip_prefix": None,
-        "ready_channel": "tickwheel_test",
-        "origin": "test",
-    }
+    params = _finish_params(done, skip_prefix=None)
     # Any session, not only the claiming one: the statement itself leaves no other way.
     plan = await explain(unanalyzed, Q["execution_finish_many"], params, hot=False)
     assert executions_rows_read(plan) <= 2 * len(done), plan
-    results = [
-        AttemptResult(
-            e.execution_id,
-            e.fencing_token or 0,
-            AttemptStatus.SUCCEEDED,
-            ExecutionStatus.SUCCEEDED,
-            output={},
-            output_size=2,
-        )
-        for e in done
-    ]
+    results = [_succeeded(e) for e in done]
     assert await unanalyzed.attempt_finish_many(results) == [True] * len(done)
 
 
@@ -111,12 +91,9 @@ async def test_a_herds_direct_claim_probes_each_open_shard_in_a_new_database(
         checked = 0
         for _ in range(2):  # each hot connection: the prepared direct claim's plan
             async with store._hot.connection() as conn:
-                cursor = await conn.execute(
-                    "SELECT name FROM pg_prepared_statements"
-                    " WHERE statement LIKE '%direct AS MATERIALIZED%'"
-                )
-                for (name,) in [tuple(r.values()) for r in await cursor.fetchall()]:
-                    plan = await _explain_prepared(conn, name, {**CLAIM_PARAMS, "now": due})
+                for name in await prepared_names(conn, "direct AS MATERIALIZED"):
+                    params = {**CLAIM_PARAMS, "now": due}
+                    plan = await explain_prepared(conn, name, CLAIM_DIRECT, params)
                     # The batch, the primary-key lookups of the update, the tenants' probes.
                     assert executions_rows_read(plan) <= 3 * 16 + 4, plan
                     checked += 1
@@ -125,21 +102,108 @@ async def test_a_herds_direct_claim_probes_each_open_shard_in_a_new_database(
         await store.close()
 
 
-async def _explain_prepared(conn: Any, name: str, params: dict[str, Any]) -> dict[str, Any]:
-    """EXPLAIN ANALYZE of the statement psycopg prepared as ``name`` (its parameters in the
-    order psycopg numbers them: by first appearance), executed and rolled back."""
-    order: list[str] = []
-    for found in re.findall(r"%\((\w+)\)s", CLAIM_DIRECT):
-        if found not in order:
-            order.append(found)
-    values = ", ".join(["%s"] * len(order))
-    await conn.execute("BEGIN")
-    cursor = psycopg.AsyncClientCursor(conn)
-    await cursor.execute(
-        f"EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE {name} ({values})",
-        [params[n] for n in order],
+async def test_a_worker_started_on_a_new_database_finishes_by_primary_key(
+    unanalyzed: PostgresStore, pg_url: str
+) -> None:
+    """A worker started on a new database: ``warm_claims`` prepares the finish on an empty
+    ``executions`` never analyzed, and its hot sessions keep that generic plan until the table
+    is next analyzed. The plan walked ``executions_running_lease`` to find the batch, every
+    RUNNING row and its heap tuple: 2,000 rows visited for a batch of 16 (and so did a plan
+    made on these 3,000 rows, never analyzed)."""
+    store = await PostgresStore.open(pg_url, max_size=2, claims=True)
+    try:
+        await store._hot.wait(timeout=10)  # warmed on the empty table
+        for _ in range(3):
+            await unanalyzed.execution_insert_many([new_execution() for _ in range(1_000)])
+        running: list[Execution] = []
+        while len(running) < 2_000:
+            running += await unanalyzed.execution_claim_ready("w1", 500, LEASE)
+        # The worker's own finish, on the statement prepared at its start.
+        done = running[:16]
+        assert await store.attempt_finish_many([_succeeded(e) for e in done]) == [True] * 16
+        params = _finish_params(running[16:32], skip_prefix=WORKFLOW_KEY_PREFIX)
+        checked = 0
+        for _ in range(2):  # each hot connection: the prepared finish's plan
+            async with store._hot.connection() as conn:
+                for name in await prepared_names(conn, "WITH finished AS"):
+                    plan = await explain_prepared(conn, name, FINISH_MANY, params)
+                    # The batch by primary key, and the attempts' update by theirs.
+                    assert rows_visited(plan, "executions") <= 2 * 16, plan
+                    checked += 1
+        assert checked >= 1
+    finally:
+        await store.close()
+
+
+async def test_the_reapers_batch_goes_by_primary_key_on_a_new_table(
+    unanalyzed: PostgresStore, pg_url: str
+) -> None:
+    """The reaper's batch runs on the main pool, whose sessions plan a prepared statement for
+    its parameters five times and then keep the generic plan if it looks no dearer: it did for
+    this one (three generic plans in eight runs, checked by hand). On these 3,000 rows, never
+    analyzed, that plan read the batch through a bitmap of ``executions_running_lease``: every
+    RUNNING row (2,000) for a batch of 16."""
+    for _ in range(3):
+        await unanalyzed.execution_insert_many([new_execution() for _ in range(1_000)])
+    running: list[Execution] = []
+    while len(running) < 2_000:
+        running += await unanalyzed.execution_claim_ready("w1", 500, LEASE, T0)
+    later = T0 + timedelta(hours=1)  # every lease expired
+
+    def reap(batch: list[Execution]) -> dict[str, Any]:
+        return {
+            "execution_ids": [e.execution_id for e in batch],
+            "fencing_tokens": [e.fencing_token for e in batch],
+            "statuses": ["RETRY_WAIT"] * len(batch),
+            "errors": [Jsonb({"kind": "lost"})] * len(batch),
+            "next_attempt_ats": [later] * len(batch),
+            "now": later,
+        }
+
+    sql = Q["execution_reap_batch"]
+    options = "-c plan_cache_mode=force_generic_plan"
+    async with await psycopg.AsyncConnection.connect(
+        pg_url, autocommit=True, options=options
+    ) as conn:
+        cursor = await conn.execute(sql, reap(running[:16]), prepare=True)
+        assert len(await cursor.fetchall()) == 16
+        [name] = await prepared_names(conn, "AS b (execution_id, fencing_token, status")
+        plan = await explain_prepared(conn, name, sql, reap(running[16:32]))
+    # The batch by primary key: no walk of the RUNNING rows.
+    assert rows_visited(plan, "executions") <= 3 * 16, plan
+
+
+def _succeeded(e: Execution) -> AttemptResult:
+    return AttemptResult(
+        e.execution_id,
+        e.fencing_token or 0,
+        AttemptStatus.SUCCEEDED,
+        ExecutionStatus.SUCCEEDED,
+        output={},
+        output_size=2,
     )
-    [row] = await cursor.fetchall()
-    await conn.execute("ROLLBACK")
-    [plan] = next(iter(row.values())) if isinstance(row, dict) else row[0]
-    return dict(plan)
+
+
+def _finish_params(done: list[Execution], *, skip_prefix: str | None) -> dict[str, Any]:
+    """``execution_finish_many``'s parameters for ``done``, each SUCCEEDED."""
+    batch: list[dict[str, Any]] = [
+        {
+            "execution_id": str(e.execution_id),
+            "fencing_token": e.fencing_token,
+            "status": "SUCCEEDED",
+            "attempt_status": "SUCCEEDED",
+            "output": {},
+            "output_reference": None,
+            "error": None,
+            "next_attempt_at": None,
+            "lease_expired_only": False,
+        }
+        for e in done
+    ]
+    return {
+        "batch": json.dumps(batch),
+        "now": None,
+        "skip_prefix": skip_prefix,
+        "ready_channel": "tickwheel_test",
+        "origin": "test",
+    }

@@ -397,6 +397,12 @@ ORDER BY claimed.fencing_token;
 -- the statistics say. Joined to the batch alone, with the status guard implying the predicate
 -- of executions_running_lease, a table never analyzed (RUNNING priced at half a percent of its
 -- rows) had every RUNNING row hashed to join the batch: 3,000 rows read for 30 results.
+-- The status guard is compared in the "C" collation (the same test: text equality does not
+-- depend on a deterministic collation), so that the planner cannot match it to the predicate of
+-- executions_running_lease and use that index at all. A generic plan made while the table was
+-- new (warm_claims prepares this at a worker's start, on an empty table; or a table of a few
+-- thousand rows, never analyzed) walked that index, every RUNNING row and its heap tuple, to
+-- find the batch: 2,000 rows read for a batch of 16, kept until the table's next ANALYZE.
 -- recorded: the attempt row of each execution finished, in the same statement.
 -- woken: when a finished execution had a concurrency limit, its slot came free (the trigger of
 -- migration 0018 deleted its hold row) and the next of its group may start: one NOTIFY to the
@@ -413,7 +419,7 @@ WITH finished AS (
          AS b (execution_id uuid, fencing_token bigint, status text, attempt_status text,
                output jsonb, output_reference text, error jsonb, next_attempt_at timestamptz,
                lease_expired_only boolean)
-    WHERE e.execution_id = b.execution_id AND e.status = 'RUNNING'
+    WHERE e.execution_id = b.execution_id AND e.status = 'RUNNING' COLLATE "C"
       AND e.execution_id = ANY (ARRAY(SELECT (j ->> 'execution_id')::uuid
                                       FROM jsonb_array_elements(%(batch)s::jsonb) AS j))
       AND e.fencing_token = b.fencing_token

@@ -280,6 +280,10 @@ RETURNING attempt_count;
 -- the lease, or another reaper that got there first, wins and this row is left alone.
 -- A lost attempt is counted apart from the handler's own failures (domain/retry.py): one that
 -- is retried is given back to the budget, as a release gives it back.
+-- The status guard in the "C" collation, as in execution_finish_many (claims.sql says why): the
+-- main pool's sessions keep a generic plan after five custom ones when it looks no dearer, and
+-- the one made on a new table (3,000 rows, never analyzed) read the batch through a bitmap of
+-- executions_running_lease, every RUNNING row: 2,000 for a batch of 16.
 UPDATE executions e
 SET status = b.status, error = b.error, next_attempt_at = b.next_attempt_at,
     max_attempts = e.max_attempts + CASE WHEN b.status = 'RETRY_WAIT' THEN 1 ELSE 0 END,
@@ -290,7 +294,7 @@ SET status = b.status, error = b.error, next_attempt_at = b.next_attempt_at,
 FROM unnest(%(execution_ids)s::uuid[], %(fencing_tokens)s::bigint[], %(statuses)s::text[],
             %(errors)s::jsonb[], %(next_attempt_ats)s::timestamptz[])
      AS b (execution_id, fencing_token, status, error, next_attempt_at)
-WHERE e.execution_id = b.execution_id AND e.status = 'RUNNING'
+WHERE e.execution_id = b.execution_id AND e.status = 'RUNNING' COLLATE "C"
   AND e.fencing_token = b.fencing_token
   AND e.lease_expires_at < coalesce(%(now)s::timestamptz, now())
 RETURNING e.execution_id, e.attempt_count, e.idempotency_key, b.status;
