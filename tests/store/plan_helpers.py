@@ -127,6 +127,19 @@ async def explain_prepared(
     return dict(plan)
 
 
+async def hot_prepared_plans(
+    store: PostgresStore, fragment: str, sql: str, params: dict[str, Any]
+) -> list[dict[str, Any]]:
+    """The plans each of ``store``'s two hot connections keeps for ``sql`` (prepared by psycopg,
+    found by ``fragment`` of its text), run with ``params`` (``explain_prepared``)."""
+    plans: list[dict[str, Any]] = []
+    for _ in range(2):  # the pool lends each of its two connections in turn
+        async with store._hot.connection() as conn:
+            for name in await prepared_names(conn, fragment):
+                plans.append(await explain_prepared(conn, name, sql, params))
+    return plans
+
+
 async def prepared_names(conn: Any, fragment: str) -> list[str]:
     """The statements prepared on ``conn`` whose text holds ``fragment``."""
     cursor = await conn.execute(

@@ -23,6 +23,7 @@ from tests.store.plan_helpers import (
     executions_rows_read,
     explain,
     explain_prepared,
+    hot_prepared_plans,
     prepared_names,
     rows_visited,
     run_sql,
@@ -88,16 +89,12 @@ async def test_a_herds_direct_claim_probes_each_open_shard_in_a_new_database(
         assert len(await store.shard_lease_open("s", leases, due, due)) == SHARD_COUNT
         for _ in range(14):  # psycopg prepares a statement at its fifth run (on each)
             assert len(await store.execution_claim_ready("w1", 16, LEASE, due)) == 16
-        checked = 0
-        for _ in range(2):  # each hot connection: the prepared direct claim's plan
-            async with store._hot.connection() as conn:
-                for name in await prepared_names(conn, "direct AS MATERIALIZED"):
-                    params = {**CLAIM_PARAMS, "now": due}
-                    plan = await explain_prepared(conn, name, CLAIM_DIRECT, params)
-                    # The batch, the primary-key lookups of the update, the tenants' probes.
-                    assert executions_rows_read(plan) <= 3 * 16 + 4, plan
-                    checked += 1
-        assert checked >= 1
+        params = {**CLAIM_PARAMS, "now": due}
+        plans = await hot_prepared_plans(store, "direct AS MATERIALIZED", CLAIM_DIRECT, params)
+        assert plans  # each hot connection's prepared direct claim
+        for plan in plans:
+            # The batch, the primary-key lookups of the update, the tenants' probes.
+            assert executions_rows_read(plan) <= 3 * 16 + 4, plan
     finally:
         await store.close()
 
@@ -122,15 +119,11 @@ async def test_a_worker_started_on_a_new_database_finishes_by_primary_key(
         done = running[:16]
         assert await store.attempt_finish_many([_succeeded(e) for e in done]) == [True] * 16
         params = _finish_params(running[16:32], skip_prefix=WORKFLOW_KEY_PREFIX)
-        checked = 0
-        for _ in range(2):  # each hot connection: the prepared finish's plan
-            async with store._hot.connection() as conn:
-                for name in await prepared_names(conn, "WITH finished AS"):
-                    plan = await explain_prepared(conn, name, FINISH_MANY, params)
-                    # The batch by primary key, and the attempts' update by theirs.
-                    assert rows_visited(plan, "executions") <= 2 * 16, plan
-                    checked += 1
-        assert checked >= 1
+        plans = await hot_prepared_plans(store, "WITH finished AS", FINISH_MANY, params)
+        assert plans  # each hot connection's prepared finish
+        for plan in plans:
+            # The batch by primary key, and the attempts' update by theirs.
+            assert rows_visited(plan, "executions") <= 2 * 16, plan
     finally:
         await store.close()
 
