@@ -2,10 +2,13 @@
 grace"), on both backends, on the fake clock: a leased scheduler asks, at each grace of a herd it
 opened, to close the herd's shards the claims have emptied, while the others stay open for the
 claims and the herd gets another grace; a closed shard is not asked again, the final close asks
-only for the rest, and a shard opened again since by a later herd stays open."""
+only for the rest, and a shard opened again since by a later herd stays open. The count and the
+close are one call, one statement on PostgreSQL (docs/scaling.md, "A herd's grace in one
+statement")."""
 
 from __future__ import annotations
 
+import inspect
 import uuid
 from dataclasses import replace
 from datetime import timedelta
@@ -38,17 +41,40 @@ async def rows(store: Store, shard: int, name: str, n: int = 1, at: float = 5) -
 
 
 def spy_closes(s: Scheduler) -> Closes:
-    """Every ``shard_lease_close`` of ``s``: the shards asked, the shards the database closed."""
+    """Every grace check of ``s`` (``shard_lease_grace``): the shards asked, the shards the
+    database closed."""
     closes: Closes = []
-    real = s.store.shard_lease_close
+    real = s.store.shard_lease_grace
 
-    async def shard_lease_close(*args: Any, **kwargs: Any) -> list[int]:
-        closed = await real(*args, **kwargs)
+    async def shard_lease_grace(*args: Any, **kwargs: Any) -> tuple[int, list[int]]:
+        left, closed = await real(*args, **kwargs)
         closes.append(([lease.shard_id for lease in args[1]], closed))
-        return closed
+        return left, closed
 
-    s.store.shard_lease_close = shard_lease_close  # type: ignore[method-assign]
+    s.store.shard_lease_grace = shard_lease_grace  # type: ignore[method-assign]
     return closes
+
+
+def spy_calls(s: Scheduler) -> list[str]:
+    """The names of the store's coroutine methods ``s`` calls from now on, in order (each of
+    those a grace check calls is one statement on PostgreSQL)."""
+    calls: list[str] = []
+    real = s.store
+
+    class Counting:
+        def __getattr__(self, name: str) -> Any:
+            attr = getattr(real, name)
+            if not inspect.iscoroutinefunction(attr):
+                return attr
+
+            async def call(*args: Any, **kwargs: Any) -> Any:
+                calls.append(name)
+                return await attr(*args, **kwargs)
+
+            return call
+
+    s.store = Counting()  # type: ignore[assignment]
+    return calls
 
 
 async def claim(store: Store, name: str, at: timedelta, n: int = 9) -> list[uuid.UUID]:
@@ -108,11 +134,12 @@ async def test_the_final_close_asks_only_for_the_shards_still_open(store: Store)
     clock.set(T0 + 5 * SECOND + DIRECT_GRACE)
     assert await s.run_once() == 0  # progress: another grace
     assert closes == [([7, 8, 9], [7])]
-    # A grace with none taken: what is left is promoted, then the rest of the shards close.
+    # A grace with none taken (its check closes nothing: both still hold rows): what is left
+    # is promoted, then the rest of the shards close.
     clock.set(T0 + 5 * SECOND + 2 * DIRECT_GRACE)
     closes.clear()
     assert await s.run_once() == 3
-    assert closes == [([8, 9], [8, 9])] and s._deferred == []
+    assert closes == [([8, 9], []), ([8, 9], [8, 9])] and s._deferred == []
     assert {await status(store, i) for i in stuck} == {ExecutionStatus.READY}
     assert ExecutionStatus.READY in {await status(store, i) for i in kept}
 
@@ -141,3 +168,27 @@ async def test_a_shard_opened_again_by_a_later_herd_stays_open(store: Store) -> 
     )
     assert claimed.execution_id == later[0] and claimed.ready_at == T0 + 5.5 * SECOND
     assert {await status(store, i) for i in first} == {ExecutionStatus.RUNNING}
+
+
+async def test_a_grace_check_is_one_store_call(store: Store) -> None:
+    """The count of a herd's rows left and the close of its emptied shards were two statements
+    at every grace (``execution_count_due``, then ``shard_lease_close``); now one. A herd over
+    shards 7 and 8: the claims empty 7 and take one row of 8, then the rest."""
+    clock = FakeClock(T0)
+    s = scheduler(store, clock, leased=True, owner="a")
+    s.direct_min = 2
+    await s.run_once()
+    await rows(store, 7, "greet", 2)
+    await rows(store, 8, "other", 2)
+    await s.run_once()
+    clock.set(T0 + 5 * SECOND)
+    await s.run_once()  # opened
+    assert len(await claim(store, "greet", 5 * SECOND)) == 2
+    assert len(await claim(store, "other", 5 * SECOND, 1)) == 1
+    calls = spy_calls(s)
+    await s._promote_deferred(T0 + 5 * SECOND + DIRECT_GRACE)  # drained: another grace
+    assert calls == ["shard_lease_grace"] and len(s._deferred) == 1
+    assert len(await claim(store, "other", 6 * SECOND)) == 1
+    calls.clear()
+    await s._promote_deferred(T0 + 5 * SECOND + 2 * DIRECT_GRACE)  # done: the rest closes
+    assert calls == ["shard_lease_grace"] and s._deferred == []

@@ -2,7 +2,7 @@
 scheduler opens the instant's shards so that the claims take its rows as they are (SCHEDULED ->
 RUNNING) instead of promoting them first; a grace later what the claims left is promoted and the
 shards close (docs/scaling.md, "Claiming a herd without promoting it", "Emptied shards closed
-at every grace")."""
+at every grace", "A herd's grace in one statement")."""
 
 from __future__ import annotations
 
@@ -33,12 +33,13 @@ DIRECT_GRACE = timedelta(seconds=1)
 # ... for an instant with at least this many due entries in this scheduler's shards. Below it
 # the promotion is as quick (B5's herd of 2,000 over two schedulers: all READY in 70-110 ms,
 # against all claimable in 160-240 ms opened, and a later first start, the first claim then
-# taking two statements), and an instant costs one statement where an opening costs four
-# (open, the direct promotion, the count a grace later, the close). 100,000: all claimable in
-# 0.4 s opened against 11-20 s promoted (docs/scaling.md, "Claiming a herd without promoting
-# it"); between the two not measured. And only when every entry of the instant has one tenant
-# and one priority: the claims take an open shard's rows in shard order, and an instant of
-# several tenants or priorities is promoted, for the claims to serve by turns and priority.
+# taking two statements), and an instant costs one statement where an opening costs three
+# (open, the direct promotion, a grace later the count and close in one). 100,000: all
+# claimable in 0.4 s opened against 11-20 s promoted (docs/scaling.md, "Claiming a herd without
+# promoting it"); between the two not measured. And only when every entry of the instant has
+# one tenant and one priority: the claims take an open shard's rows in shard order, and an
+# instant of several tenants or priorities is promoted, for the claims to serve by turns and
+# priority.
 DIRECT_MIN = 5000
 
 
@@ -122,19 +123,21 @@ class HerdOpening:
         due is left close, unless opened again since (their own herd closes them): those the
         claims emptied while the others are still drained, which every plain claim would walk
         until the whole herd is done (docs/scaling.md, "Emptied shards closed at every grace"),
-        then, once the herd is done, the rest."""
+        then, once the herd is done, the rest. The count and the close are one statement
+        (``shard_lease_grace``; docs/scaling.md, "A herd's grace in one statement")."""
         total = 0
         due = [h for h in self._deferred if h.at <= now]
         self._deferred = [h for h in self._deferred if h.at > now]
         for herd in due:
             shards = sorted(s for s in herd.shards - herd.closed if s in self.leases)
-            left = await self.store.execution_count_due(shards, herd.opened) if shards else 0
+            left = await self._grace(herd, shards)
             drained = 0 < left < herd.left
             if left and not drained:
-                # A closed shard holds no row of the herd still SCHEDULED (shard_lease_close).
+                # The shards just closed hold no row of the herd still SCHEDULED: skipped.
                 ids = [i for i in herd.ids if herd.fire[i].shard_id not in herd.closed]
                 total += await self._promote_batches(ids, herd.fire, now, direct=False, retry=False)
-            await self._close(herd, shards)
+                # Then those the promotion emptied close (its count is not needed).
+                await self._grace(herd, [s for s in shards if s not in herd.closed])
             if drained:
                 herd.left, herd.at = left, now + DIRECT_GRACE
                 for shard in shards:
@@ -144,16 +147,19 @@ class HerdOpening:
         self._deferred.sort(key=lambda d: d.at)
         return total
 
-    async def _close(self, herd: _Deferred, shards: Collection[int]) -> None:
-        """Closes those of ``shards`` (the herd's, still held) where nothing due by the herd's
-        opening is left; fenced, and a shard opened again by a later herd stays open (both in
-        ``shard_lease_close``). Those closed are not asked again."""
+    async def _grace(self, herd: _Deferred, shards: Collection[int]) -> int:
+        """One statement: how many rows due by the herd's opening are left in ``shards`` (the
+        herd's, still held, not closed yet), and those of them where none is left close; fenced,
+        and a shard opened again by a later herd stays open (both in ``shard_lease_grace``).
+        Those closed are not asked again."""
         leases = [self.leases[s] for s in sorted(shards) if s in self.leases]
-        if leases:
-            closed = await self.store.shard_lease_close(
-                self.owner, leases, herd.opened, self.store_now()
-            )
-            herd.closed.update(closed)
+        if not leases:
+            return 0
+        left, closed = await self.store.shard_lease_grace(
+            self.owner, leases, herd.opened, self.store_now()
+        )
+        herd.closed.update(closed)
+        return left
 
     def _defer(self, ids: list[uuid.UUID], fire: dict[uuid.UUID, _Fire], now: datetime) -> None:
         """What a herd's direct promotion left SCHEDULED (the claims' rows, or rows they have

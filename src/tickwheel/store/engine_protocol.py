@@ -244,6 +244,20 @@ class ShardLeaseStore(Protocol):
         shard the claims emptied closes while the others are still drained."""
         ...
 
+    async def shard_lease_grace(
+        self,
+        owner: str,
+        leases: Sequence[ShardLease],
+        through: datetime,
+        now: datetime | None = None,
+    ) -> tuple[int, list[int]]:
+        """A herd's grace check in one statement (PostgreSQL; one transaction on SQLite): how
+        many SCHEDULED executions due by ``through`` are left in the shards of ``leases`` (held
+        or not), and the shards closed, ascending: those of the grants still held (owner, epoch,
+        unexpired by the database's clock; locked in shard order) that were opened through
+        ``through`` at most and where none is left, as ``shard_lease_close`` closes them."""
+        ...
+
 
 class WorkerRegistryStore(Protocol):
     """The worker registry, and the backlog figures read beside it."""

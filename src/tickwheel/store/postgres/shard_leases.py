@@ -125,3 +125,19 @@ class PostgresShardLeases:
         async with self._pool.connection() as conn:
             cursor = await conn.execute(Q["shard_lease_close"], params)
             return sorted(int(r["shard_id"]) for r in await cursor.fetchall())
+
+    async def shard_lease_grace(
+        self,
+        owner: str,
+        leases: Sequence[ShardLease],
+        through: datetime,
+        now: datetime | None = None,
+    ) -> tuple[int, list[int]]:
+        params = {**_grants(owner, leases, now), "through": require_aware(through)}
+        # One autocommit statement: the count, the fenced locks and the close (a CTE).
+        async with self._pool.connection() as conn:
+            cursor = await conn.execute(Q["shard_lease_grace"], params)
+            row = await cursor.fetchone()
+        if row is None:
+            return 0, []
+        return int(row["left"]), [int(s) for s in row["closed"]]

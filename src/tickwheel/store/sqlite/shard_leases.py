@@ -122,3 +122,24 @@ class SqliteShardLeases(SqliteConnection):
         async with self._tx() as conn:
             cursor = await conn.execute(Q["shard_lease_close"], params)
             return sorted(int(r["shard_id"]) for r in await cursor.fetchall())
+
+    async def shard_lease_grace(
+        self,
+        owner: str,
+        leases: Sequence[ShardLease],
+        through: datetime,
+        now: datetime | None = None,
+    ) -> tuple[int, list[int]]:
+        params = _params(owner, now, grants=_grants(leases), through=to_us(through))
+        # One write transaction (one writer at a time): no claim commits between the count and
+        # the close, which is then asked only for the shards counted empty.
+        async with self._tx() as conn:
+            cursor = await conn.execute(Q["shard_lease_grace"], params)
+            counts = list(await cursor.fetchall())
+            empty = [[int(r["shard_id"]), int(r["epoch"])] for r in counts if not r["n"]]
+            closed: list[int] = []
+            if empty:
+                params["grants"] = json.dumps(empty)
+                cursor = await conn.execute(Q["shard_lease_close"], params)
+                closed = sorted(int(r["shard_id"]) for r in await cursor.fetchall())
+        return sum(int(r["n"]) for r in counts), closed

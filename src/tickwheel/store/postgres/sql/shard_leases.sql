@@ -151,3 +151,48 @@ WHERE status = 'SCHEDULED'
   AND shard_id = ANY (%(shards)s::smallint[])
   AND bucket_start <= coalesce(%(now)s::timestamptz, now())
   AND execute_at <= coalesce(%(now)s::timestamptz, now());
+
+-- name: shard_lease_grace
+-- A herd's grace check in one statement (docs/scaling.md, "A herd's grace in one statement"):
+-- how many SCHEDULED rows due by :through are left in the shards of the grants, and the close
+-- (as shard_lease_close did) of those where none is left. The count is one probe of
+-- executions_due per shard, and a shard is closed on its own count: the close needs no walk of
+-- its own. Fenced like shard_lease_open: the lease row is locked, grant after grant in shard
+-- order, only while owner, epoch and expiry hold on its newest version (a takeover committed
+-- first bumped the epoch), and only if it was opened through :through at most (a shard opened
+-- again by a later herd stays open: that herd closes it). The count and the lock checks share
+-- the statement's snapshot, so a row a claim holds uncommitted still counts (no shard closes
+-- under a claim that rolls back), as in the count and close before. Every grant is counted,
+-- held or not, as the count before it was. left: 0 for no grant; closed: shards, ascending.
+WITH mine AS MATERIALIZED (
+    SELECT m.shard_id, m.epoch, d.n
+    FROM (SELECT * FROM unnest(%(shards)s::smallint[], %(epochs)s::bigint[]) AS m (shard_id, epoch)
+          ORDER BY m.shard_id) AS m
+    CROSS JOIN LATERAL (
+        SELECT count(*) AS n FROM executions e
+        WHERE e.status = 'SCHEDULED' AND e.shard_id = m.shard_id
+          AND e.bucket_start <= %(through)s::timestamptz
+          AND e.execute_at <= %(through)s::timestamptz
+    ) AS d
+),
+emptied AS MATERIALIZED (
+    SELECT l.shard_id
+    FROM mine
+    CROSS JOIN LATERAL (
+        SELECT l.shard_id FROM shard_leases l
+        WHERE l.shard_id = mine.shard_id AND l.epoch = mine.epoch AND l.owner = %(owner)s
+          AND l.expires_at > coalesce(%(now)s::timestamptz, now())
+          AND l.due_through <= %(through)s::timestamptz
+        FOR NO KEY UPDATE
+    ) AS l
+    WHERE mine.n = 0
+),
+closed AS (
+    UPDATE shard_leases l
+    SET due_through = NULL
+    FROM emptied
+    WHERE l.shard_id = emptied.shard_id
+    RETURNING l.shard_id
+)
+SELECT (SELECT coalesce(sum(n), 0) FROM mine)::bigint AS "left",
+       coalesce((SELECT array_agg(shard_id ORDER BY shard_id) FROM closed), '{}') AS closed;

@@ -102,3 +102,13 @@ SELECT count(*) AS n FROM executions
 WHERE status = 'SCHEDULED'
   AND shard_id IN (SELECT value FROM json_each(:shards))
   AND bucket_start <= :now AND execute_at <= :now;
+
+-- name: shard_lease_grace
+-- A herd's grace check, its first half: how many SCHEDULED rows due by :through each grant's
+-- shard still holds, one probe of executions_due per shard. In the same write transaction
+-- shard_lease_close then closes the grants counted at 0 (PostgreSQL does both in one statement).
+SELECT json_extract(g.value, '$[0]') AS shard_id, json_extract(g.value, '$[1]') AS epoch,
+       (SELECT count(*) FROM executions e
+        WHERE e.status = 'SCHEDULED' AND e.shard_id = json_extract(g.value, '$[0]')
+          AND e.bucket_start <= :through AND e.execute_at <= :through) AS n
+FROM json_each(:grants) AS g;
