@@ -7,10 +7,13 @@ claim's SQL and the store's walk only.
 ``--grace S`` adds the scheduler's grace checks of the herd, every S seconds on a store of their
 own, by ``--grace-policy``: ``end`` counts the due rows of every shard of the herd and closes
 them all once none is left (the scheduler before "Emptied shards closed at every grace"),
-``each`` counts those of the shards still open, then closes the emptied ones (after). Their
-statements and time are printed. ``--hold-horizon`` keeps a transaction with a snapshot open in
-the run's database for the whole drain, as another session's long transaction does: the claimed
-rows' index entries then stay heap visits for every walk of an emptied shard.
+``each`` counts those of the shards still open and closes the emptied ones (after; one
+statement, ``shard_lease_grace``, where the store has it: "A herd's grace in one statement";
+with older code two, the count then the close). ``end`` needs older code (a store with
+``execution_count_due``). Their statements and time are printed. ``--hold-horizon`` keeps a
+transaction with a snapshot open in the run's database for the whole drain, as another
+session's long transaction does: the claimed rows' index entries then stay heap visits for
+every walk of an emptied shard.
 
 Prints, per run, the drain rate, the database's CPU per execution (from /proc) and the claim's
 mean wall time per tenth of the herd (does a claim slow down as the shards empty?).
@@ -74,9 +77,13 @@ async def graces(
         began = time.perf_counter()
         checks += 1
         open_ = [s for s in shards if s not in closed]
-        if policy == "each":
+        mine = [g for g in leases if g.shard_id not in closed]
+        if policy == "each" and hasattr(store, "shard_lease_grace"):
+            left, shut = await store.shard_lease_grace("bench", mine, through)
+            closed.update(shut)
+            statements += 1
+        elif policy == "each":  # older code: the count, then the close
             left = await store.execution_count_due(open_, through)
-            mine = [g for g in leases if g.shard_id not in closed]
             closed.update(await store.shard_lease_close("bench", mine, through))
             statements += 2
         else:
@@ -133,6 +140,8 @@ async def one_run(
             )
 
     try:
+        if checker is not None and policy == "end" and not hasattr(checker, "execution_count_due"):
+            raise SystemExit("--grace-policy end runs older code only (execution_count_due)")
         leases = await stores[0].shard_lease_acquire("bench", SHARD_COUNT, timedelta(hours=1))
         # Every store's pool warm (its hot connections open) before the clock starts.
         await asyncio.gather(*(s.execution_claim_ready("warm", 0, LEASE) for s in stores))

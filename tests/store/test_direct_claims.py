@@ -7,7 +7,7 @@ closes once nothing due is left in it."""
 from __future__ import annotations
 
 from dataclasses import replace
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from tests.factories import T0, new_execution
 from tests.store.test_concurrency import KEYED
@@ -32,6 +32,14 @@ def due(n: int = 1, *, shard: int = 7, at: timedelta = 5 * S) -> list[NewExecuti
 
 async def grants(store: Store, owner: str = "s") -> list[ShardLease]:
     return await store.shard_lease_acquire(owner, SHARD_COUNT, TTL, T0)
+
+
+async def closes(
+    store: Store, owner: str, leases: list[ShardLease], through: datetime, now: datetime
+) -> list[int]:
+    """The shards a grace check of ``leases`` through ``through`` closes (its count aside)."""
+    _, closed = await store.shard_lease_grace(owner, leases, through, now)
+    return closed
 
 
 async def status(store: Store, item: NewExecution, tenant: str = "acme") -> ExecutionStatus:
@@ -139,7 +147,7 @@ async def test_rows_the_claims_leave_are_promoted_a_grace_later(store: Store) ->
     assert {e.execution_id for e in claimed} == {i.execution_id for i in others}
     final = await store.execution_promote_ids_leased("s", leases, ids, DUE + S)
     assert set(final.moved) == set(ids)
-    assert await store.shard_lease_close("s", leases, DUE, DUE + S) == list(range(SHARD_COUNT))
+    assert await closes(store, "s", leases, DUE, DUE + S) == list(range(SHARD_COUNT))
 
 
 async def test_the_plain_claim_passes_over_rows_a_pause_holds(store: Store) -> None:
@@ -186,12 +194,12 @@ async def test_a_shard_closes_once_nothing_due_is_left_and_not_before(store: Sto
     await store.shard_lease_open("s", mine, DUE, DUE)
     # Shard 7 still holds a due row; shard 8's row was promoted: only 8 closes.
     await store.execution_promote_ids_leased("s", mine, [other.execution_id], DUE)
-    assert await store.shard_lease_close("s", mine, DUE, DUE) == [8]
+    assert await closes(store, "s", mine, DUE, DUE) == [8]
     # Opened again later (a new instant): an older instant's close leaves it open.
     await store.shard_lease_open("s", mine, DUE + S, DUE + S)
     await store.execution_promote_ids_leased("s", mine, [item.execution_id], DUE + S)
-    assert await store.shard_lease_close("s", mine, DUE, DUE + S) == []
-    assert await store.shard_lease_close("s", mine, DUE + S, DUE + S) == [7, 8]
+    assert await closes(store, "s", mine, DUE, DUE + S) == []
+    assert await closes(store, "s", mine, DUE + S, DUE + S) == [7, 8]
     # Closed: a row due since is not claimed as it is.
     [late] = due()
     await store.execution_insert_many([late])
@@ -214,14 +222,14 @@ async def test_an_emptied_shard_closes_while_another_is_still_drained(store: Sto
     await store.shard_lease_open("s", mine, DUE, DUE)
     assert len(await store.execution_claim_ready("w", 10, LEASE, DUE, [GREET])) == 2
     assert len(await store.execution_claim_ready("w", 1, LEASE, DUE, [other])) == 1
-    assert await store.shard_lease_close("s", mine, DUE, DUE) == [7]
+    assert await closes(store, "s", mine, DUE, DUE) == [7]
     [late] = due()
     await store.execution_insert_many([late])
     assert await store.execution_claim_ready("w", 10, LEASE, DUE + S, [GREET]) == []
     assert await status(store, late) is ExecutionStatus.SCHEDULED
     [taken] = await store.execution_claim_ready("w", 10, LEASE, DUE + S, [other])
     assert taken.status is ExecutionStatus.RUNNING and taken.ready_at == DUE
-    assert await store.shard_lease_close("s", mine, DUE, DUE + S) == [8]
+    assert await closes(store, "s", mine, DUE, DUE + S) == [8]
 
 
 async def test_a_shard_the_clock_opened_short_keeps_rows_due_by_the_instant_open(
@@ -234,9 +242,9 @@ async def test_a_shard_the_clock_opened_short_keeps_rows_due_by_the_instant_open
     await store.execution_insert_many([item])
     leases = await grants(store)
     await store.shard_lease_open("s", leases, DUE, DUE - S)  # through DUE - 1 s
-    assert 7 not in await store.shard_lease_close("s", leases, DUE, DUE)
+    assert 7 not in await closes(store, "s", leases, DUE, DUE)
     await store.execution_promote_ids_leased("s", leases, [item.execution_id], DUE)
-    assert await store.shard_lease_close("s", leases, DUE, DUE) == [7]
+    assert await closes(store, "s", leases, DUE, DUE) == [7]
 
 
 async def test_a_stale_holder_closes_nothing(store: Store) -> None:
@@ -247,8 +255,8 @@ async def test_a_stale_holder_closes_nothing(store: Store) -> None:
     await store.shard_lease_open("a", old, DUE, DUE)
     await store.execution_cancel("acme", item.execution_id, DUE)
     new = await store.shard_lease_acquire("b", SHARD_COUNT, TTL, T0 + TTL)
-    assert await store.shard_lease_close("a", old, DUE, T0 + TTL) == []
-    assert 7 in await store.shard_lease_close("b", new, DUE, T0 + TTL)
+    assert await closes(store, "a", old, DUE, T0 + TTL) == []
+    assert 7 in await closes(store, "b", new, DUE, T0 + TTL)
 
 
 async def test_the_catch_all_promotes_what_is_left_and_closes_the_shard(store: Store) -> None:

@@ -157,11 +157,6 @@ class PromotionStore(Protocol):
         SCHEDULED rows came back short, the held shards' watermark becomes ``now``."""
         ...
 
-    async def execution_count_due(self, shards: Sequence[int], through: datetime) -> int:
-        """How many SCHEDULED executions of ``shards`` are due by ``through`` (through the due
-        index): whether the claims are still taking an opened herd's rows."""
-        ...
-
     async def execution_due_window(
         self, slices: Sequence[DueSlice], limit: int
     ) -> list[list[DueEntry]]:
@@ -231,19 +226,6 @@ class ShardLeaseStore(Protocol):
         RUNNING. Wakes the workers; returns the shards held."""
         ...
 
-    async def shard_lease_close(
-        self,
-        owner: str,
-        leases: Sequence[ShardLease],
-        through: datetime,
-        now: datetime | None = None,
-    ) -> list[int]:
-        """Closes the shards of the grants still held that were opened through ``through`` at
-        most and hold no SCHEDULED row due by ``through`` any more (not even past the instant
-        their opening reached); returns the shards closed. Asked at every grace of a herd: a
-        shard the claims emptied closes while the others are still drained."""
-        ...
-
     async def shard_lease_grace(
         self,
         owner: str,
@@ -255,7 +237,11 @@ class ShardLeaseStore(Protocol):
         many SCHEDULED executions due by ``through`` are left in the shards of ``leases`` (held
         or not), and the shards closed, ascending: those of the grants still held (owner, epoch,
         unexpired by the database's clock; locked in shard order) that were opened through
-        ``through`` at most and where none is left, as ``shard_lease_close`` closes them."""
+        ``through`` at most and where none is left: the claims took, or the scheduler promoted,
+        the rows of the instants they were opened for, and none due by ``through`` is left, not
+        even past the instant their opening reached (a shard where the clock held the opening
+        back), so that the count may skip the shards closed. A shard opened again by a later
+        herd (through a later instant) stays open: that herd closes it."""
         ...
 
 

@@ -214,13 +214,6 @@ class PostgresPromotion:
             await self._signals.notify(conn, {Topic.READY} if moved else set())
         return self._promoted(moved, fenced, refused, traced, started)
 
-    async def execution_count_due(self, shards: Sequence[int], through: datetime) -> int:
-        params = {"shards": list(shards), "now": require_aware(through)}
-        async with self._pool.connection() as conn:
-            cursor = await conn.execute(Q["execution_count_due"], params)
-            row = await cursor.fetchone()
-        return int(row["n"]) if row else 0
-
     async def execution_next_due_at(
         self, shards: Sequence[int], horizon: datetime
     ) -> datetime | None:

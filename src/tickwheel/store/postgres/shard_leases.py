@@ -114,18 +114,6 @@ class PostgresShardLeases:
             self._signals.signal({Topic.READY})  # this process's workers, without a round trip
         return held
 
-    async def shard_lease_close(
-        self,
-        owner: str,
-        leases: Sequence[ShardLease],
-        through: datetime,
-        now: datetime | None = None,
-    ) -> list[int]:
-        params = {**_grants(owner, leases, now), "through": require_aware(through)}
-        async with self._pool.connection() as conn:
-            cursor = await conn.execute(Q["shard_lease_close"], params)
-            return sorted(int(r["shard_id"]) for r in await cursor.fetchall())
-
     async def shard_lease_grace(
         self,
         owner: str,

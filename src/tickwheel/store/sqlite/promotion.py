@@ -169,11 +169,6 @@ class SqlitePromotion(SqliteConnection):
                     await conn.execute(Q["shard_lease_watermark"], params)
         return self._promoted(moved, fenced, refused, traced, started)
 
-    async def execution_count_due(self, shards: Sequence[int], through: datetime) -> int:
-        params = {"shards": json.dumps(list(shards)), "now": to_us(through)}
-        rows = await self._all("execution_count_due", params)
-        return int(rows[0]["n"]) if rows else 0
-
     async def execution_next_due_at(
         self, shards: Sequence[int], horizon: datetime
     ) -> datetime | None:

@@ -111,18 +111,6 @@ class SqliteShardLeases(SqliteConnection):
             self._events[Topic.READY].set()
         return held
 
-    async def shard_lease_close(
-        self,
-        owner: str,
-        leases: Sequence[ShardLease],
-        through: datetime,
-        now: datetime | None = None,
-    ) -> list[int]:
-        params = _params(owner, now, grants=_grants(leases), through=to_us(through))
-        async with self._tx() as conn:
-            cursor = await conn.execute(Q["shard_lease_close"], params)
-            return sorted(int(r["shard_id"]) for r in await cursor.fetchall())
-
     async def shard_lease_grace(
         self,
         owner: str,
