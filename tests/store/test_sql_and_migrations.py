@@ -41,6 +41,9 @@ SQLITE_ONLY = {
 }
 # The expiry's row-by-row steps: PostgreSQL does each in one statement (data-modifying CTEs).
 SQLITE_ONLY |= {"execution_expire_one", "attempt_abandon", "execution_event_expired"}
+# A herd's grace check: PostgreSQL counts and closes in one statement (shard_lease_grace, a
+# data-modifying CTE); SQLite closes the shards counted empty in a statement of its own.
+SQLITE_ONLY |= {"shard_lease_close"}
 # A leased promotion on PostgreSQL first bounds how long its transaction may sit idle, so that a
 # frozen scheduler cannot hold its fence's FOR SHARE locks on the shard rows forever. SQLite's
 # fence locks no rows (one writer at a time) and SQLite has no such setting.

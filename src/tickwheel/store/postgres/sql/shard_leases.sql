@@ -122,28 +122,6 @@ SELECT h.shard_id, (SELECT count(*) FROM notified) AS notifications
 FROM (SELECT shard_id FROM held UNION SELECT shard_id FROM opened) AS h
 ORDER BY h.shard_id;
 
--- name: shard_lease_close
--- The plain claim stops taking the shard's SCHEDULED rows: the claims took, or the scheduler
--- promoted (to READY), the rows of the instants it opened up to :through. Fenced like
--- shard_lease_open. A shard opened again after :through stays open (its own instant closes it
--- later), and so does one where a SCHEDULED row due by :through is left (the claims still
--- draining it, or a row the promotion skipped while a claim or a cancel held it): the claims
--- may still take it, and the catch-all promotes it and closes the shard (shard_lease_watermark)
--- at the latest. The scheduler asks at every grace of a herd (docs/scaling.md, "Emptied shards
--- closed at every grace"): a closed shard holds nothing due by :through, not even past its
--- due_through (an opening the database's clock held back), so the herd's count skips it.
-UPDATE shard_leases l
-SET due_through = NULL
-FROM unnest(%(shards)s::smallint[], %(epochs)s::bigint[]) AS mine (shard_id, epoch)
-WHERE l.shard_id = mine.shard_id AND l.epoch = mine.epoch AND l.owner = %(owner)s
-  AND l.expires_at > coalesce(%(now)s::timestamptz, now())
-  AND l.due_through <= %(through)s::timestamptz
-  AND NOT EXISTS (SELECT 1 FROM executions e
-                  WHERE e.status = 'SCHEDULED' AND e.shard_id = l.shard_id
-                    AND e.bucket_start <= %(through)s::timestamptz
-                    AND e.execute_at <= %(through)s::timestamptz)
-RETURNING l.shard_id;
-
 -- name: execution_count_due
 -- How many promotions a fence refused: the due rows of the fenced shards, through executions_due.
 SELECT count(*) AS n FROM executions
@@ -154,16 +132,21 @@ WHERE status = 'SCHEDULED'
 
 -- name: shard_lease_grace
 -- A herd's grace check in one statement (docs/scaling.md, "A herd's grace in one statement"):
--- how many SCHEDULED rows due by :through are left in the shards of the grants, and the close
--- (as shard_lease_close did) of those where none is left. The count is one probe of
--- executions_due per shard, and a shard is closed on its own count: the close needs no walk of
--- its own. Fenced like shard_lease_open: the lease row is locked, grant after grant in shard
--- order, only while owner, epoch and expiry hold on its newest version (a takeover committed
--- first bumped the epoch), and only if it was opened through :through at most (a shard opened
--- again by a later herd stays open: that herd closes it). The count and the lock checks share
--- the statement's snapshot, so a row a claim holds uncommitted still counts (no shard closes
--- under a claim that rolls back), as in the count and close before. Every grant is counted,
--- held or not, as the count before it was. left: 0 for no grant; closed: shards, ascending.
+-- how many SCHEDULED rows due by :through are left in the shards of the grants (held or not),
+-- and the close of those where none is left: the plain claim stops taking their SCHEDULED rows
+-- (the claims took, or the scheduler promoted, the rows of the instants opened up to :through).
+-- The count is one probe of executions_due per shard, and a shard closes on its own count, with
+-- no second walk. Fenced like shard_lease_open: a lease row is locked, grant after grant in
+-- shard order, only if owner, epoch and expiry hold on its newest version (a takeover committed
+-- first bumped the epoch), so a stale holder closes nothing. A shard opened again after
+-- :through stays open (its own instant closes it later), and so does one where a SCHEDULED row
+-- due by :through is left, even past its due_through (an opening the database's clock held
+-- back): the claims still draining it, or a row the promotion skipped while a claim or a cancel
+-- held it; the claims may still take it, and the catch-all promotes it and closes the shard
+-- (shard_lease_watermark) at the latest. So a closed shard holds nothing due by :through, and
+-- the herd's next count skips it. The count and the close share the statement's snapshot: a row
+-- a claim holds uncommitted still counts, so no shard closes under a claim that rolls back.
+-- left: 0 for no grant; closed: the shards closed, ascending.
 WITH mine AS MATERIALIZED (
     SELECT m.shard_id, m.epoch, d.n
     FROM (SELECT * FROM unnest(%(shards)s::smallint[], %(epochs)s::bigint[]) AS m (shard_id, epoch)

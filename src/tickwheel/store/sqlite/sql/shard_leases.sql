@@ -81,7 +81,8 @@ WHERE owner = :owner AND expires_at > :now
   );
 
 -- name: shard_lease_close
--- As on PostgreSQL: closed once opened through :through at most and no SCHEDULED row due by
+-- The second half of a grace check (shard_lease_grace), in its write transaction, for the grants
+-- counted at 0: closed once opened through :through at most and no SCHEDULED row due by
 -- :through is left (the claims may still take one; the catch-all closes it at the latest).
 UPDATE shard_leases SET due_through = NULL
 WHERE owner = :owner AND expires_at > :now AND due_through <= :through
