@@ -18,6 +18,7 @@ from tickwheel.store.execution_columns import (
     column,
     kind_of,
 )
+from tickwheel.store.migrate import load_migrations
 from tickwheel.store.protocol import Store
 from tickwheel.store.sqlfile import load_queries
 
@@ -25,11 +26,30 @@ from tickwheel.store.sqlfile import load_queries
 FILLED_BY_THE_INSERT = {"attempt_count", "ready_at", "updated_at"}
 
 
+def batch_insert_sql() -> str:
+    """PostgreSQL's batch insert as the database runs it: ``execution_insert`` calls
+    ``tickwheel_execution_insert`` (migration 0024), whose two tries and rows function hold the
+    columns and the items' positions."""
+    calls = load_queries("tickwheel.store.postgres.sql")["execution_insert"]
+    assert "tickwheel_execution_insert(%(shared)s::jsonb, %(items)s::jsonb)" in calls
+    (migration,) = [
+        m
+        for m in load_migrations("tickwheel.store.postgres.migrations")
+        if "CREATE FUNCTION tickwheel_execution_insert(" in m.sql
+    ]
+    return migration.sql
+
+
 def insert_columns(dialect: str, name: str = "execution_insert") -> list[str]:
-    sql = load_queries(f"tickwheel.store.{dialect}.sql")[name]
-    listed = re.search(r"INSERT INTO executions \(([^)]*)\)", sql)
-    assert listed is not None
-    return [c.strip() for c in listed.group(1).split(",")]
+    if (dialect, name) == ("postgres", "execution_insert"):
+        sql = batch_insert_sql()
+    else:
+        sql = load_queries(f"tickwheel.store.{dialect}.sql")[name]
+    lists = re.findall(r"INSERT INTO executions(?: AS e)? \(([^)]*)\)", sql)
+    assert lists
+    columns = [[c.strip() for c in listed.split(",")] for listed in lists]
+    assert all(c == columns[0] for c in columns), "the batch's two tries insert the same columns"
+    return columns[0]
 
 
 @pytest.mark.parametrize("dialect", ["postgres", "sqlite"])
@@ -57,8 +77,8 @@ def test_postgres_inserts_one_item_into_the_same_columns() -> None:
 
 
 def test_postgres_reads_each_item_at_the_fields_position() -> None:
-    sql = load_queries("tickwheel.store.postgres.sql")["execution_insert"]
-    select = sql[sql.index("SELECT") : sql.index("FROM jsonb_array_elements")]
+    sql = batch_insert_sql()
+    select = sql[sql.index("SELECT\n    position") : sql.index("FROM jsonb_array_elements")]
     positions = [int(p) for p in re.findall(r"item -{1,2}>{1,2} (\d+)", select)]
     spread = sum(len(columns) for columns in SPREAD.values())
     assert sorted(set(positions)) == list(range(len(NEW_EXECUTION) + spread))
@@ -94,3 +114,15 @@ async def test_a_row_reads_back_as_the_record_it_was_written_from(
         assert getattr(read, name) == getattr(item, name), name
     assert read.attempt_count == 0 and read.updated_at == item.created_at
     assert (read.ready_at is not None) == (execute_in is None)
+
+
+def test_postgres_rows_function_returns_its_columns_under_their_names() -> None:
+    """``tickwheel_execution_rows`` returns its SELECT's values positionally under the names of
+    its ``RETURNS TABLE``, which the insert reads by name: the two lists must be one order."""
+    sql = batch_insert_sql()
+    declared = sql[sql.index("RETURNS TABLE (") : sql.index("LANGUAGE sql")]
+    names = re.findall(r"(\w+) (?:bigint|uuid|text|integer|jsonb|timestamptz|smallint)", declared)
+    select = sql[sql.index("SELECT\n    position") : sql.index("FROM jsonb_array_elements")]
+    aliases = re.findall(r" AS (\w+),?\n", select)
+    assert names == aliases
+    assert names[0] == "item_position" and len(names) == 21

@@ -6,78 +6,23 @@
 -- the insert costs the server. (A binary COPY of new keys after a read of the taken ones cost
 -- the server less per row, but its six round trips lost more where a process serves several
 -- batches at once: docs/scaling.md, "The batch insert's server time".)
--- ON CONFLICT DO NOTHING waits for a competing, uncommitted insert of the same key and then
--- skips, so concurrent identical submissions create one row. Rows go in in the array's order,
--- which the store sorts by (tenant, key) in Python (rows.lock_order, code point order, the same
--- for every insert path): two batches that share keys then wait on each other in the same order
--- and cannot deadlock, and among duplicates inside the batch the earliest item is the one
--- inserted (the sort is stable). No conflict target: on a partitioned table (docs/scaling.md)
--- the key's uniqueness is execution_keys', claimed by a trigger that skips the row the same way,
--- and no unique index on executions could name it.
+-- The insert itself is tickwheel_execution_insert (migration 0024): the batch inserted plainly,
+-- and again with ON CONFLICT DO NOTHING only when a key is taken (its unique_violation caught
+-- there, never logged). Either way a competing, uncommitted insert of the same key is waited
+-- for and the key then skipped, so concurrent identical submissions create one row. Rows go in
+-- in the array's order, which the store sorts by (tenant, key) in Python (rows.lock_order, code
+-- point order, the same for every insert path): two batches that share keys then wait on each
+-- other in the same order and cannot deadlock, and among duplicates inside the batch the
+-- earliest item is the one inserted (the sort is stable). No conflict target: on a partitioned
+-- table (docs/scaling.md) the key's uniqueness is execution_keys', claimed by a trigger that
+-- skips the row the same way, and no unique index on executions could name it.
 -- Only the ids come back: the store knows the rest of each row it inserted.
 -- The wake-ups ride in the same statement: one pg_notify per (channel, payload) whose status
 -- some inserted row has (delivered at the commit, never for a row not inserted). The scalar
 -- subquery runs once, when the first row is returned: with no row inserted nothing is sent.
-WITH shared AS MATERIALIZED (
-    -- What every item of the batch has in common (rows.shared_columns), cast once: NULL where
-    -- the items differ, and each row then has the value.
-    SELECT
-        (s ->> 0)::uuid AS execution_id, s ->> 1 AS tenant, s ->> 2 AS definition_uri,
-        (s ->> 3)::integer AS definition_version, nullif(s -> 4, 'null') AS input_snapshot,
-        (s ->> 5)::timestamptz AS execute_at, (s ->> 6)::timestamptz AS bucket_start,
-        (s ->> 7)::smallint AS shard_id, s ->> 8 AS idempotency_key,
-        s ->> 9 AS request_fingerprint, s ->> 10 AS status, (s ->> 11)::integer AS priority,
-        (s ->> 12)::integer AS max_attempts, (s ->> 13)::timestamptz AS created_at,
-        nullif(s -> 14, 'null') AS trace_context, (s ->> 15)::timestamptz AS start_by,
-        (s ->> 16)::timestamptz AS deadline, s ->> 17 AS concurrency_key,
-        (s ->> 18)::integer AS concurrency_limit, s ->> 19 AS concurrency_order
-    FROM (SELECT %(shared)s::jsonb AS s) AS given
-),
-batch AS (
-    -- Each row's own value where the batch has none in common (coalesce stops at the first
-    -- value: a shared column is not read from the rows, where it is null). Past the end of a
-    -- row (rows.shared_columns leaves trailing shared columns off): NULL.
-    SELECT
-        position,
-        coalesce(shared.execution_id, (item ->> 0)::uuid) AS execution_id,
-        coalesce(shared.tenant, item ->> 1) AS tenant,
-        coalesce(shared.definition_uri, item ->> 2) AS definition_uri,
-        coalesce(shared.definition_version, (item ->> 3)::integer) AS definition_version,
-        coalesce(shared.input_snapshot, item -> 4) AS input_snapshot,
-        coalesce(shared.execute_at, (item ->> 5)::timestamptz) AS execute_at,
-        coalesce(shared.bucket_start, (item ->> 6)::timestamptz) AS bucket_start,
-        coalesce(shared.shard_id, (item ->> 7)::smallint) AS shard_id,
-        coalesce(shared.idempotency_key, item ->> 8) AS idempotency_key,
-        coalesce(shared.request_fingerprint, item ->> 9) AS request_fingerprint,
-        coalesce(shared.status, item ->> 10) AS status,
-        coalesce(shared.priority, (item ->> 11)::integer) AS priority,
-        coalesce(shared.max_attempts, (item ->> 12)::integer) AS max_attempts,
-        coalesce(shared.created_at, (item ->> 13)::timestamptz) AS created_at,
-        coalesce(shared.trace_context, nullif(item -> 14, 'null')) AS trace_context,
-        coalesce(shared.start_by, (item ->> 15)::timestamptz) AS start_by,
-        coalesce(shared.deadline, (item ->> 16)::timestamptz) AS deadline,
-        coalesce(shared.concurrency_key, item ->> 17) AS concurrency_key,
-        coalesce(shared.concurrency_limit, (item ->> 18)::integer) AS concurrency_limit,
-        coalesce(shared.concurrency_order, item ->> 19) AS concurrency_order
-    FROM jsonb_array_elements(%(items)s::jsonb) WITH ORDINALITY AS given (item, position)
-    CROSS JOIN shared
-),
-inserted AS (
-    INSERT INTO executions (
-        execution_id, tenant, definition_uri, definition_version, input_snapshot, execute_at,
-        bucket_start, shard_id, idempotency_key, request_fingerprint, status, priority,
-        attempt_count, max_attempts, ready_at, created_at, updated_at, trace_context,
-        start_by, deadline, concurrency_key, concurrency_limit, concurrency_order
-    )
-    SELECT
-        execution_id, tenant, definition_uri, definition_version, input_snapshot, execute_at,
-        bucket_start, shard_id, idempotency_key, request_fingerprint, status, priority,
-        0, max_attempts, CASE WHEN status = 'READY' THEN created_at END, created_at, created_at,
-        trace_context, start_by, deadline, concurrency_key, concurrency_limit, concurrency_order
-    FROM batch
-    ORDER BY position
-    ON CONFLICT DO NOTHING
-    RETURNING execution_id, status
+WITH inserted AS MATERIALIZED (
+    SELECT inserted_id AS execution_id, inserted_status AS status
+    FROM tickwheel_execution_insert(%(shared)s::jsonb, %(items)s::jsonb)
 ),
 notified AS (
     SELECT pg_notify(signal.channel, signal.payload)
