@@ -5,10 +5,13 @@ everything works."""
 
 from __future__ import annotations
 
+import os
+import shutil
 import subprocess
 import sys
 import uuid
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -217,6 +220,46 @@ def test_the_packages_are_imported_only_when_used() -> None:
         "assert 'opentelemetry' not in sys.modules, 'imported at import time'\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+SUBMITS_UNTRACED = """
+import asyncio, json, sys
+import tickwheel
+from tests.factories import definition_doc
+
+async def main():
+    async with await tickwheel.connect_async(sys.argv[1], tenant="acme") as client:
+        await client.apply_definition(json.dumps(definition_doc()), "json")
+        await client.submit("greet", {"name": "Ada"})
+        await client.submit_many([tickwheel.SubmitRequest(definition_uri="greet")], answer="ids")
+    assert "opentelemetry" not in sys.modules, "a submission imported OpenTelemetry"
+
+asyncio.run(main())
+"""
+
+
+def test_a_process_that_never_traces_submits_without_importing_the_packages(
+    tmp_path: Path, sqlite_template: Path
+) -> None:
+    """Installed but unused (no provider: not set by the application, not named in the
+    environment), the packages are never imported by a submission (their import was 8 ms of
+    the first submission's time, and every one asked them for a provider)."""
+    path = tmp_path / "db.sqlite"
+    shutil.copyfile(sqlite_template, path)
+    env = {k: v for k, v in os.environ.items() if k != tracing.PROVIDER_ENV}
+    args = [sys.executable, "-c", SUBMITS_UNTRACED, f"sqlite:///{path}"]
+    subprocess.run(args, check=True, timeout=120, env=env)
+
+
+def test_a_provider_named_in_the_environment_traces_a_submission() -> None:
+    """OpenTelemetry makes the provider ``OTEL_PYTHON_TRACER_PROVIDER`` names at the first ask:
+    a process that imported nothing else of it still gets its submit span."""
+    code = (
+        "from tickwheel.observability import tracing as t\n"
+        "with t.submit_span(1) as span: assert span is not None and span.is_recording()\n"
+    )
+    env = {**os.environ, tracing.PROVIDER_ENV: "sdk_tracer_provider"}
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60, env=env)
 
 
 async def test_the_attempt_reads_the_context_of_the_claimed_execution(

@@ -12,6 +12,7 @@ first use, so a process that never traces never loads them."""
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 import uuid
@@ -60,6 +61,21 @@ def use_tracer_provider(provider: Any) -> None:
     keeps its providers to itself, and for tests."""
     global _provider
     _provider = provider
+
+
+PROVIDER_ENV = "OTEL_PYTHON_TRACER_PROVIDER"
+"""OpenTelemetry's setting naming a global tracer provider, made at the first ask for one."""
+
+
+def _may_trace() -> bool:
+    """Whether a tracer provider can be installed in this process: tickwheel's own
+    (``use_tracer_provider``), or OpenTelemetry's global one, which needs ``opentelemetry.trace``
+    imported (``set_tracer_provider`` is there; the SDK and every instrumentation import it) or
+    named by ``PROVIDER_ENV``. A process with neither never traces: a submission then neither
+    imports the packages (8 ms at its first) nor asks them for a provider (each one's)."""
+    return (
+        _provider is not None or "opentelemetry.trace" in sys.modules or PROVIDER_ENV in os.environ
+    )
 
 
 def _tracer(otel: _Otel) -> Any:
@@ -187,6 +203,8 @@ def submit_span(count: int) -> AbstractContextManager[Any]:
     it runs (so that ``current_context`` names it); yields the span, or None without otel or
     a tracer (then one shared context that does nothing: no generator and no context manager
     made and entered for each untraced submission)."""
+    if not _may_trace():
+        return _NO_SPAN
     otel = _otel()
     tracer = _tracer(otel) if otel is not None else None
     if otel is None or tracer is None:
@@ -211,7 +229,7 @@ def new_traces(name: str, attributes: Sequence[dict[str, Any]]) -> Iterator[list
     from entry to exit (a cron tick's occurrences: one trace each, not one for the tick). Yields
     the spans, or a None per item without otel or a tracer. Not made current: a batch carries
     each one's context in its request (``context_of``); ``current`` makes one current."""
-    otel = _otel()
+    otel = _otel() if _may_trace() else None
     tracer = _tracer(otel) if otel is not None else None
     if otel is None or tracer is None:
         yield [None] * len(attributes)
