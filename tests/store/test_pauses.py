@@ -8,6 +8,7 @@ from datetime import timedelta
 
 from tests.factories import T0, definition, new_execution
 from tickwheel.domain.breaker import BreakerConfig, BreakerState
+from tickwheel.domain.rate_limits import RateLimitSpec
 from tickwheel.domain.states import ExecutionStatus
 from tickwheel.store.flow_protocol import TENANT_WIDE, PauseKind
 from tickwheel.store.protocol import Store
@@ -138,3 +139,13 @@ async def test_a_manual_pause_and_a_breaker_are_lifted_separately(store: Store) 
     assert await store.pause_clear("acme", GREET)
     assert await store.execution_claim_ready("w1", 10, LEASE, T0) == []  # the breaker's stays
     assert [p.kind for p in await store.pause_list("acme")] == [PauseKind.BREAKER]
+
+
+async def test_flow_controls_present_sees_any_pause_or_rate_limit(store: Store) -> None:
+    assert not await store.flow_controls_present()
+    await store.pause_set("acme", GREET, "maintenance", T0)
+    assert await store.flow_controls_present()
+    await store.pause_clear("acme", GREET)
+    assert not await store.flow_controls_present()
+    await store.rate_limit_set("globex", TENANT_WIDE, RateLimitSpec(1, 60.0), None, T0)
+    assert await store.flow_controls_present()

@@ -299,7 +299,8 @@ class Scheduler(Service, WheelWindow, ShardLeasing, HerdOpening):
             # later (_promote_deferred).
             await self._open({fire[i].shard_id for i in ids[: min(FIRST_CHUNK, self.batch)]}, now)
             await self._open({f.shard_id for f in fire.values()}, now)
-            total = await self._promote_batches(ids, fire, now, direct=True)
+            held = await self._held_back(ids, fire, now)
+            total = await self._promote_batches(held, fire, now, direct=True)
         else:
             total = await self._promote_batches(ids, fire, now, direct=False)
         loads: list[DueSlice] = []
@@ -426,7 +427,7 @@ class Scheduler(Service, WheelWindow, ShardLeasing, HerdOpening):
                 continue
             if entry.shard_id in self._loaded:
                 later = now + RETRY_FIRST * 2**entry.tries
-                retry_entry = _Fire(entry.shard_id, entry.tries + 1)
+                retry_entry = _Fire(entry.shard_id, entry.tries + 1, entry.limited)
                 self._add(execution_id, later, retry_entry, entry.shard_id)
         return self._count(result)
 

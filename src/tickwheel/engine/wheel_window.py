@@ -28,6 +28,8 @@ class _Fire:
 
     shard_id: int
     tries: int = 0
+    limited: bool = False
+    """Under a concurrency limit (``DueEntry.limited``)."""
 
 
 @dataclass(slots=True)
@@ -164,7 +166,8 @@ class WheelWindow:
                     definitions.add(row.definition)
                 if row.execution_id in armed:
                     continue
-                self._add(row.execution_id, row.execute_at, _Fire(row.shard_id), row.shard_id)
+                fire = _Fire(row.shard_id, limited=row.limited)
+                self._add(row.execution_id, row.execute_at, fire, row.shard_id)
                 self._instants.note(row.execute_at, row.shard_id, row.tenant, row.priority)
             if len(rows) == self.batch:
                 self._next_page(part, rows[-1])

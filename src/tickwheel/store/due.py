@@ -75,6 +75,11 @@ class DueEntry:
     """Read with the row too: an instant whose entries are not all of one tenant and one
     priority is promoted, never opened to the claims, which would take its rows in shard order
     (docs/scaling.md, "Claiming a herd without promoting it")."""
+    limited: bool = False
+    """Under a concurrency limit (set at submission, never changed): at an opened herd's
+    instant only such rows, and rows a pause or a rate limit holds, need promoting; with no
+    pause and no rate limit anywhere the scheduler sends only these (docs/scaling.md, "The
+    herd's drain against a plain drain")."""
 
 
 def hint_pairs(executions: Iterable[Execution | NewExecution]) -> list[tuple[int, datetime]]:

@@ -48,6 +48,11 @@ class FlowStore(Protocol):
         """Every pause of the tenant, manual and breakers', tenant-wide first, then by uri."""
         ...
 
+    async def flow_controls_present(self) -> bool:
+        """Whether any pause (manual or a breaker's) or any rate limit exists, of any tenant: a
+        herd's instant then needs its rows read one by one to find those these hold back."""
+        ...
+
     async def circuit_breaker_record(
         self,
         tenant: str,

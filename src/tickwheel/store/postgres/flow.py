@@ -86,6 +86,10 @@ class PostgresFlow(PostgresQueries):
     async def pause_list(self, tenant: str) -> list[PauseRecord]:
         return [_pause(r) for r in await self._all("pause_list", {"tenant": tenant})]
 
+    async def flow_controls_present(self) -> bool:
+        [row] = await self._all("flow_controls_present", {})
+        return bool(row["present"])
+
     async def circuit_breaker_record(
         self,
         tenant: str,

@@ -116,6 +116,7 @@ class PostgresPromotion:
                 keys.setdefault(key, key),
                 key[0],
                 int(r["priority"]),
+                bool(r["limited"]),
             )
             found[int(r["slice"]) - 1].append(entry)
         return found

@@ -86,6 +86,7 @@ class SqlitePromotion(SqliteConnection):
                 keys.setdefault(key, key),
                 key[0],
                 int(r["priority"]),
+                bool(r["limited"]),
             )
             found[int(r["slice"])].append(entry)
         return found

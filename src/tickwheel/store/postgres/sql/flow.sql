@@ -1,6 +1,12 @@
 -- Pauses and circuit breakers (issue 14). The claim statement reads `pauses` in one clause
 -- (claims.sql); these write it. Manual pauses and breakers' pauses are separate rows.
 
+-- name: flow_controls_present
+-- Whether any pause (manual or a breaker's) or rate limit exists: the scheduler then promotes a
+-- whole opened herd by id at its instant (the promotion picks out what these hold back); with
+-- none, only the rows under a concurrency limit (engine/herds.py, _held_back).
+SELECT EXISTS (SELECT 1 FROM pauses) OR EXISTS (SELECT 1 FROM rate_limits) AS present;
+
 -- name: pause_set
 -- A second pause of the same thing keeps the first (its instant and reason).
 INSERT INTO pauses (tenant, definition_uri, kind, reason, paused_at)

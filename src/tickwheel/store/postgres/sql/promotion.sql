@@ -13,8 +13,10 @@
 -- the query (a herd's hints make hundreds of slices, and the first promotion waited on them).
 -- Tenant and priority come with the heap tuple read for the definition: the scheduler opens an
 -- instant to the claims only when all its rows share both (engine/scheduler.py, DIRECT_MIN).
+-- limited, from the same tuple: at an opened herd's instant the scheduler promotes only those
+-- when no pause and no rate limit exists (engine/herds.py, _held_back).
 SELECT c.slice, d.execution_id, d.shard_id, d.execute_at, d.tenant, d.definition_uri,
-    d.definition_version, d.priority
+    d.definition_version, d.priority, d.concurrency_limit IS NOT NULL AS limited
 FROM (
     SELECT (item ->> 0)::smallint AS shard_id, (item ->> 1)::timestamptz AS after_at,
         (item ->> 2)::uuid AS after_id, (item ->> 3)::timestamptz AS bucket_from,
@@ -23,7 +25,7 @@ FROM (
 ) c
 CROSS JOIN LATERAL (
     SELECT e.execution_id, e.shard_id, e.execute_at, e.tenant, e.definition_uri,
-        e.definition_version, e.priority
+        e.definition_version, e.priority, e.concurrency_limit
     FROM executions e
     WHERE e.status = 'SCHEDULED'
       AND e.shard_id = c.shard_id

@@ -5,12 +5,12 @@
 -- Each slice's next rows from its cursor, at most :limit per slice. :slices is a JSON array of
 -- [shard_id, after_at, after_id, bucket_from, until]; the slice's index says whose row it is.
 -- Tenant and priority: the scheduler opens an instant to the claims only when all its rows
--- share both (engine/scheduler.py, DIRECT_MIN).
+-- share both (engine/scheduler.py, DIRECT_MIN). limited: as on PostgreSQL.
 SELECT slice, execution_id, shard_id, execute_at, tenant, definition_uri, definition_version,
-    priority
+    priority, limited
 FROM (
     SELECT c.key AS slice, e.execution_id, e.shard_id, e.execute_at, e.tenant, e.definition_uri,
-        e.definition_version, e.priority,
+        e.definition_version, e.priority, e.concurrency_limit IS NOT NULL AS limited,
         row_number() OVER (
             PARTITION BY c.key ORDER BY e.bucket_start, e.execute_at, e.execution_id
         ) AS n
