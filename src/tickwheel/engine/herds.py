@@ -34,7 +34,8 @@ DIRECT_GRACE = timedelta(seconds=1)
 # the promotion is as quick (B5's herd of 2,000 over two schedulers: all READY in 70-110 ms,
 # against all claimable in 160-240 ms opened, and a later first start, the first claim then
 # taking two statements), and an instant costs one statement where an opening costs three
-# (open, the direct promotion, a grace later the count and close in one). 100,000: all
+# (open, the look for pauses and rate limits with the direct promotion of what they or a
+# concurrency limit hold, a grace later the count and close in one). 100,000: all
 # claimable in 0.4 s opened against 11-20 s promoted (docs/scaling.md, "Claiming a herd without
 # promoting it"); between the two not measured. And only when every entry of the instant has
 # one tenant and one priority: the claims take an open shard's rows in shard order, and an
