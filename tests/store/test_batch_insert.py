@@ -12,6 +12,7 @@ import dataclasses
 import json
 import random
 import uuid
+from collections.abc import AsyncIterator
 from datetime import timedelta, timezone
 
 from tests.factories import T0, new_execution
@@ -93,6 +94,56 @@ async def test_insert_or_existing_is_the_insert_without_records(store: Store) ->
         await store.execution_get(i.tenant, i.execution_id) for i in items[:2]
     ]
     assert await store.execution_insert_or_existing([]) == []
+
+
+async def _chunks(*chunks: list[NewExecution]) -> AsyncIterator[list[NewExecution]]:
+    for chunk in chunks:
+        yield chunk
+
+
+async def test_a_batch_in_chunks_is_the_batch_in_one(store: Store) -> None:
+    """``execution_insert_or_existing_chunks`` (one transaction, each chunk sent while the
+    next is made) answers as ``execution_insert_or_existing`` does for such a batch: a key
+    repeated in a later chunk (with the same and another body), a key stored before, an item
+    without a key, the same key in another tenant; an empty chunk is nothing."""
+    held = _key("held")
+    [first] = await store.execution_insert_many([new_execution(key=held)])
+
+    def batch() -> list[NewExecution]:
+        a, b, c = _key("a"), _key("b"), _key("c")
+        items = [
+            new_execution(key=b),
+            new_execution(key=held, inputs={"name": "Bob"}),
+            new_execution(key=b, inputs={"name": "Eve"}),
+            new_execution("globex", key=a),
+            new_execution(key=a),
+            new_execution(key=c, execute_in=30),  # SCHEDULED
+            new_execution(),
+            new_execution(key=b),
+        ]
+        # As the service sends them: in lock order (no key, a, b, b, b, c, held; globex's a).
+        return sorted(items, key=lock_order)
+
+    whole, chunked = batch(), batch()
+    one = await store.execution_insert_or_existing(whole)
+    by_chunks = await store.execution_insert_or_existing_chunks(
+        _chunks(chunked[:3], [], chunked[3:4], chunked[4:7], chunked[7:])
+    )
+    created = [True, True, True, False, False, True, False, True]
+    assert [h is None for h in one] == [h is None for h in by_chunks] == created
+    for items, found in ((whole, one), (chunked, by_chunks)):
+        assert [h and h.execution_id for h in found] == [None] * 3 + [
+            items[2].execution_id,  # the first b of the batch, inserted in an earlier chunk
+            items[2].execution_id,
+            None,
+            first.execution.execution_id,  # held before the batch
+            None,
+        ]
+        for item, holder in zip(items, found, strict=True):
+            stored = await store.execution_get(item.tenant, item.execution_id)
+            assert (stored is not None) is (holder is None)
+    assert await store.execution_insert_or_existing_chunks(_chunks()) == []
+    assert await store.execution_insert_or_existing_chunks(_chunks([], [])) == []
 
 
 async def test_a_batch_that_shares_nothing_reads_back_as_written(store: Store) -> None:

@@ -18,13 +18,13 @@ from typing import Any
 
 from prometheus_client import Counter
 
+from tickwheel.app.batch_preparation import BatchPreparation, PreparedBatch
 from tickwheel.app.context import TenantContext
 from tickwheel.app.outcomes import IdOutcome, ItemOutcome, Outcome, Written
-from tickwheel.domain.batch_items import PlainRun, ids_and_shards
 from tickwheel.domain.clock import store_now
-from tickwheel.domain.definition_refs import name_of, require_name, stored_name, to_uri
+from tickwheel.domain.definition_refs import name_of, stored_name
 from tickwheel.domain.definitions import Definition
-from tickwheel.domain.errors import Conflict, FieldError, InvalidInput, NotFound, TickwheelError
+from tickwheel.domain.errors import Conflict, FieldError, InvalidInput, NotFound
 from tickwheel.domain.models import Attempt, Execution, ExecutionEvent, ExecutionFilter
 from tickwheel.domain.states import TERMINAL, cancel_refusal, replay_refusal
 from tickwheel.domain.submission import (
@@ -38,6 +38,8 @@ from tickwheel.observability.tracing import current_context, mark_submitted, sub
 from tickwheel.store.protocol import InsertOutcome
 
 MAX_PAGE = 500
+CHUNK = 250
+"""Requests per chunk of a batch answered with ids in chunks (``submit_many_ids``)."""
 
 
 @dataclass(frozen=True)
@@ -55,16 +57,6 @@ class Output:
 
     output: Any
     output_reference: str | None
-
-
-@dataclass(frozen=True)
-class PreparedBatch:
-    """A checked batch: an outcome per request so far (``INVALID`` ones), and the valid items
-    with their places (``places[i]``: the index of ``items[i]``'s request)."""
-
-    results: builtins.list[ItemOutcome[Execution] | None]
-    places: builtins.list[int]
-    items: builtins.list[NewExecution]
 
 
 class ExecutionService(TenantContext):
@@ -110,17 +102,34 @@ class ExecutionService(TenantContext):
             return self.settle_many(batch, inserted)
 
     async def submit_many_ids(
-        self, requests: Sequence[SubmitRequest], *, bare_names: bool = False
+        self,
+        requests: Sequence[SubmitRequest],
+        *,
+        bare_names: bool = False,
+        in_chunks: bool = False,
     ) -> builtins.list[IdOutcome]:
         """``submit_many``, each outcome with its execution's id instead of the execution:
         the same checks, the same insert and the same rules for a reused key (the original's
         id, or a ``CONFLICT``), only a lighter answer. A caller that wants ids (as PgQueuer's
         batch enqueue gives) no longer pays for records it drops: the store makes none for
-        the rows it inserts (``execution_insert_or_existing``)."""
+        the rows it inserts (``execution_insert_or_existing``).
+
+        ``in_chunks``: a batch of more than ``CHUNK`` requests is made a chunk at a time while
+        the store writes the previous chunk, in one transaction (``batch_preparation``), the
+        same answer. It pays for a caller that submits one batch at a time with a core to spare
+        for the database (the SDK on the in-process transport); where the process serves
+        several batches at once (the API), the event loop already overlaps one's Python with
+        another's statement, and the chunks' extra work there is a loss (docs/scaling.md)."""
         with submit_span(len(requests)):
-            batch = await self._prepare_many(requests, bare_names)
-            existing = await self.store.execution_insert_or_existing(batch.items)
-            return self.settle_ids(batch, existing)
+            if not in_chunks or len(requests) <= CHUNK:
+                batch = await self._prepare_many(requests, bare_names)
+                existing = await self.store.execution_insert_or_existing(batch.items)
+                return self.settle_ids(batch, existing)
+            preparation = BatchPreparation(self, requests, bare_names, in_chunks=True)
+            await preparation.pin_ahead()
+            chunks = preparation.chunks(CHUNK)
+            existing = await self.store.execution_insert_or_existing_chunks(chunks)
+            return self.settle_ids(preparation.batch, existing)
 
     async def prepare_many(
         self, requests: Sequence[SubmitRequest], *, bare_names: bool = False
@@ -136,52 +145,10 @@ class ExecutionService(TenantContext):
     async def _prepare_many(
         self, requests: Sequence[SubmitRequest], bare_names: bool
     ) -> PreparedBatch:
-        """Each item as ``_prepare`` does it, the definitions read once per batch; no coroutine
-        per item (the one await is a definition not read yet)."""
-        results: builtins.list[ItemOutcome[Execution] | None] = [None] * len(requests)
-        places: builtins.list[int] = []
-        items: builtins.list[NewExecution] = []
-        definitions: dict[tuple[str, int | None], Definition] = {}
-        # One instant and one trace context for the whole call: its items are submitted
-        # together (one statement, one span), and asking for each item cost more than its id.
-        now = self.clock.now()
-        trace_context = current_context()
-        limits, tenant = self.limits, self.tenant
-        uris: dict[str, str] = {}  # a bare name's URI, made once per batch
-        ids, shards = ids_and_shards(now, len(requests))
-        run: PlainRun | None = None  # the last plain request's: its like are made from it
-        well_formed: str | None = None  # the last URI checked: a batch names one most often
-        for index, request in enumerate(requests):
-            if run is not None:
-                made = run.make(request, ids[index], shards[index])
-                if made is not None:
-                    places.append(index)
-                    items.append(made)
-                    continue
-            uri = request.definition_uri
-            if bare_names:
-                uri = uris.get(uri) or uris.setdefault(uri, to_uri(uri))
-            try:
-                check_request_shape(request, now, limits, uri, well_formed)
-                well_formed = uri  # (the check refuses any other)
-                # Kept by the URI as written (one name for each valid one): the batch's items
-                # then read their definition without reading the name out of the URI again.
-                key = (uri, request.definition_version)
-                definition = definitions.get(key)
-                if definition is None:
-                    definition = definitions[key] = await self._pin(uri, require_name(uri), key[1])
-                # The submitter's trace, continued by the attempts; not part of the request,
-                # so not of its fingerprint either: a retry from another trace is the same.
-                trace = request.trace_context or trace_context
-                made_id = (ids[index], shards[index])
-                item = prepare_execution(request, definition, tenant, now, trace, uri, made_id)
-            except TickwheelError as exc:
-                results[index] = ItemOutcome(Outcome.INVALID, error=exc)
-            else:
-                places.append(index)
-                items.append(item)
-                run = PlainRun.of(request, item) or run
-        return PreparedBatch(results, places, items)
+        """Each item as ``_prepare`` does it, the definitions read once per batch."""
+        preparation = BatchPreparation(self, requests, bare_names)
+        await preparation.add(range(len(requests)))
+        return preparation.batch
 
     def settle_many(
         self, batch: PreparedBatch, inserted: Sequence[InsertOutcome]
@@ -236,16 +203,28 @@ class ExecutionService(TenantContext):
     async def _pin(self, uri: str, name: str, version: int | None) -> Definition:
         """The definition a request names by ``uri`` (InvalidInput when there is none), its
         rate limit's bucket made ready for this tenant."""
+        definition = await self.pinned(name, version)
+        if definition is None:
+            raise self.no_definition(uri, version)
+        return definition
+
+    @staticmethod
+    def no_definition(uri: str, version: int | None) -> InvalidInput:
+        """The refusal of a request naming a definition that is not registered."""
+        which = f"version {version} of {uri}" if version else uri
+        return InvalidInput(
+            f"no definition is registered as {which}",
+            [FieldError("definitionUri", "no such definition (register it first)")],
+        )
+
+    async def pinned(self, name: str, version: int | None) -> Definition | None:
+        """``_pin``'s definition, None when there is none."""
         stored = await self.cache.get(
             (self.tenant, name, version),
             lambda: self.store.definition_get(self.tenant, name, version),
         )
         if stored is None:
-            which = f"version {version} of {uri}" if version else uri
-            raise InvalidInput(
-                f"no definition is registered as {which}",
-                [FieldError("definitionUri", "no such definition (register it first)")],
-            )
+            return None
         definition = stored.definition
         # Its rate limit's bucket for this tenant, before its first execution can be READY
         # (once per process and definition version: the store remembers).

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tickwheel.app.executions import PreparedBatch
+from tickwheel.app.batch_preparation import PreparedBatch
 from tickwheel.client.models import BatchItemResult, ExecutionInfo
 from tickwheel.client.transport import Transport
 from tickwheel.client.transports.inprocess import InProcessTransport, item_result

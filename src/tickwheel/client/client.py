@@ -213,8 +213,10 @@ class AsyncClient:
         if connection is None and is_in_process(self.transport):
             # The service takes a bare name as its URI itself: no copy of each request.
             batch = requests if isinstance(requests, builtins.list) else builtins.list(requests)
-            if ids:
-                return await self.transport.submit_many_receipts(batch, bare_names=True)
+            if ids:  # a large batch made a chunk at a time while the last is written
+                return await self.transport.submit_many_receipts(
+                    batch, bare_names=True, in_chunks=True
+                )
             return await self.transport.submit_many_models(batch, bare_names=True)
         items = with_uris(requests)
         if connection is not None:

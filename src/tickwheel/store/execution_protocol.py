@@ -7,7 +7,7 @@ retention)."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import AsyncIterable, Sequence
 from datetime import datetime
 from typing import Any, Protocol
 
@@ -69,6 +69,16 @@ class ExecutionStore(Protocol):
         (a batch answered with ids): per item, None when this call inserted it (the stored row
         is the item), else the execution that already held its (tenant, idempotency key). The
         same statement, constraint and notifications."""
+        ...
+
+    async def execution_insert_or_existing_chunks(
+        self, chunks: AsyncIterable[Sequence[NewExecution]]
+    ) -> list[Execution | None]:
+        """``execution_insert_or_existing`` of the chunks' items, in the order given, in one
+        transaction (all or nothing), each chunk taken when the store is ready for it: the
+        caller makes a chunk while the store writes the previous one. The chunks must come in
+        ``lock_order`` (PostgreSQL: each chunk's items after the previous chunk's; a chunk that
+        is not is refused with ValueError, nothing written)."""
         ...
 
     def execution_insert_on(self, items: Sequence[NewExecution]) -> CallerInsert:

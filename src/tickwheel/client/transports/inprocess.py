@@ -122,11 +122,20 @@ class InProcessTransport(TenantContext):
         return item_results(outcomes, release=True)
 
     async def submit_many_receipts(
-        self, requests: Sequence[SubmitRequest], *, bare_names: bool = False
+        self,
+        requests: Sequence[SubmitRequest],
+        *,
+        bare_names: bool = False,
+        in_chunks: bool = False,
     ) -> builtins.list[SubmitReceipt]:
         """One receipt per request (``SubmitReceipt``): the SDK's ``answer="ids"`` and the
-        batch route's ``Prefer: return=minimal``."""
-        outcomes = await self.executions_service.submit_many_ids(requests, bare_names=bare_names)
+        batch route's ``Prefer: return=minimal``. ``in_chunks``: as
+        ``ExecutionService.submit_many_ids``'s (the SDK's, one batch at a time; not the
+        route's, which serves several at once)."""
+        service = self.executions_service
+        outcomes = await service.submit_many_ids(
+            requests, bare_names=bare_names, in_chunks=in_chunks
+        )
         return receipts(outcomes, release=True)
 
     async def get(self, execution_id: uuid.UUID) -> Wire:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 import re
 import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterable, AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from datetime import datetime, timedelta
 from typing import Any
@@ -30,6 +30,7 @@ from tickwheel.store.due import hint_pairs
 from tickwheel.store.engine_protocol import RELEASED_AT_SHUTDOWN
 from tickwheel.store.postgres.api_keys import PostgresApiKeys
 from tickwheel.store.postgres.caller_tx import PostgresCallerTx
+from tickwheel.store.postgres.chunked_insert import insert_chunks
 from tickwheel.store.postgres.claims import PostgresClaims, warm_claims
 from tickwheel.store.postgres.definitions import PostgresDefinitions
 from tickwheel.store.postgres.flow import PostgresFlow
@@ -265,10 +266,26 @@ class PostgresStore(
         if not items:
             return []
         rows, statuses, due = await self._insert(items)
-        if len(rows) == len(items):  # every item inserted, as in execution_insert_many
+        return await self._or_existing(items, {r[0] for r in rows}, statuses, bool(due))
+
+    async def execution_insert_or_existing_chunks(
+        self, chunks: AsyncIterable[Sequence[NewExecution]]
+    ) -> list[Execution | None]:
+        done = await insert_chunks(self._pool, self._signals, chunks)
+        return await self._or_existing(done.items, done.inserted, done.statuses, done.due)
+
+    async def _or_existing(
+        self,
+        items: Sequence[NewExecution],
+        created: set[Any],
+        statuses: set[ExecutionStatus],
+        due: bool,
+    ) -> list[Execution | None]:
+        """``execution_insert_or_existing``'s answer once its rows are committed (``created``:
+        the ids inserted), the inserted ones signalled in this process."""
+        if len(created) == len(items):  # every item inserted, as in execution_insert_many
             self._signals.signal(topics_for(statuses), hint_pairs(items) if due else [])
             return [None] * len(items)
-        created = {r[0] for r in rows}
         new = [i for i in items if i.execution_id in created]
         self._signals.signal(topics_for(i.status for i in new), hint_pairs(new))
         missing = [i for i in items if i.execution_id not in created]

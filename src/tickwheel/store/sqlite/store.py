@@ -10,7 +10,7 @@ import asyncio
 import json
 import sqlite3
 import uuid
-from collections.abc import Sequence
+from collections.abc import AsyncIterable, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -159,6 +159,12 @@ class SqliteStore(
         self, items: Sequence[NewExecution]
     ) -> list[Execution | None]:
         return [None if o.created else o.execution for o in await self.execution_insert_many(items)]
+
+    async def execution_insert_or_existing_chunks(
+        self, chunks: AsyncIterable[Sequence[NewExecution]]
+    ) -> list[Execution | None]:
+        # One writer, in process: nothing to overlap with, so the chunks are taken first.
+        return await self.execution_insert_or_existing([i async for chunk in chunks for i in chunk])
 
     async def execution_get(self, tenant: str, execution_id: uuid.UUID) -> Execution | None:
         row = await self._one(
