@@ -11,6 +11,7 @@ import pytest
 
 from tests.app.test_executions import URI, request, service, stored_count
 from tests.factories import definition
+from tickwheel.app import batch_preparation
 from tickwheel.app import executions as executions_module
 from tickwheel.app.definitions import DefinitionService
 from tickwheel.app.executions import ExecutionService
@@ -124,12 +125,17 @@ async def test_a_batch_with_bare_names_in_chunks_is_the_batch_in_one_piece(
     ]
 
 
+@pytest.mark.parametrize("drawn", ["at-once", "each"])
 async def test_the_ids_of_a_batch_in_chunks_follow_its_requests(
-    store: Store, monkeypatch: pytest.MonkeyPatch
+    store: Store, monkeypatch: pytest.MonkeyPatch, drawn: str
 ) -> None:
     """Made in key order, the items still take their ids by their requests' places: the
-    executions of a batch are in the order of its requests, as one piece's are."""
+    executions of a batch are in the order of its requests, as one piece's are; also when the
+    ids cannot be drawn as one run (``uuid7_run``'s None) and are drawn one by one."""
     executions = await service(store)
+    if drawn == "each":
+        monkeypatch.setattr(batch_preparation, "uuid7_run", lambda at, count: None)
+    monkeypatch.setattr(executions_module, "FIRST_CHUNK", 1)  # chunks of 1, 3, 3 and 3
     monkeypatch.setattr(executions_module, "CHUNK", 3)
     keys = [f"k{n}" for n in (9, 3, 7, 1, 8, 2, 6, 4, 5, 0)]
     results = await executions.submit_many_ids([request(k) for k in keys], in_chunks=True)

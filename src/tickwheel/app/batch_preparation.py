@@ -16,9 +16,11 @@ Two things make that safe:
 
 from __future__ import annotations
 
+import itertools
 import uuid
 from collections.abc import AsyncIterator, Iterable, Sequence
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
 from tickwheel.app.outcomes import ItemOutcome, Outcome
@@ -41,7 +43,7 @@ if TYPE_CHECKING:
     from tickwheel.app.executions import ExecutionService
 
 DefinitionKey = tuple[str, int | None]
-_NO_ID = uuid.UUID(int=0)  # a place not made yet (``chunks`` makes each chunk's ids)
+_NAMED = attrgetter("definition_uri", "definition_version")
 
 
 @dataclass(frozen=True)
@@ -55,19 +57,14 @@ class PreparedBatch:
 
 
 class BatchPreparation:
-    """One batch's preparation: ``add`` checks and makes the items of some of its requests into
-    ``batch``, as ``prepare_execution`` would one by one, with one instant, one trace context,
-    the ids drawn at once and the definitions read once for the whole batch."""
+    """One batch's preparation, made ``whole`` or by ``chunks``: ``add`` checks and makes the
+    items of some of its requests into ``batch``, as ``prepare_execution`` would one by one, with
+    one instant, one trace context, the ids drawn at once and the definitions read once for the
+    whole batch."""
 
     def __init__(
-        self,
-        service: ExecutionService,
-        requests: Sequence[SubmitRequest],
-        bare_names: bool,
-        in_chunks: bool = False,
+        self, service: ExecutionService, requests: Sequence[SubmitRequest], bare_names: bool
     ) -> None:
-        """``in_chunks``: the batch is made by ``chunks``, which makes each chunk's ids (most
-        of a batch's time before its first statement could go out: the hash of each id)."""
         self.service = service
         self.requests = requests
         self.bare_names = bare_names
@@ -75,15 +72,6 @@ class BatchPreparation:
         # together (one transaction, one span), and asking for each item cost more than its id.
         self.now = service.clock.now()
         self.trace_context = current_context()
-        count = len(requests)
-        # The ids' values, drawn now (what ids_and_shards draws), made into ids by chunks.
-        self.values = uuid7_run(self.now, count) if in_chunks else None
-        self.ids: list[uuid.UUID]
-        self.shards: list[int]
-        if self.values is None:
-            self.ids, self.shards = ids_and_shards(self.now, count)
-        else:
-            self.ids, self.shards = [_NO_ID] * count, [0] * count
         self.uris: dict[str, str] = {}  # a bare name's URI, made once per batch
         # Kept by the URI as written (one name for each valid one): the batch's items then read
         # their definition without reading the name out of the URI again. None: not registered.
@@ -91,6 +79,12 @@ class BatchPreparation:
         self.run: PlainRun | None = None  # the last plain request's: its like are made from it
         self.well_formed: str | None = None  # the last URI checked: a batch names one most often
         self.batch = PreparedBatch([None] * len(requests), [], [])
+
+    async def whole(self) -> PreparedBatch:
+        """The batch made in one piece, in the order of its requests."""
+        ids, shards = ids_and_shards(self.now, len(self.requests))
+        await self.add(range(len(self.requests)), ids, shards)
+        return self.batch
 
     def _uri(self, written: str) -> str:
         if not self.bare_names:
@@ -105,7 +99,7 @@ class BatchPreparation:
         reads none. A batch names one or a few: the requests are walked until each is decided,
         most often one request."""
         service, now, limits = self.service, self.now, self.service.limits
-        pending = {(r.definition_uri, r.definition_version) for r in self.requests}
+        pending = set(map(_NAMED, self.requests))
         for request in self.requests:
             if not pending:
                 break
@@ -123,23 +117,24 @@ class BatchPreparation:
             if key not in self.definitions:
                 self.definitions[key] = await service.pinned(name, key[1])
 
-    async def add(self, indices: Iterable[int]) -> list[NewExecution]:
-        """The items of the requests at ``indices`` (the valid ones, in that order), also added
-        to ``batch``; an invalid request's ``INVALID`` outcome is set in ``batch.results``. No
-        coroutine per item: the one await is a definition not read yet (none after
-        ``pin_ahead``)."""
+    async def add(
+        self, indices: Iterable[int], ids: Iterable[uuid.UUID], shards: Iterable[int]
+    ) -> list[NewExecution]:
+        """The items of the requests at ``indices`` (the valid ones, in that order), with the
+        ids and shards given for them (one each, in the same order), also added to ``batch``;
+        an invalid request's ``INVALID`` outcome is set in ``batch.results``. No coroutine per
+        item: the one await is a definition not read yet (none after ``pin_ahead``)."""
         service, requests, now = self.service, self.requests, self.now
         limits, tenant, trace_context = service.limits, service.tenant, self.trace_context
-        ids, shards, definitions = self.ids, self.shards, self.definitions
-        bare_names = self.bare_names
+        definitions, bare_names = self.definitions, self.bare_names
         results = self.batch.results
         made_items: list[NewExecution] = []
         places: list[int] = []
         run, well_formed = self.run, self.well_formed
-        for index in indices:
+        for index, execution_id, shard in zip(indices, ids, shards, strict=True):
             request = requests[index]
             if run is not None:
-                made = run.make(request, ids[index], shards[index])
+                made = run.make(request, execution_id, shard)
                 if made is not None:
                     places.append(index)
                     made_items.append(made)
@@ -160,7 +155,7 @@ class BatchPreparation:
                 # The submitter's trace, continued by the attempts; not part of the request,
                 # so not of its fingerprint either: a retry from another trace is the same.
                 trace = request.trace_context or trace_context
-                made_id = (ids[index], shards[index])
+                made_id = (execution_id, shard)
                 item = prepare_execution(request, definition, tenant, now, trace, uri, made_id)
             except TickwheelError as exc:
                 results[index] = ItemOutcome(Outcome.INVALID, error=exc)
@@ -173,23 +168,31 @@ class BatchPreparation:
         self.batch.items.extend(made_items)
         return made_items
 
-    async def chunks(self, size: int) -> AsyncIterator[list[NewExecution]]:
-        """The batch's items in ``size``-request chunks, its requests sorted by key (the lock
-        order of one tenant's items), each chunk made when the store asks for it."""
+    async def chunks(self, first: int, size: int) -> AsyncIterator[list[NewExecution]]:
+        """The batch's items in chunks of ``first`` requests, then of ``size`` (the database
+        waits for the first one: a small one starts it sooner), its requests sorted by key
+        (the lock order of one tenant's items), each chunk made when the store asks for it."""
         requests = self.requests
         keys: list[Any] = [r.idempotency_key for r in requests]
         if set(map(type, keys)) == {str}:  # the common case, sorted by the keys themselves
             order = sorted(range(len(requests)), key=keys.__getitem__)
         else:
             order = sorted(range(len(requests)), key=lambda i: _sort_key(requests[i]))
-        values, ids, shards = self.values, self.ids, self.shards
-        for start in range(0, len(order), size):
-            part = order[start : start + size]
-            if values is not None:
-                for index in part:
-                    value = values[index]
-                    ids[index], shards[index] = uuid_of(value), shard_of_int(value)
-            yield await self.add(part)
+        # The ids' values drawn at once (what ids_and_shards draws), made into ids by chunks:
+        # the hash of each id's shard was most of the time before a first chunk could go out.
+        count = len(requests)
+        run = uuid7_run(self.now, count)
+        if run is None:  # (rare: see uuid7_run) each drawn by itself, all now
+            all_ids, all_shards = ids_and_shards(self.now, count)
+        bounds = [0, *range(min(first, size), count, size), count]
+        for start, end in itertools.pairwise(bounds):
+            part = order[start:end]
+            if run is not None:
+                values = [run[i] for i in part]
+                ids, shards = list(map(uuid_of, values)), list(map(shard_of_int, values))
+            else:
+                ids, shards = [all_ids[i] for i in part], [all_shards[i] for i in part]
+            yield await self.add(part, ids, shards)
 
 
 def _sort_key(request: SubmitRequest) -> str:
