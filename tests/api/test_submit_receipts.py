@@ -21,6 +21,7 @@ from tests.factories import T0, definition_doc
 from tickwheel import AsyncClient, SubmitReceipt, SubmitRequest
 from tickwheel.api.auth import create_key
 from tickwheel.api.prefer import prefers_minimal
+from tickwheel.app import executions as executions_module
 from tickwheel.client.transports.http import HttpTransport
 from tickwheel.client.transports.inprocess import InProcessTransport
 from tickwheel.domain.errors import NotFound
@@ -323,3 +324,39 @@ async def test_hostile_items_get_the_full_answers_refusals(api: Api, greet: None
     listed = await api.http.get("/v1/executions", params={"limit": 100})
     keys = {e.get("idempotencyKey") for e in listed.json()["items"]}
     assert not keys & {"int-m", "s-m", "t-m", "int-f", "s-f", "t-f"}
+
+
+async def test_the_sdk_in_process_writes_a_large_batch_in_chunks_and_the_route_in_one_piece(
+    api: Api, greet: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The SDK beside the store submits one batch at a time: its batch is made a chunk at a time
+    while the store writes the previous one. The route serves several at once, where the event
+    loop already overlaps one's Python with another's statement: one statement, as before
+    (docs/scaling.md). The same outcomes either way."""
+    monkeypatch.setattr(executions_module, "CHUNK", 2)
+    ways: list[str] = []
+    store = api.store
+    one, in_chunks = store.execution_insert_or_existing, store.execution_insert_or_existing_chunks
+
+    async def spied_one(items: Any) -> Any:
+        ways.append("one")
+        return await one(items)
+
+    async def spied_chunks(chunks: Any) -> Any:
+        ways.append("chunks")
+        return await in_chunks(chunks)
+
+    monkeypatch.setattr(store, "execution_insert_or_existing", spied_one)
+    monkeypatch.setattr(store, "execution_insert_or_existing_chunks", spied_chunks)
+    client = AsyncClient(transport=InProcessTransport(store, "acme", api.clock), clock=api.clock)
+    await client.submit(URI, {"name": "Ada"}, idempotency_key="old")
+    receipts = await client.submit_many(batch(), answer="ids")
+    assert [r.status for r in receipts] == STATUSES
+    assert ways[0] == "chunks"  # (SQLite's takes the chunks, then runs its one insert)
+    ways.clear()
+    items = [{**BODY, "idempotencyKey": key} for key in ("r1", "r2", "r3", "old")]
+    r = await api.http.post(
+        "/v1/executions/batch", json={"items": items}, headers={"Prefer": "return=minimal"}
+    )
+    assert [i["status"] for i in r.json()["items"]] == [201, 201, 201, 200]
+    assert ways == ["one"]
