@@ -26,7 +26,6 @@ no table itself: the insert's function does (tests/store/test_batch_insert_postg
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import AsyncIterable, Sequence
 from typing import Any
 
@@ -44,13 +43,13 @@ from tickwheel.store.postgres.rows import in_lock_order, insert_items, insert_st
 
 class ChunkedInsert:
     """What the chunks' statements did, once committed: every item sent (in the order sent),
-    the ids of the rows inserted, the items' statuses and whether any is SCHEDULED."""
+    the rows inserted (each one's id first), the items' statuses and whether any is SCHEDULED."""
 
-    __slots__ = ("due", "inserted", "items", "statuses")
+    __slots__ = ("due", "items", "rows", "statuses")
 
     def __init__(self) -> None:
         self.items: list[NewExecution] = []
-        self.inserted: set[uuid.UUID] = set()
+        self.rows: list[Any] = []
         self.statuses: set[ExecutionStatus] = set()
         self.due = False
 
@@ -92,5 +91,6 @@ async def insert_chunks(
         # The pipeline has ended: every result is in (an error raised above, with nothing
         # committed: the server skips what follows a failed statement up to the Sync, COMMIT
         # included, and the transaction rolls back).
-        done.inserted = {row[0] for cursor in cursors for row in await cursor.fetchall()}
+        for cursor in cursors:
+            done.rows += await cursor.fetchall()
     return done

@@ -266,26 +266,27 @@ class PostgresStore(
         if not items:
             return []
         rows, statuses, due = await self._insert(items)
-        return await self._or_existing(items, {r[0] for r in rows}, statuses, bool(due))
+        return await self._or_existing(items, rows, statuses, bool(due))
 
     async def execution_insert_or_existing_chunks(
         self, chunks: AsyncIterable[Sequence[NewExecution]]
     ) -> list[Execution | None]:
         done = await insert_chunks(self._pool, self._signals, chunks)
-        return await self._or_existing(done.items, done.inserted, done.statuses, done.due)
+        return await self._or_existing(done.items, done.rows, done.statuses, done.due)
 
     async def _or_existing(
         self,
         items: Sequence[NewExecution],
-        created: set[Any],
+        rows: list[Any],
         statuses: set[ExecutionStatus],
         due: bool,
     ) -> list[Execution | None]:
-        """``execution_insert_or_existing``'s answer once its rows are committed (``created``:
-        the ids inserted), the inserted ones signalled in this process."""
-        if len(created) == len(items):  # every item inserted, as in execution_insert_many
+        """``execution_insert_or_existing``'s answer once its rows are committed (``rows``: one
+        per item inserted, its id first), the inserted ones signalled in this process."""
+        if len(rows) == len(items):  # every item inserted, as in execution_insert_many
             self._signals.signal(topics_for(statuses), hint_pairs(items) if due else [])
             return [None] * len(items)
+        created = {r[0] for r in rows}
         new = [i for i in items if i.execution_id in created]
         self._signals.signal(topics_for(i.status for i in new), hint_pairs(new))
         missing = [i for i in items if i.execution_id not in created]
