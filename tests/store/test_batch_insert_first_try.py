@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator
 
 import psycopg
 import pytest
@@ -18,16 +17,6 @@ from tickwheel.domain.submission import NewExecution
 from tickwheel.store.postgres.store import PostgresStore
 
 pytestmark = pytest.mark.postgres
-
-
-@pytest.fixture
-async def pg(pg_url: str) -> AsyncIterator[PostgresStore]:
-    store = await PostgresStore.open(pg_url, max_size=3)
-    await store.migrate()  # the session's database, whichever test comes first
-    try:
-        yield store
-    finally:
-        await store.close()
 
 
 def _keys(name: str, count: int) -> list[str]:

@@ -111,16 +111,6 @@ async def _then(*steps: Any) -> AsyncIterator[list[Any]]:
         yield step
 
 
-@pytest.fixture
-async def pg(pg_url: str) -> AsyncIterator[PostgresStore]:
-    store = await PostgresStore.open(pg_url, max_size=2)
-    await store.migrate()  # the session's database, whichever test comes first
-    try:
-        yield store
-    finally:
-        await store.close()
-
-
 def _sorted(*names: str) -> list[Any]:
     return sorted((new_execution(key=_key(n)) for n in names), key=lock_order)
 
