@@ -147,3 +147,26 @@ async def _until_waiting_on_a_lock(pg_url: str, batch: asyncio.Task[object]) -> 
                 return
             await asyncio.sleep(0.005)
     raise AssertionError("the batch never waited on the competitor's lock")
+
+
+@pytest.mark.parametrize("own_key_taken", [False, True], ids=["first-try", "fallback"])
+async def test_another_tenants_key_takes_nothing_from_this_tenant(
+    pg: PostgresStore, own_key_taken: bool
+) -> None:
+    """Keys are unique per tenant: a batch whose keys another tenant already holds inserts every
+    row of its own, in the first try and in the fallback (when one key of its own is taken),
+    and never answers with the other tenant's execution."""
+    keys = _keys("tenants", 5)
+    theirs = await pg.execution_insert_many([new_execution("globex", key=k) for k in keys])
+    mine = [new_execution("acme", key=k) for k in keys]
+    if own_key_taken:
+        [held] = await pg.execution_insert_many([new_execution("acme", key=keys[2])])
+    outcomes = await pg.execution_insert_many(mine)
+    assert [o.created for o in outcomes] == [not (own_key_taken and n == 2) for n in range(5)]
+    assert all(o.execution.tenant == "acme" for o in outcomes)
+    if own_key_taken:
+        assert outcomes[2].execution.execution_id == held.execution.execution_id
+    assert {o.execution.execution_id for o in outcomes}.isdisjoint(
+        o.execution.execution_id for o in theirs
+    )
+    assert await _rows_per_key(pg, keys) == dict.fromkeys(keys, 2)
