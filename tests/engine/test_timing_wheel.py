@@ -54,6 +54,27 @@ def test_far_items_and_long_jumps_stay_exact() -> None:
     assert [d.due for d in got] == sorted(far)
 
 
+def test_a_herds_slot_comes_out_whole_or_in_part_and_stays_the_callers() -> None:
+    """One tick's slot due whole (a herd: cleared at once) or in part (the rest stays); what is
+    handed back is no longer the wheel's: adding its key again makes a new item."""
+    wheel = TimingWheel(T0)
+    at = T0 + timedelta(seconds=3)
+    for i in range(50):
+        wheel.add(i, at + (US if i % 10 == 9 else timedelta(0)), i)
+    assert wheel.advance(at - US) == []
+    first = wheel.advance(at)
+    assert [d.key for d in first] == [i for i in range(50) if i % 10 != 9]
+    assert len(wheel) == 5 and wheel.next_due() == at + US
+    wheel.add(0, at + timedelta(seconds=1), "again")
+    assert (first[0].key, first[0].due, first[0].payload) == (0, at, 0)
+    rest = wheel.advance(at + US)
+    assert [d.key for d in rest] == [9, 19, 29, 39, 49]
+    assert [d.payload for d in wheel.advance(at + timedelta(seconds=1))] == ["again"]
+    assert len(wheel) == 0 and wheel.next_due() is None
+    wheel.add("late", at, "x")  # a cleared slot takes new items
+    assert [d.key for d in wheel.advance(at + timedelta(seconds=2))] == ["late"]
+
+
 def test_naive_instants_are_refused() -> None:
     with pytest.raises(ValueError, match="timezone-aware"):
         TimingWheel(datetime(2026, 1, 1))
