@@ -299,7 +299,7 @@ class Scheduler(Service, WheelWindow, ShardLeasing, HerdOpening):
             # later (_promote_deferred).
             await self._open({fire[i].shard_id for i in ids[: min(FIRST_CHUNK, self.batch)]}, now)
             await self._open({f.shard_id for f in fire.values()}, now)
-            held = await self._held_back(ids, fire, now)
+            held = await self._held_back(fire, now)
             total = await self._promote_batches(held, fire, now, direct=True)
         else:
             total = await self._promote_batches(ids, fire, now, direct=False)
