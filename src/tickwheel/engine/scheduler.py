@@ -151,7 +151,7 @@ class Scheduler(Service, WheelWindow, ShardLeasing, HerdOpening):
         if self.wheel is None:
             self.wheel = TimingWheel(now)
             self._hints = self.store.due_hints()
-        lost, hinted = self._take_hints()
+        lost, hinted = self._take_hints(now)
         if hinted:
             # Loaded now, not at their instant: the ids wait in the wheel and fire by themselves,
             # so a herd's instant starts with its promotion instead of a load of its slices.

@@ -20,6 +20,13 @@ from tickwheel.store.protocol import SchedulerStore
 LOAD_MARGIN = timedelta(seconds=1)
 # A hint's instant is rounded up to the millisecond: its sliver reaches back this far.
 HINT_SLIVER = timedelta(milliseconds=1)
+# A hint is loaded at once when the wheel holds nothing yet of its shard at its instant, or when
+# that instant is nearer than this; otherwise its load waits in the wheel (a marker) for half
+# the time left, and the hints of that shard and instant meanwhile are taken by the same load.
+# A sliver reads every row of its shard at its instant, and a herd inserted inside the window
+# in many commits was read again at each: 20,000 in 20 batches, ~140,000 rows read
+# (docs/scaling.md, "A herd inserted inside the window").
+HINT_AT_ONCE = timedelta(seconds=1)
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +78,11 @@ class InstantShards:
             entry.mixed = True
         entry.n += 1
         entry.shards.add(shard)
+
+    def holds(self, at: datetime, shard: int) -> bool:
+        """Whether entries of ``shard`` at ``at`` were noted (and the instant not taken yet)."""
+        entry = self._at.get(at)
+        return entry is not None and shard in entry.shards
 
     def count(self, at: datetime) -> int:
         entry = self._at.get(at)
@@ -160,15 +172,20 @@ class WheelWindow:
         # reads them again must not fire them twice.
         armed = self._armed.fire if self._armed is not None else {}
         definitions: set[DefinitionKey] = set()
+        wheel = self.wheel
         for part, rows in zip(slices, pages, strict=True):
             for row in rows:
                 if row.definition is not None:
                     definitions.add(row.definition)
                 if row.execution_id in armed:
                     continue
+                # Counted once: a sliver read again (a later hint of its shard and instant)
+                # replaces the entry, and counting it again would make a herd of it.
+                known = row.execution_id in wheel
                 fire = _Fire(row.shard_id, limited=row.limited)
                 self._add(row.execution_id, row.execute_at, fire, row.shard_id)
-                self._instants.note(row.execute_at, row.shard_id, row.tenant, row.priority)
+                if not known:
+                    self._instants.note(row.execute_at, row.shard_id, row.tenant, row.priority)
             if len(rows) == self.batch:
                 self._next_page(part, rows[-1])
         if definitions and self.definitions_ahead is not None:
@@ -183,9 +200,11 @@ class WheelWindow:
         self._add(key, last.execute_at, _Load(rest, page=True), part.shard_id)
         self._paged.add(part.shard_id)
 
-    def _take_hints(self) -> tuple[bool, list[DueSlice]]:
-        """The due hints for the shards served, inside the loaded window: their slivers, to load
-        at once; True when some may have been missed (the wheel is then rebuilt)."""
+    def _take_hints(self, now: datetime) -> tuple[bool, list[DueSlice]]:
+        """The due hints for the shards served, inside the loaded window: their slivers to load
+        at once, or as markers (one per shard and instant, halfway to it) for a shard whose
+        rows at that instant the wheel holds already (``HINT_AT_ONCE``); True when some may
+        have been missed (the wheel is then rebuilt)."""
         if self._hints is None:
             return False, []
         news = self._hints.take()
@@ -198,11 +217,19 @@ class WheelWindow:
         # instant rather than on it (loading hundreds of slivers at the instant, then firing
         # what they found, was most of a herd's first start). What the sliver holds that is
         # already in the wheel (a page or an earlier hint loaded it) replaces its entry.
-        slivers = {
-            DueSlice(shard, at - HINT_SLIVER, at)
-            for shard, at in news.pairs
-            if shard in self._loaded and at <= self.loaded_until
-        }
+        assert self.wheel is not None
+        slivers: set[DueSlice] = set()
+        for shard, at in news.pairs:
+            if shard not in self._loaded or at > self.loaded_until:
+                continue
+            part = DueSlice(shard, at - HINT_SLIVER, at)
+            ahead = at - now
+            if ahead <= HINT_AT_ONCE or not self._instants.holds(at, shard):
+                slivers.add(part)
+                continue
+            key = ("hint", shard, at)
+            if key not in self.wheel:  # else its load is to come: it reads these rows too
+                self._add(key, now + ahead / 2, _Load(part), shard)
         for first, last in news.spans:
             # An insert too spread to list: when its span begins, load the span of every shard
             # (what is not due yet is kept in the wheel at its own instant).
