@@ -95,6 +95,11 @@ class TimingWheel:
     def __contains__(self, key: Hashable) -> bool:
         return key in self._entries
 
+    def due_of(self, key: Hashable) -> datetime | None:
+        """The instant the item is held for; None when it is not held."""
+        entry = self._entries.get(key)
+        return None if entry is None else entry.due
+
     def add(self, key: Hashable, due: datetime, payload: Any = None) -> None:
         self.remove(key)
         due_us = to_us(due)

@@ -179,12 +179,14 @@ class WheelWindow:
                     definitions.add(row.definition)
                 if row.execution_id in armed:
                     continue
-                # Counted once: a sliver read again (a later hint of its shard and instant)
-                # replaces the entry, and counting it again would make a herd of it.
-                known = row.execution_id in wheel
+                held = wheel.due_of(row.execution_id)
+                if held == row.execute_at:
+                    # Read again (a later hint of its shard and instant): held as it is. Counted
+                    # again, it would make a herd of an instant read often enough.
+                    continue
                 fire = _Fire(row.shard_id, limited=row.limited)
                 self._add(row.execution_id, row.execute_at, fire, row.shard_id)
-                if not known:
+                if held is None:
                     self._instants.note(row.execute_at, row.shard_id, row.tenant, row.priority)
             if len(rows) == self.batch:
                 self._next_page(part, rows[-1])
