@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import subprocess
 import textwrap
 import threading
@@ -155,8 +156,11 @@ class TickwheelSystem:
         # LIFO: the processes stop before the database is cleaned or dropped.
         stack.callback(self.procs.stop)
         self.tool = str(tickwheel_executable())
+        # The checkout's own sources first: the venv's editable install may point at another
+        # checkout (a worktree of the same repository measured against its main).
+        path = os.pathsep.join((str(REPO / "src"), str(REPO)))
         self.env = child_env(
-            TICKWHEEL_LOG_LEVEL="warning", PYTHONPATH=str(REPO), **{JOURNAL_ENV: str(journal)}
+            TICKWHEEL_LOG_LEVEL="warning", PYTHONPATH=path, **{JOURNAL_ENV: str(journal)}
         )
         self.cwd = tmp / "server"
         definitions = tmp / "definitions"
