@@ -31,7 +31,7 @@ from tests.store.plan_helpers import (
 from tickwheel.domain.models import Execution
 from tickwheel.domain.sharding import SHARD_COUNT
 from tickwheel.domain.states import AttemptStatus, ExecutionStatus
-from tickwheel.store.postgres.claims import CLAIM_DIRECT, FINISH_MANY
+from tickwheel.store.postgres.claims import CLAIM_DIRECT, CLAIM_ORDERED, FINISH_MANY
 from tickwheel.store.postgres.store import PostgresStore, Q
 from tickwheel.store.protocol import AttemptResult
 from tickwheel.store.workflow_keys import WORKFLOW_KEY_PREFIX
@@ -89,12 +89,22 @@ async def test_a_herds_direct_claim_probes_each_open_shard_in_a_new_database(
         assert len(await store.shard_lease_open("s", leases, due, due)) == SHARD_COUNT
         for _ in range(14):  # psycopg prepares a statement at its fifth run (on each)
             assert len(await store.execution_claim_ready("w1", 16, LEASE, due)) == 16
-        params = {**CLAIM_PARAMS, "now": due}
-        plans = await hot_prepared_plans(store, "direct AS MATERIALIZED", CLAIM_DIRECT, params)
-        assert plans  # each hot connection's prepared direct claim
+        # The herd's first id not taken yet: the ordered walk's place.
+        after = min(i.execution_id for i in herd if i.execution_id.int > store._order.after.int)
+        params = {**CLAIM_PARAMS, "now": due, "tenant": "acme", "after": after}
+        plans = await hot_prepared_plans(store, "e.shard_id = l.shard_id", CLAIM_DIRECT, params)
+        assert plans  # the prepared direct claim (its first run seeded the ordered walk)
         for plan in plans:
             # The batch, the primary-key lookups of the update, the tenants' probes.
             assert executions_rows_read(plan) <= 3 * 16 + 4, plan
+        # The ordered walk (docs/scaling.md, "The direct claim in id order"): its walk of the
+        # tenant's SCHEDULED rows in id order, bounded by four times the batch, then the
+        # batch by primary key and the update's lookups.
+        plans = await hot_prepared_plans(store, "walked AS MATERIALIZED", CLAIM_ORDERED, params)
+        assert plans
+        for plan in plans:
+            assert "executions_tenant_status" in json.dumps(plan), plan
+            assert executions_rows_read(plan) <= 4 * 16 + 3 * 16 + 4, plan
     finally:
         await store.close()
 

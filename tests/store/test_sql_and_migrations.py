@@ -38,6 +38,8 @@ SQLITE_ONLY = {
     # own in the claim's write transaction; on PostgreSQL a CTE of
     # execution_claim_ready_unlimited.
     "execution_claim_direct",
+    # The same, the herd walked in id order first (PostgreSQL: execution_claim_ready_ordered).
+    "execution_claim_ordered",
 }
 # The expiry's row-by-row steps: PostgreSQL does each in one statement (data-modifying CTEs).
 SQLITE_ONLY |= {"execution_expire_one", "attempt_abandon", "execution_event_expired"}
@@ -57,6 +59,8 @@ POSTGRES_ONLY = {
     # The same with the due SCHEDULED rows of open shards as a second source (SQLite:
     # execution_claim_direct), a statement of its own so that a drain does not plan it.
     "execution_claim_ready_direct",
+    # The same with the herd walked in id order first (SQLite: execution_claim_ordered).
+    "execution_claim_ready_ordered",
     "execution_promote_ids_fenced",
     # The cron claim there returns only the columns a tick moves on, and the whole rows of the
     # jobs its store has not seen at that version are read by id (store/postgres/cron.py).

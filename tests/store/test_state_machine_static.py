@@ -61,6 +61,8 @@ QUERY_METHODS: dict[str, set[str]] = {
     "execution_claim_ready_fair": {"execution_claim_ready"},
     "execution_claim_direct": {"execution_claim_ready"},
     "execution_claim_ready_direct": {"execution_claim_ready"},
+    "execution_claim_ordered": {"execution_claim_ready"},
+    "execution_claim_ready_ordered": {"execution_claim_ready"},
     "attempt_insert": {"execution_claim_ready"},
     "execution_finish_many": {"attempt_finish", "attempt_finish_many"},
     "attempt_finish": {

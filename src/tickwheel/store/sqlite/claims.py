@@ -19,6 +19,7 @@ import aiosqlite
 from tickwheel.domain.models import Execution
 from tickwheel.domain.states import ExecutionStatus
 from tickwheel.observability.tracing import now_ns, record_claims
+from tickwheel.store.direct_order import DirectOrder
 from tickwheel.store.engine_protocol import ClaimBatch
 from tickwheel.store.protocol import AttemptResult, Topic
 from tickwheel.store.sqlfile import load_queries
@@ -33,6 +34,8 @@ Q = load_queries("tickwheel.store.sqlite.sql")
 
 class SqliteClaims(SqliteRateLimits):
     _signal: Callable[[Topic], None]
+    _order: DirectOrder = DirectOrder()
+    """Where this store's next direct claim walks a herd in id order from (DirectOrder)."""
 
     async def execution_claim_ready(
         self,
@@ -74,12 +77,31 @@ class SqliteClaims(SqliteRateLimits):
                 if not fair and params["limit"] > 0:
                     # The due SCHEDULED rows of open shards, as they are (docs/scaling.md,
                     # "Claiming a herd without promoting it"): only in the plain claim, as on
-                    # PostgreSQL; the scheduler promotes what they leave a little later.
-                    rows += await _claim(conn, Q["execution_claim_direct"], params)
+                    # PostgreSQL; the scheduler promotes what they leave a little later. First
+                    # the herd in id order from this store's place in it, then the walk of the
+                    # open shards for what that bounded walk left ("The direct claim in id
+                    # order").
+                    rows += await self._claim_direct(conn, params)
         # RETURNING comes in no particular order: tokens follow the claim order.
         claimed = sorted((execution_row(r) for r in rows), key=_token)
         record_claims(claimed, started)
         return claimed if wait is None else ClaimBatch(claimed, wait)
+
+    async def _claim_direct(
+        self, conn: aiosqlite.Connection, params: dict[str, Any]
+    ) -> list[sqlite3.Row]:
+        place = self._order.place()
+        walked: list[sqlite3.Row] = []
+        if place is not None:
+            tenant, after = place
+            ordered = {**params, "tenant": tenant, "after": str(after)}
+            walked = await _claim(conn, Q["execution_claim_ordered"], ordered)
+        fallback: list[sqlite3.Row] = []
+        if params["limit"] - len(walked) > 0:
+            rest = {**params, "limit": params["limit"] - len(walked)}
+            fallback = await _claim(conn, Q["execution_claim_direct"], rest)
+        self._order = self._order.took(_places(walked), _places(fallback))
+        return walked + fallback
 
     async def attempt_count_lost(self, execution_ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, int]:
         if not execution_ids:
@@ -203,6 +225,10 @@ async def _finish_one(
         conn, row["idempotency_key"], result.execution_id, str(result.execution_status), now_us
     )
     return True, recorded, bool(row["frees_slot"])
+
+
+def _places(rows: Sequence[sqlite3.Row]) -> list[tuple[str, uuid.UUID]]:
+    return [(r["tenant"], uuid.UUID(r["execution_id"])) for r in rows]
 
 
 def _token(execution: Execution) -> int:

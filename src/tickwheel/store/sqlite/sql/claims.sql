@@ -216,6 +216,49 @@ FROM (
 WHERE executions.execution_id = c.execution_id AND executions.status = 'READY'
 RETURNING *;
 
+-- name: execution_claim_ordered
+-- execution_claim_direct with the herd's rows walked in id order (docs/scaling.md, "The direct
+-- claim in id order"), as on PostgreSQL: from the store's place in a herd (a tenant, and the id
+-- after which to walk), the tenant's next SCHEDULED rows through executions_tenant_status, at
+-- most four times the batch (the bound on the rows a claim may pass that it cannot take: rows
+-- of the tenant due later, or of a shard not open), and of those the rows the direct claim may
+-- take, in id order. Another tenant's rows are never read. Runs before execution_claim_direct,
+-- which takes what this one leaves, in the claim's BEGIN IMMEDIATE (fencing_token_next between).
+UPDATE executions
+SET status = 'RUNNING', attempt_count = attempt_count + 1, lease_owner = :worker_id,
+    lease_expires_at = :lease_expires_at,
+    fencing_token = (SELECT value FROM counters WHERE name = 'fencing_token') + c.position,
+    ready_at = execute_at, started_at = coalesce(started_at, :now), updated_at = :now
+FROM (
+    SELECT execution_id, row_number() OVER (ORDER BY execution_id) AS position
+    FROM (
+        SELECT e.execution_id
+        FROM (SELECT execution_id FROM executions INDEXED BY executions_tenant_status
+              WHERE tenant = :tenant AND status = 'SCHEDULED' AND execution_id > :after
+              ORDER BY execution_id
+              LIMIT 4 * :limit) AS w
+        JOIN executions e ON e.execution_id = w.execution_id
+        JOIN shard_leases l ON l.shard_id = e.shard_id
+        WHERE l.due_through IS NOT NULL
+          AND e.status = 'SCHEDULED' AND e.bucket_start <= l.due_through
+          AND e.execute_at <= l.due_through AND e.concurrency_limit IS NULL
+          AND (:definition_uris IS NULL
+               OR e.definition_uri IN (SELECT value FROM json_each(:definition_uris)))
+          AND (NOT EXISTS (SELECT 1 FROM pauses)
+               OR NOT EXISTS (SELECT 1 FROM pauses p
+                              WHERE p.tenant = e.tenant
+                                AND p.definition_uri IN ('', e.definition_uri)))
+          AND (NOT EXISTS (SELECT 1 FROM rate_limits)
+               OR NOT EXISTS (SELECT 1 FROM rate_limits r
+                              WHERE r.tenant = e.tenant
+                                AND r.definition_uri IN ('', e.definition_uri)))
+        ORDER BY e.execution_id
+        LIMIT :limit
+    )
+) AS c
+WHERE executions.execution_id = c.execution_id AND executions.status = 'SCHEDULED'
+RETURNING *;
+
 -- name: concurrency_hold_insert
 -- SQLite only (PostgreSQL takes its slots inside the claim statement): the slot a claimed
 -- execution holds, the lowest free one of its group, in the claim's write transaction.
