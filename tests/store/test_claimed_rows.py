@@ -123,7 +123,15 @@ def _returning(name: str) -> list[str]:
     return [c.strip().removeprefix("e.") for c in listed.split(",")]
 
 
-@pytest.mark.parametrize("name", ["execution_claim_ready", "execution_claim_ready_unlimited"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "execution_claim_ready",
+        "execution_claim_ready_unlimited",
+        "execution_claim_ready_direct",
+        "execution_claim_ready_ordered",
+    ],
+)
 def test_each_claim_returns_the_columns_the_decoder_reads_in_its_order(name: str) -> None:
     assert _returning(name) == list(CLAIMED_COLUMNS)
 
@@ -131,8 +139,8 @@ def test_each_claim_returns_the_columns_the_decoder_reads_in_its_order(name: str
 def test_the_worker_statements_fit_psycopgs_cache_of_converted_queries() -> None:
     # The fair claim (execution_claim_ready) is longer still; it runs only while several
     # tenants have READY work, and is planned on every run anyway (claims.py).
-    _, unlimited, direct, finish = HOT_STATEMENTS
-    for sql in (unlimited, direct, finish):
+    _, unlimited, direct, ordered, finish = HOT_STATEMENTS
+    for sql in (unlimited, direct, ordered, finish):
         assert len(sql.encode()) <= _queries.MAX_CACHED_STATEMENT_LENGTH
 
 
