@@ -26,8 +26,10 @@ DUE = T0 + timedelta(seconds=5)
 @pytest.mark.parametrize("statistics", [True, False])
 async def test_a_grace_probes_each_shard_of_the_herd(pg_url: str, statistics: bool) -> None:
     async with emptied_store(pg_url, statistics=statistics) as store:
+        # Ids in shard order: the claims, by shard or in id order ("The direct claim in id
+        # order"), empty whole shards.
         herd = [
-            replace(new_execution(execute_in=5), shard_id=i % SHARD_COUNT)
+            replace(new_execution(execute_in=5), shard_id=i // PER_SHARD)
             for i in range(PER_SHARD * SHARD_COUNT)
         ]
         later = [replace(new_execution(execute_in=9), shard_id=i) for i in range(SHARD_COUNT)]
@@ -38,8 +40,7 @@ async def test_a_grace_probes_each_shard_of_the_herd(pg_url: str, statistics: bo
             await run_sql(pg_url, "ANALYZE executions")
         leases = await store.shard_lease_acquire("s", SHARD_COUNT, timedelta(seconds=60), T0)
         await store.shard_lease_open("s", leases, DUE, DUE)
-        # The claims take half of the shards' rows (a claim walks them in order, from where
-        # the store's last claim stopped).
+        # The claims take half of the shards' rows.
         taken = 0
         while taken < len(herd) // 2:
             taken += len(await store.execution_claim_ready("w", 512, timedelta(seconds=30), DUE))
