@@ -5,6 +5,9 @@ the same batch in one piece, item by item, on both backends."""
 
 from __future__ import annotations
 
+import weakref
+from collections.abc import AsyncIterator
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -17,7 +20,9 @@ from tickwheel.app.definitions import DefinitionService
 from tickwheel.app.executions import ExecutionService
 from tickwheel.app.outcomes import IdOutcome, Outcome
 from tickwheel.domain.definitions import Definition
-from tickwheel.domain.submission import SubmitRequest
+from tickwheel.domain.states import ExecutionStatus
+from tickwheel.domain.submission import NewExecution, SubmitRequest
+from tickwheel.store.due import DueNews
 from tickwheel.store.postgres.store import PostgresStore
 from tickwheel.store.protocol import Store
 
@@ -218,3 +223,82 @@ async def test_a_batch_in_chunks_reads_its_definitions_before_it_holds_a_connect
         assert "no definition is registered as registry://jobs/nope" in str(results[3].error)
     finally:
         await pg.close()
+
+
+async def test_the_items_of_a_chunk_sent_are_not_kept(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Once the store has taken a chunk, neither it (PostgreSQL: it keeps what it answers with,
+    not the items) nor the service (``SentBatch``) keeps its items: a batch in flight keeps no
+    object per item but its id, where keeping every item until the answer moved most of a
+    batch's objects into the garbage collector's oldest generation. SQLite takes every chunk
+    before it writes (one writer): nothing to hold there. The answer stays the batch's."""
+    if not isinstance(store, PostgresStore):
+        pytest.skip("SQLite gathers the chunks before its one insert")
+    executions = await service(store)
+    monkeypatch.setattr(executions_module, "FIRST_CHUNK", 2)
+    monkeypatch.setattr(executions_module, "CHUNK", 2)
+    in_chunks = store.execution_insert_or_existing_chunks
+    sent: list[list[weakref.ref[NewExecution]]] = []
+    alive_before: list[int] = []
+
+    def alive(chunks: list[list[weakref.ref[NewExecution]]]) -> int:
+        return sum(ref() is not None for chunk in chunks for ref in chunk)
+
+    async def watched(chunks: Any) -> Any:
+        async def passed() -> AsyncIterator[Any]:
+            async for chunk in chunks:
+                # The chunk before the last one taken may still be in the store's hands.
+                alive_before.append(alive(sent[:-1]))
+                sent.append([weakref.ref(i) for i in chunk])
+                yield chunk
+            alive_before.append(alive(sent[:-1]))
+
+        return await in_chunks(passed())
+
+    monkeypatch.setattr(store, "execution_insert_or_existing_chunks", watched)
+    requests = [request(f"w-{n}") for n in range(9)]
+    results = await executions.submit_many_ids(requests, in_chunks=True)
+    assert [r.outcome for r in results] == [Outcome.CREATED] * 9
+    assert len(sent) == 5 and alive_before == [0] * 6
+
+
+async def test_a_batch_in_chunks_signals_what_it_inserted(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The due hints of a batch in chunks (whose store keeps its SCHEDULED items only): each
+    SCHEDULED item it inserted, none for an item whose key was taken, both when every item is
+    inserted and when some are not."""
+    executions = await service(store)
+    monkeypatch.setattr(executions_module, "FIRST_CHUNK", 1)
+    monkeypatch.setattr(executions_module, "CHUNK", 2)
+    inbox = store.due_hints()
+    if isinstance(store, PostgresStore):
+        assert await store.listen(5)
+    later = executions.clock.now() + timedelta(seconds=30)
+    await executions.submit(request("s-taken", execute_at=later + timedelta(seconds=1)))
+    inbox.take()
+
+    def batch(prefix: str) -> list[SubmitRequest]:
+        return [
+            request(f"{prefix}-1", execute_at=later),
+            request(f"{prefix}-2"),
+            request("s-taken", execute_at=later + timedelta(seconds=1)),
+            request(f"{prefix}-3", execute_at=later + timedelta(seconds=2)),
+            request(f"{prefix}-4"),
+        ]
+
+    for prefix, taken in (("all", False), ("some", True)):
+        requests = batch(prefix)
+        if not taken:
+            del requests[2]
+        results = await executions.submit_many_ids(requests, in_chunks=True)
+        ids = {r.execution_id for r in results if r.outcome is Outcome.CREATED}
+        assert len(ids) == 4
+        scheduled = [
+            e
+            for e in [await store.execution_get("acme", i) for i in ids if i is not None]
+            if e is not None and e.status is ExecutionStatus.SCHEDULED
+        ]
+        assert len(scheduled) == 2
+        assert inbox.take() == DueNews(sorted((e.shard_id, e.execute_at) for e in scheduled))

@@ -19,7 +19,7 @@ from __future__ import annotations
 import itertools
 import uuid
 from collections.abc import AsyncIterator, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
@@ -44,6 +44,10 @@ if TYPE_CHECKING:
 
 DefinitionKey = tuple[str, int | None]
 _NAMED = attrgetter("definition_uri", "definition_version")
+_ID = attrgetter("execution_id")
+_KEY = attrgetter("idempotency_key")
+_FINGERPRINT = attrgetter("request_fingerprint")
+_URI = attrgetter("definition_uri")
 
 
 @dataclass(frozen=True)
@@ -54,6 +58,31 @@ class PreparedBatch:
     results: list[ItemOutcome[Execution] | None]
     places: list[int]
     items: list[NewExecution]
+
+
+@dataclass(frozen=True)
+class SentBatch:
+    """What a batch made ``chunks`` keeps of its valid items once the store has taken them: per
+    item, in the order made (``places[i]``: the index of its request), what settling its
+    outcome reads (``ExecutionService.settle_sent``). No item is kept: a ``NewExecution`` and
+    its dictionary per item alive until the batch was answered were, with the rows read back,
+    what moved most objects into the garbage collector's oldest generation, whose growth is
+    what starts a full collection of the whole process (docs/scaling.md)."""
+
+    results: list[ItemOutcome[Execution] | None]
+    places: list[int] = field(default_factory=list)
+    ids: list[uuid.UUID] = field(default_factory=list)
+    keys: list[str | None] = field(default_factory=list)
+    fingerprints: list[str] = field(default_factory=list)
+    uris: list[str] = field(default_factory=list)
+
+    def keep(self, places: list[int], items: list[NewExecution]) -> None:
+        """Takes what it needs of ``items`` (made for the requests at ``places``)."""
+        self.places.extend(places)
+        self.ids.extend(map(_ID, items))
+        self.keys.extend(map(_KEY, items))
+        self.fingerprints.extend(map(_FINGERPRINT, items))
+        self.uris.extend(map(_URI, items))
 
 
 class BatchPreparation:
@@ -83,7 +112,9 @@ class BatchPreparation:
     async def whole(self) -> PreparedBatch:
         """The batch made in one piece, in the order of its requests."""
         ids, shards = ids_and_shards(self.now, len(self.requests))
-        await self.add(range(len(self.requests)), ids, shards)
+        places, items = await self.add(range(len(self.requests)), ids, shards)
+        self.batch.places.extend(places)
+        self.batch.items.extend(items)
         return self.batch
 
     def _uri(self, written: str) -> str:
@@ -119,10 +150,10 @@ class BatchPreparation:
 
     async def add(
         self, indices: Iterable[int], ids: Iterable[uuid.UUID], shards: Iterable[int]
-    ) -> list[NewExecution]:
-        """The items of the requests at ``indices`` (the valid ones, in that order), with the
-        ids and shards given for them (one each, in the same order), also added to ``batch``;
-        an invalid request's ``INVALID`` outcome is set in ``batch.results``. No coroutine per
+    ) -> tuple[list[int], list[NewExecution]]:
+        """The items of the requests at ``indices`` (the valid ones, in that order, with their
+        places), with the ids and shards given for them (one each, in the same order); an
+        invalid request's ``INVALID`` outcome is set in ``batch.results``. No coroutine per
         item: the one await is a definition not read yet (none after ``pin_ahead``)."""
         service, requests, now = self.service, self.requests, self.now
         limits, tenant, trace_context = service.limits, service.tenant, self.trace_context
@@ -164,14 +195,15 @@ class BatchPreparation:
                 made_items.append(item)
                 run = PlainRun.of(request, item) or run
         self.run, self.well_formed = run, well_formed
-        self.batch.places.extend(places)
-        self.batch.items.extend(made_items)
-        return made_items
+        return places, made_items
 
-    async def chunks(self, first: int, size: int) -> AsyncIterator[list[NewExecution]]:
+    async def chunks(
+        self, first: int, size: int, sent: SentBatch
+    ) -> AsyncIterator[list[NewExecution]]:
         """The batch's items in chunks of ``first`` requests, then of ``size`` (the database
         waits for the first one: a small one starts it sooner), its requests sorted by key
-        (the lock order of one tenant's items), each chunk made when the store asks for it."""
+        (the lock order of one tenant's items), each chunk made when the store asks for it and
+        kept in ``sent`` once the store has taken it (when it asks for the next, or ends)."""
         requests = self.requests
         keys: list[Any] = [r.idempotency_key for r in requests]
         if set(map(type, keys)) == {str}:  # the common case, sorted by the keys themselves
@@ -192,7 +224,9 @@ class BatchPreparation:
                 ids, shards = list(map(uuid_of, values)), list(map(shard_of_int, values))
             else:
                 ids, shards = [all_ids[i] for i in part], [all_shards[i] for i in part]
-            yield await self.add(part, ids, shards)
+            places, items = await self.add(part, ids, shards)
+            yield items
+            sent.keep(places, items)
 
 
 def _sort_key(request: SubmitRequest) -> str:

@@ -18,7 +18,7 @@ from typing import Any
 
 from prometheus_client import Counter
 
-from tickwheel.app.batch_preparation import BatchPreparation, PreparedBatch
+from tickwheel.app.batch_preparation import BatchPreparation, PreparedBatch, SentBatch
 from tickwheel.app.context import TenantContext
 from tickwheel.app.outcomes import IdOutcome, ItemOutcome, Outcome, Written
 from tickwheel.domain.clock import store_now
@@ -130,9 +130,10 @@ class ExecutionService(TenantContext):
                 return self.settle_ids(batch, existing)
             preparation = BatchPreparation(self, requests, bare_names)
             await preparation.pin_ahead()
-            chunks = preparation.chunks(FIRST_CHUNK, CHUNK)
+            sent = SentBatch(preparation.batch.results)
+            chunks = preparation.chunks(FIRST_CHUNK, CHUNK, sent)
             existing = await self.store.execution_insert_or_existing_chunks(chunks)
-            return self.settle_ids(preparation.batch, existing)
+            return self.settle_sent(sent, existing)
 
     async def prepare_many(
         self, requests: Sequence[SubmitRequest], *, bare_names: bool = False
@@ -173,17 +174,27 @@ class ExecutionService(TenantContext):
         """``settle_many``'s outcomes as ``IdOutcome``, from what ``execution_insert_or_existing``
         found (None: inserted): the same outcome and error for each request
         (``tests/app/test_executions.py`` holds the two equal)."""
-        _count_new(batch.items, existing)
+        sent = SentBatch(batch.results)
+        sent.keep(batch.places, batch.items)
+        return self.settle_sent(sent, existing)
+
+    def settle_sent(
+        self, sent: SentBatch, existing: Sequence[Execution | None]
+    ) -> builtins.list[IdOutcome]:
+        """``settle_ids`` of what a batch kept of its items (``SentBatch``)."""
+        _count_new(sent.uris, existing)
         results: builtins.list[IdOutcome | None] = [
-            None if r is None else IdOutcome(r.outcome, None, r.error) for r in batch.results
+            None if r is None else IdOutcome(r.outcome, None, r.error) for r in sent.results
         ]
         created, same, new = Outcome.CREATED, Outcome.SAME, tuple.__new__
-        for index, item, holder in zip(batch.places, batch.items, existing, strict=True):
+        for index, execution_id, fingerprint, key, holder in zip(
+            sent.places, sent.ids, sent.fingerprints, sent.keys, existing, strict=True
+        ):
             if holder is None:  # IdOutcome(created, ...), without the named tuple's __new__
-                results[index] = new(IdOutcome, (created, item.execution_id, None))
+                results[index] = new(IdOutcome, (created, execution_id, None))
                 continue
             try:
-                execution = _same_or_conflict(item, holder)
+                execution = _existing_or_conflict(execution_id, fingerprint, key, holder)
             except Conflict as exc:
                 results[index] = IdOutcome(Outcome.CONFLICT, None, exc)
             else:
@@ -308,15 +319,25 @@ class ExecutionService(TenantContext):
 
 
 def _same_or_conflict(item: NewExecution, existing: Execution) -> Execution:
+    return _existing_or_conflict(
+        item.execution_id, item.request_fingerprint, item.idempotency_key, existing
+    )
+
+
+def _existing_or_conflict(
+    execution_id: uuid.UUID, fingerprint: str, key: str | None, existing: Execution
+) -> Execution:
+    """``existing`` when it is the item's (``execution_id``) or holds its key for the same
+    request (``fingerprint``); else the Conflict of the key."""
     # The one created from this item holds its very id: the comparison of values not needed.
-    if existing.execution_id is item.execution_id or existing.execution_id == item.execution_id:
+    if existing.execution_id is execution_id or existing.execution_id == execution_id:
         return existing
-    if existing.request_fingerprint == item.request_fingerprint:
+    if existing.request_fingerprint == fingerprint:
         return existing
     raise Conflict(
-        f"Idempotency-Key {item.idempotency_key!r} was already used for a different request "
+        f"Idempotency-Key {key!r} was already used for a different request "
         f"(execution {existing.execution_id}); use a new key for a new request",
-        {"idempotencyKey": item.idempotency_key, "executionId": str(existing.execution_id)},
+        {"idempotencyKey": key, "executionId": str(existing.execution_id)},
     )
 
 
@@ -333,13 +354,12 @@ def _count_created(outcomes: Sequence[InsertOutcome]) -> None:
         _series(submitted, uri).inc(count)
 
 
-def _count_new(items: Sequence[NewExecution], existing: Sequence[Execution | None]) -> None:
-    """``_count_created`` for ``execution_insert_or_existing``: an item is new when no
-    execution held its key."""
+def _count_new(uris: Sequence[str], existing: Sequence[Execution | None]) -> None:
+    """``_count_created`` for ``execution_insert_or_existing`` (``uris``: each item's
+    definition): an item is new when no execution held its key."""
     created: dict[str, int] = {}
-    for item, holder in zip(items, existing, strict=True):
+    for uri, holder in zip(uris, existing, strict=True):
         if holder is None:
-            uri = item.definition_uri
             created[uri] = created.get(uri, 0) + 1
     submitted = process_metrics().submitted
     for uri, count in created.items():

@@ -26,13 +26,16 @@ no table itself: the insert's function does (tests/store/test_batch_insert_postg
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import AsyncIterable, Sequence
+from operator import attrgetter
 from typing import Any
 
 from psycopg import AsyncCursor
 from psycopg.rows import tuple_row
 from psycopg_pool import AsyncConnectionPool
 
+from tickwheel.domain.models import Execution
 from tickwheel.domain.states import ExecutionStatus
 from tickwheel.domain.submission import NewExecution
 from tickwheel.store.due import hint_pairs
@@ -42,16 +45,69 @@ from tickwheel.store.postgres.rows import in_lock_order, insert_items, insert_st
 
 
 class ChunkedInsert:
-    """What the chunks' statements did, once committed: every item sent (in the order sent),
-    the rows inserted (each one's id first), the items' statuses and whether any is SCHEDULED."""
+    """What the chunks' statements did, once committed, and what is kept of the items sent (in
+    the order sent) to answer for them: each one's id, tenant, key and status, and the
+    SCHEDULED ones whole (their due hints); how many rows were inserted and, only when that is
+    not every item, the rows (each one's id first); the items' statuses and whether any is
+    SCHEDULED. No other item is kept once its chunk is sent: its caller drops it too, and the
+    batch then keeps no object per item but its id (docs/scaling.md)."""
 
-    __slots__ = ("due", "items", "rows", "statuses")
+    __slots__ = (
+        "due",
+        "ids",
+        "inserted",
+        "keys",
+        "rows",
+        "scheduled",
+        "statuses",
+        "statuses_sent",
+        "tenants",
+    )
 
     def __init__(self) -> None:
-        self.items: list[NewExecution] = []
+        self.ids: list[uuid.UUID] = []
+        self.tenants: list[str] = []
+        self.keys: list[str | None] = []
+        self.statuses_sent: list[ExecutionStatus] = []
+        self.scheduled: list[NewExecution] = []
+        self.inserted = 0
         self.rows: list[Any] = []
         self.statuses: set[ExecutionStatus] = set()
         self.due = False
+
+    def keep(self, chunk: Sequence[NewExecution], statuses: set[ExecutionStatus]) -> None:
+        self.ids.extend(map(_ID, chunk))
+        self.tenants.extend(map(_TENANT, chunk))
+        self.keys.extend(map(_KEY, chunk))
+        self.statuses_sent.extend(map(_STATUS, chunk))
+        if ExecutionStatus.SCHEDULED in statuses:
+            self.scheduled += (i for i in chunk if i.status is ExecutionStatus.SCHEDULED)
+        self.statuses |= statuses
+
+    def inserted_of(
+        self, created: set[uuid.UUID]
+    ) -> tuple[set[ExecutionStatus], list[NewExecution]]:
+        """The statuses of the items inserted (their ids ``created``), and their SCHEDULED ones."""
+        statuses = {s for i, s in zip(self.ids, self.statuses_sent, strict=True) if i in created}
+        return statuses, [i for i in self.scheduled if i.execution_id in created]
+
+    def missing(self, created: set[uuid.UUID]) -> list[tuple[str, str | None]]:
+        """The (tenant, key) of each item not inserted."""
+        pairs = zip(self.ids, self.tenants, self.keys, strict=True)
+        return [(tenant, key) for i, tenant, key in pairs if i not in created]
+
+    def answer(self, created: set[uuid.UUID], holders: list[Execution]) -> list[Execution | None]:
+        """Per item sent: None when inserted, else the execution among ``holders`` holding its
+        (tenant, key)."""
+        holding = {(e.tenant, e.idempotency_key): e for e in holders}
+        pairs = zip(self.ids, self.tenants, self.keys, strict=True)
+        return [None if i in created else holding[(tenant, key)] for i, tenant, key in pairs]
+
+
+_ID = attrgetter("execution_id")
+_TENANT = attrgetter("tenant")
+_KEY = attrgetter("idempotency_key")
+_STATUS = attrgetter("status")
 
 
 async def insert_chunks(
@@ -85,12 +141,19 @@ async def insert_chunks(
                 cursor = conn.cursor(row_factory=tuple_row)
                 await cursor.execute(insert_statement(params), params, prepare=True)
                 cursors.append(cursor)
-                done.items += chunk
-                done.statuses |= statuses
+                done.keep(chunk, statuses)
                 done.due = done.due or bool(due)
         # The pipeline has ended: every result is in (an error raised above, with nothing
         # committed: the server skips what follows a failed statement up to the Sync, COMMIT
-        # included, and the transaction rolls back).
-        for cursor in cursors:
-            done.rows += await cursor.fetchall()
+        # included, and the transaction rolls back). A statement returns a row per item it
+        # inserted: when they number the items, every item was inserted and the rows are not
+        # read (a tuple and a UUID per item, kept until the batch is answered, were most of
+        # what made the garbage collector walk the whole process).
+        counts = [cursor.rowcount for cursor in cursors]
+        if -1 in counts or sum(counts) != len(done.ids):
+            for cursor in cursors:
+                done.rows += await cursor.fetchall()
+            done.inserted = len(done.rows)
+        else:
+            done.inserted = len(done.ids)
     return done

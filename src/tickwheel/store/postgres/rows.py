@@ -98,10 +98,12 @@ def in_lock_order(items: Sequence[NewExecution]) -> Sequence[NewExecution]:
 def key_pairs(items: Iterable[NewExecution]) -> str:
     """The ``pairs`` parameter of ``execution_get_by_key``: each item's (tenant, idempotency key)
     once, as a JSON array of arrays (items without a key left out)."""
-    pairs = dict.fromkeys(
-        (i.tenant, i.idempotency_key) for i in items if i.idempotency_key is not None
-    )
-    return _COMPACT.encode(list(pairs))
+    return pairs_text((i.tenant, i.idempotency_key) for i in items)
+
+
+def pairs_text(pairs: Iterable[tuple[str, str | None]]) -> str:
+    """``key_pairs`` of the items whose (tenant, idempotency key) are ``pairs``."""
+    return _COMPACT.encode(list(dict.fromkeys(p for p in pairs if p[1] is not None)))
 
 
 def insert_items(items: Sequence[NewExecution]) -> dict[str, str | None]:

@@ -50,9 +50,9 @@ from tickwheel.store.postgres.rows import (
     insert_outcomes,
     insert_statement,
     jsonb,
-    key_pairs,
     like_prefix,
     opt_aware,
+    pairs_text,
     require_aware,
 )
 from tickwheel.store.postgres.running import PostgresRunning
@@ -243,8 +243,8 @@ class PostgresStore(
     async def execution_insert_many(self, items: Sequence[NewExecution]) -> list[InsertOutcome]:
         if not items:
             return []
-        rows, statuses, due = await self._insert(items)
-        if len(rows) == len(items):
+        count, rows, statuses, due = await self._insert(items)
+        if count == len(items):
             # Every item was inserted (each id returned is one of the items', all distinct):
             # none to look up among them, and the statuses and hints are the items'.
             inserted = [execution_from_new(i) for i in items]
@@ -265,25 +265,34 @@ class PostgresStore(
     ) -> list[Execution | None]:
         if not items:
             return []
-        rows, statuses, due = await self._insert(items)
-        return await self._or_existing(items, rows, statuses, bool(due))
+        count, rows, statuses, due = await self._insert(items)
+        return await self._or_existing(items, count, rows, statuses, bool(due))
 
     async def execution_insert_or_existing_chunks(
         self, chunks: AsyncIterable[Sequence[NewExecution]]
     ) -> list[Execution | None]:
         done = await insert_chunks(self._pool, self._signals, chunks)
-        return await self._or_existing(done.items, done.rows, done.statuses, done.due)
+        if done.inserted == len(done.ids):  # every item inserted
+            self._signals.signal(topics_for(done.statuses), hint_pairs(done.scheduled))
+            return [None] * len(done.ids)
+        created = {r[0] for r in done.rows}
+        statuses, new = done.inserted_of(created)
+        self._signals.signal(topics_for(statuses), hint_pairs(new))
+        holders = await self._holding_pairs(done.missing(created))
+        return done.answer(created, holders)
 
     async def _or_existing(
         self,
         items: Sequence[NewExecution],
+        inserted: int,
         rows: list[Any],
         statuses: set[ExecutionStatus],
         due: bool,
     ) -> list[Execution | None]:
-        """``execution_insert_or_existing``'s answer once its rows are committed (``rows``: one
-        per item inserted, its id first), the inserted ones signalled in this process."""
-        if len(rows) == len(items):  # every item inserted, as in execution_insert_many
+        """``execution_insert_or_existing``'s answer once its rows are committed (``inserted``
+        of them; ``rows``: one per item inserted, its id first, needed only when that is not
+        every item), the inserted ones signalled in this process."""
+        if inserted == len(items):  # every item inserted, as in execution_insert_many
             self._signals.signal(topics_for(statuses), hint_pairs(items) if due else [])
             return [None] * len(items)
         created = {r[0] for r in rows}
@@ -298,8 +307,10 @@ class PostgresStore(
 
     async def _insert(
         self, items: Sequence[NewExecution]
-    ) -> tuple[list[Any], set[ExecutionStatus], list[Any]]:
-        """The insert of both methods above: the ids of the rows inserted, the items' statuses
+    ) -> tuple[int, list[Any], set[ExecutionStatus], list[Any]]:
+        """The insert of both methods above: how many rows it inserted and, only when that is
+        not every item, their ids (a row each, its id first: reading them made a tuple and a
+        UUID per item, which nothing reads when every item was inserted); the items' statuses
         and their due hints (SCHEDULED ones: which shard is due when)."""
         # One statement, autocommit: the INSERT and its NOTIFYs (execution_insert). What is due
         # where rides on the DUE notification, for the shards' schedulers.
@@ -318,14 +329,20 @@ class PostgresStore(
             async with self._pool.connection() as conn:
                 cursor = conn.cursor(row_factory=tuple_row)
                 await cursor.execute(statement, params)
+                if cursor.rowcount == len(items):
+                    return len(items), [], statuses, due
                 rows = await cursor.fetchall()
-        return rows, statuses, due
+        return len(rows), rows, statuses, due
 
     async def _holding_keys(self, missing: Sequence[NewExecution]) -> list[Execution]:
         """The executions holding the keys of the items not inserted. Only on a conflict: the
         read is a new statement, so under READ COMMITTED it sees the rows of competing
         submissions that made ours skip."""
-        params = {"pairs": key_pairs(missing)}
+        return await self._holding_pairs([(i.tenant, i.idempotency_key) for i in missing])
+
+    async def _holding_pairs(self, pairs: Sequence[tuple[str, str | None]]) -> list[Execution]:
+        """``_holding_keys`` of the (tenant, key) pairs of the items not inserted."""
+        params = {"pairs": pairs_text(pairs)}
         return [execution_from_row(r) for r in await self._all("execution_get_by_key", params)]
 
     async def execution_get(self, tenant: str, execution_id: uuid.UUID) -> Execution | None:
