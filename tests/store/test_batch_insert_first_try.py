@@ -55,7 +55,10 @@ async def test_a_batch_of_new_keys_writes_no_speculative_insertion(
         async def confirms_written_by(items: list[NewExecution]) -> int:
             start = await (await wal.execute("SELECT pg_current_wal_insert_lsn()")).fetchone()
             await pg.execution_insert_many(items)
-            end = await (await wal.execute("SELECT pg_current_wal_insert_lsn()")).fetchone()
+            # pg_walinspect reads only flushed WAL, and the insert position may be past it by
+            # other sessions' records; the batch's own records precede its commit, which was
+            # flushed before the insert returned.
+            end = await (await wal.execute("SELECT pg_current_wal_flush_lsn()")).fetchone()
             assert start is not None and end is not None
             # Only this database's executions heap: other sessions of the server (other
             # tests, in parallel) write confirm records of their own meanwhile.
