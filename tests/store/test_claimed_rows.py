@@ -10,7 +10,6 @@ import dataclasses
 import re
 import uuid
 from datetime import UTC, datetime, timedelta
-from importlib import resources
 from typing import Any
 from zoneinfo import ZoneInfo
 
@@ -30,6 +29,7 @@ from tickwheel.store.postgres.claimed_rows import (
 from tickwheel.store.postgres.claims import HOT_STATEMENTS
 from tickwheel.store.postgres.rows import execution_from_row_reference
 from tickwheel.store.protocol import AttemptResult, Store
+from tickwheel.store.sqlfile import load_queries
 
 LEASE = timedelta(seconds=30)
 BERLIN = ZoneInfo("Europe/Berlin")
@@ -117,8 +117,8 @@ def test_a_sparse_claimed_row_keeps_its_nulls_and_unreadable_inputs() -> None:
 
 
 def _returning(name: str) -> list[str]:
-    sql = resources.files("tickwheel.store.postgres.sql").joinpath("claims.sql").read_text()
-    body = sql.split(f"-- name: {name}\n", 1)[1].split("-- name:", 1)[0]
+    # As loaded: the claims share their RETURNING list through a fragment (store/sqlfile.py).
+    body = load_queries("tickwheel.store.postgres.sql")[name]
     [listed] = re.findall(r"RETURNING (e\..*?)\n\),", body, re.DOTALL)
     return [c.strip().removeprefix("e.") for c in listed.split(",")]
 

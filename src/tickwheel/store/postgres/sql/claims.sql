@@ -1,6 +1,107 @@
 -- The worker's hot path: claim READY executions, and report finished attempts. Each is one
 -- statement per batch (data-modifying CTEs), because round trips and statements per execution
 -- are what bound a worker's throughput.
+-- Fragments (store/sqlfile.py): the text the claims share, written once and taken in where a
+-- line says `-- include: <fragment>`; each claim is still a statement of its own, prepared and
+-- planned alone, and each expands to the text it had when written out.
+-- spread_and_candidates: the READY source of the unlimited, direct and ordered claims.
+-- claimed_lease, claimed_returning, recorded: every claim's RUNNING update around the line a
+--   claim of SCHEDULED rows adds (their ready_at), and its attempt rows.
+-- direct_filters: the tests of a SCHEDULED row the direct and the ordered claims may take.
+-- direct_claimed: what the direct and the ordered claims do with both sources' rows.
+
+-- fragment: spread_and_candidates
+WITH spread AS MATERIALIZED (
+    -- The first and the last READY tenant: two probes of executions_ready_tenant.
+    SELECT first_tenant, first_tenant IS DISTINCT FROM last_tenant AS tenants_seen,
+        EXISTS (SELECT 1 FROM shard_leases WHERE due_through IS NOT NULL) AS open_seen
+    FROM (SELECT (SELECT min(tenant) FROM executions WHERE status = 'READY') AS first_tenant,
+                 (SELECT max(tenant) FROM executions WHERE status = 'READY') AS last_tenant
+          OFFSET 0) AS ends  -- not pulled up: the first would then be read twice
+),
+candidates AS MATERIALIZED (
+    SELECT execution_id, concurrency_limit FROM executions
+    WHERE status = 'READY' AND tenant = (SELECT first_tenant FROM spread)
+      AND (%(definition_uris)s::text[] IS NULL
+           OR definition_uri = ANY (%(definition_uris)s::text[]))
+      -- Pauses: as in execution_claim_ready.
+      -- The first test runs once per statement (an InitPlan): with no pause anywhere, the
+      -- usual case, no row is probed. Probing every row the walk reaches tripled the database's
+      -- CPU per execution of the drain (0.11 to 0.33 ms, docs/scaling.md).
+      AND (NOT EXISTS (SELECT 1 FROM pauses)
+           OR NOT EXISTS (SELECT 1 FROM pauses p
+                          WHERE p.tenant = executions.tenant
+                            AND p.definition_uri IN ('', executions.definition_uri)
+                            AND p.probe_execution_id IS DISTINCT FROM executions.execution_id
+                          OFFSET 0))
+      -- Rate limits: as in execution_claim_ready (rows under a bucket are the rate step's).
+      AND (NOT EXISTS (SELECT 1 FROM rate_limits)
+           OR NOT EXISTS (SELECT 1 FROM rate_limits r
+                          WHERE r.tenant = executions.tenant
+                            AND r.definition_uri IN ('', executions.definition_uri)
+                          OFFSET 0))
+    ORDER BY priority DESC, ready_at
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+),
+
+-- fragment: claimed_lease
+UPDATE executions e
+SET status = 'RUNNING', attempt_count = e.attempt_count + 1, lease_owner = %(worker_id)s,
+    lease_expires_at = coalesce(%(now)s::timestamptz, now()) + %(lease)s::interval,
+    fencing_token = t.fencing_token,
+
+-- fragment: claimed_returning
+    started_at = coalesce(e.started_at, coalesce(%(now)s::timestamptz, now())),
+    updated_at = coalesce(%(now)s::timestamptz, now())
+FROM tokens t
+WHERE e.execution_id = t.execution_id
+-- The columns a worker reads (claimed_rows.py CLAIMED_COLUMNS, in its order), not e.*.
+RETURNING e.execution_id, e.tenant, e.definition_uri, e.definition_version,
+    e.input_snapshot, e.execute_at, e.priority, e.attempt_count, e.max_attempts, e.shard_id,
+    e.bucket_start, e.created_at, e.updated_at, e.idempotency_key, e.ready_at,
+    e.lease_expires_at, e.fencing_token, e.started_at, e.cancel_requested_at, e.checkpoint,
+    e.trace_context, e.start_by, e.deadline, e.concurrency_key, e.concurrency_limit,
+    e.concurrency_order
+
+-- fragment: recorded
+recorded AS (
+    INSERT INTO attempts (execution_id, attempt_number, worker_id, fencing_token, status,
+                          started_at)
+    SELECT execution_id, attempt_count, %(worker_id)s, fencing_token, 'RUNNING',
+        coalesce(%(now)s::timestamptz, now())
+    FROM claimed
+)
+
+-- fragment: direct_filters
+AND (%(definition_uris)s::text[] IS NULL
+     OR e.definition_uri = ANY (%(definition_uris)s::text[]))
+AND (NOT EXISTS (SELECT 1 FROM pauses) OR NOT EXISTS (SELECT 1 FROM pauses p
+     WHERE p.tenant = e.tenant AND p.definition_uri IN ('', e.definition_uri)))
+AND (NOT EXISTS (SELECT 1 FROM rate_limits) OR NOT EXISTS (SELECT 1 FROM rate_limits r
+     WHERE r.tenant = e.tenant AND r.definition_uri IN ('', e.definition_uri)))
+
+-- fragment: direct_claimed
+tokens AS MATERIALIZED (
+    SELECT c.execution_id, nextval('fencing_token_seq') AS fencing_token
+    FROM (SELECT execution_id, concurrency_limit FROM candidates
+          UNION ALL SELECT execution_id, concurrency_limit FROM direct) AS c
+    WHERE c.concurrency_limit IS NULL AND NOT (SELECT tenants_seen FROM spread)
+),
+claimed AS (
+    -- include: claimed_lease
+        ready_at = CASE WHEN e.status = 'SCHEDULED' THEN e.execute_at ELSE e.ready_at END,
+    -- include: claimed_returning
+),
+-- include: recorded
+-- direct_n: how many rows the claim took from the second source (the last ones in token order);
+-- the store's ordered walk starts from them (claims.py, DirectOrder).
+SELECT claimed.*, seen.limited_seen, spread.tenants_seen, spread.open_seen,
+    (SELECT count(*) FROM direct) AS direct_n
+FROM (SELECT count(*) AS limited_seen FROM candidates WHERE concurrency_limit IS NOT NULL) AS seen
+CROSS JOIN spread
+LEFT JOIN claimed ON true
+ORDER BY claimed.fencing_token;
 
 -- name: execution_claim_ready
 -- One statement, so one round trip and its own transaction (the pool is autocommit).
@@ -151,29 +252,10 @@ tokens AS MATERIALIZED (
        OR c.execution_id IN (SELECT held.execution_id FROM held)
 ),
 claimed AS (
-    UPDATE executions e
-    SET status = 'RUNNING', attempt_count = e.attempt_count + 1, lease_owner = %(worker_id)s,
-        lease_expires_at = coalesce(%(now)s::timestamptz, now()) + %(lease)s::interval,
-        fencing_token = t.fencing_token,
-        started_at = coalesce(e.started_at, coalesce(%(now)s::timestamptz, now())),
-        updated_at = coalesce(%(now)s::timestamptz, now())
-    FROM tokens t
-    WHERE e.execution_id = t.execution_id
-    -- The columns a worker reads (claimed_rows.py CLAIMED_COLUMNS, in its order), not e.*.
-    RETURNING e.execution_id, e.tenant, e.definition_uri, e.definition_version,
-        e.input_snapshot, e.execute_at, e.priority, e.attempt_count, e.max_attempts, e.shard_id,
-        e.bucket_start, e.created_at, e.updated_at, e.idempotency_key, e.ready_at,
-        e.lease_expires_at, e.fencing_token, e.started_at, e.cancel_requested_at, e.checkpoint,
-        e.trace_context, e.start_by, e.deadline, e.concurrency_key, e.concurrency_limit,
-        e.concurrency_order
+    -- include: claimed_lease
+    -- include: claimed_returning
 ),
-recorded AS (
-    INSERT INTO attempts (execution_id, attempt_number, worker_id, fencing_token, status,
-                          started_at)
-    SELECT execution_id, attempt_count, %(worker_id)s, fencing_token, 'RUNNING',
-        coalesce(%(now)s::timestamptz, now())
-    FROM claimed
-)
+-- include: recorded
 SELECT * FROM claimed ORDER BY fencing_token;
 
 -- name: execution_claim_ready_unlimited
@@ -209,67 +291,16 @@ SELECT * FROM claimed ORDER BY fencing_token;
 --   stored, against 1.5 ms by primary key). Lease times come from the database clock unless the
 --   caller passes now (tests).
 -- recorded: the RUNNING attempt row, written once, in the same statement.
-WITH spread AS MATERIALIZED (
-    -- The first and the last READY tenant: two probes of executions_ready_tenant.
-    SELECT first_tenant, first_tenant IS DISTINCT FROM last_tenant AS tenants_seen,
-        EXISTS (SELECT 1 FROM shard_leases WHERE due_through IS NOT NULL) AS open_seen
-    FROM (SELECT (SELECT min(tenant) FROM executions WHERE status = 'READY') AS first_tenant,
-                 (SELECT max(tenant) FROM executions WHERE status = 'READY') AS last_tenant
-          OFFSET 0) AS ends  -- not pulled up: the first would then be read twice
-),
-candidates AS MATERIALIZED (
-    SELECT execution_id, concurrency_limit FROM executions
-    WHERE status = 'READY' AND tenant = (SELECT first_tenant FROM spread)
-      AND (%(definition_uris)s::text[] IS NULL
-           OR definition_uri = ANY (%(definition_uris)s::text[]))
-      -- Pauses: as in execution_claim_ready.
-      -- The first test runs once per statement (an InitPlan): with no pause anywhere, the
-      -- usual case, no row is probed. Probing every row the walk reaches tripled the database's
-      -- CPU per execution of the drain (0.11 to 0.33 ms, docs/scaling.md).
-      AND (NOT EXISTS (SELECT 1 FROM pauses)
-           OR NOT EXISTS (SELECT 1 FROM pauses p
-                          WHERE p.tenant = executions.tenant
-                            AND p.definition_uri IN ('', executions.definition_uri)
-                            AND p.probe_execution_id IS DISTINCT FROM executions.execution_id
-                          OFFSET 0))
-      -- Rate limits: as in execution_claim_ready (rows under a bucket are the rate step's).
-      AND (NOT EXISTS (SELECT 1 FROM rate_limits)
-           OR NOT EXISTS (SELECT 1 FROM rate_limits r
-                          WHERE r.tenant = executions.tenant
-                            AND r.definition_uri IN ('', executions.definition_uri)
-                          OFFSET 0))
-    ORDER BY priority DESC, ready_at
-    LIMIT %(limit)s
-    FOR UPDATE SKIP LOCKED
-),
+-- include: spread_and_candidates
 tokens AS MATERIALIZED (
     SELECT execution_id, nextval('fencing_token_seq') AS fencing_token FROM candidates
     WHERE concurrency_limit IS NULL AND NOT (SELECT tenants_seen FROM spread)
 ),
 claimed AS (
-    UPDATE executions e
-    SET status = 'RUNNING', attempt_count = e.attempt_count + 1, lease_owner = %(worker_id)s,
-        lease_expires_at = coalesce(%(now)s::timestamptz, now()) + %(lease)s::interval,
-        fencing_token = t.fencing_token,
-        started_at = coalesce(e.started_at, coalesce(%(now)s::timestamptz, now())),
-        updated_at = coalesce(%(now)s::timestamptz, now())
-    FROM tokens t
-    WHERE e.execution_id = t.execution_id
-    -- The columns a worker reads (claimed_rows.py CLAIMED_COLUMNS, in its order), not e.*.
-    RETURNING e.execution_id, e.tenant, e.definition_uri, e.definition_version,
-        e.input_snapshot, e.execute_at, e.priority, e.attempt_count, e.max_attempts, e.shard_id,
-        e.bucket_start, e.created_at, e.updated_at, e.idempotency_key, e.ready_at,
-        e.lease_expires_at, e.fencing_token, e.started_at, e.cancel_requested_at, e.checkpoint,
-        e.trace_context, e.start_by, e.deadline, e.concurrency_key, e.concurrency_limit,
-        e.concurrency_order
+    -- include: claimed_lease
+    -- include: claimed_returning
 ),
-recorded AS (
-    INSERT INTO attempts (execution_id, attempt_number, worker_id, fencing_token, status,
-                          started_at)
-    SELECT execution_id, attempt_count, %(worker_id)s, fencing_token, 'RUNNING',
-        coalesce(%(now)s::timestamptz, now())
-    FROM claimed
-)
+-- include: recorded
 SELECT claimed.*, seen.limited_seen, spread.tenants_seen, spread.open_seen
 FROM (SELECT count(*) AS limited_seen FROM candidates WHERE concurrency_limit IS NOT NULL) AS seen
 CROSS JOIN spread
@@ -295,39 +326,7 @@ ORDER BY claimed.fencing_token;
 --   (execution_promote_ids_fenced, direct): no concurrency limit, no pause, no rate limit over
 --   them. The lock re-checks SCHEDULED on the newest version (a cancel or a promotion that took
 --   the row first wins), and rows a cancel holds are skipped, as READY ones are.
-WITH spread AS MATERIALIZED (
-    -- The first and the last READY tenant: two probes of executions_ready_tenant.
-    SELECT first_tenant, first_tenant IS DISTINCT FROM last_tenant AS tenants_seen,
-        EXISTS (SELECT 1 FROM shard_leases WHERE due_through IS NOT NULL) AS open_seen
-    FROM (SELECT (SELECT min(tenant) FROM executions WHERE status = 'READY') AS first_tenant,
-                 (SELECT max(tenant) FROM executions WHERE status = 'READY') AS last_tenant
-          OFFSET 0) AS ends  -- not pulled up: the first would then be read twice
-),
-candidates AS MATERIALIZED (
-    SELECT execution_id, concurrency_limit FROM executions
-    WHERE status = 'READY' AND tenant = (SELECT first_tenant FROM spread)
-      AND (%(definition_uris)s::text[] IS NULL
-           OR definition_uri = ANY (%(definition_uris)s::text[]))
-      -- Pauses: as in execution_claim_ready.
-      -- The first test runs once per statement (an InitPlan): with no pause anywhere, the
-      -- usual case, no row is probed. Probing every row the walk reaches tripled the database's
-      -- CPU per execution of the drain (0.11 to 0.33 ms, docs/scaling.md).
-      AND (NOT EXISTS (SELECT 1 FROM pauses)
-           OR NOT EXISTS (SELECT 1 FROM pauses p
-                          WHERE p.tenant = executions.tenant
-                            AND p.definition_uri IN ('', executions.definition_uri)
-                            AND p.probe_execution_id IS DISTINCT FROM executions.execution_id
-                          OFFSET 0))
-      -- Rate limits: as in execution_claim_ready (rows under a bucket are the rate step's).
-      AND (NOT EXISTS (SELECT 1 FROM rate_limits)
-           OR NOT EXISTS (SELECT 1 FROM rate_limits r
-                          WHERE r.tenant = executions.tenant
-                            AND r.definition_uri IN ('', executions.definition_uri)
-                          OFFSET 0))
-    ORDER BY priority DESC, ready_at
-    LIMIT %(limit)s
-    FOR UPDATE SKIP LOCKED
-),
+-- include: spread_and_candidates
 direct AS MATERIALIZED (
     SELECT e.execution_id, e.concurrency_limit
     FROM shard_leases l
@@ -335,54 +334,11 @@ direct AS MATERIALIZED (
     WHERE l.due_through IS NOT NULL AND l.shard_id >= %(walk)s::int2
       AND e.status = 'SCHEDULED' AND e.bucket_start <= l.due_through
       AND e.execute_at <= l.due_through AND e.concurrency_limit IS NULL
-      AND (%(definition_uris)s::text[] IS NULL
-           OR e.definition_uri = ANY (%(definition_uris)s::text[]))
-      AND (NOT EXISTS (SELECT 1 FROM pauses) OR NOT EXISTS (SELECT 1 FROM pauses p
-           WHERE p.tenant = e.tenant AND p.definition_uri IN ('', e.definition_uri)))
-      AND (NOT EXISTS (SELECT 1 FROM rate_limits) OR NOT EXISTS (SELECT 1 FROM rate_limits r
-           WHERE r.tenant = e.tenant AND r.definition_uri IN ('', e.definition_uri)))
+      -- include: direct_filters
     LIMIT greatest(%(limit)s - (SELECT count(*) FROM candidates), 0)
     FOR UPDATE OF e SKIP LOCKED
 ),
-tokens AS MATERIALIZED (
-    SELECT c.execution_id, nextval('fencing_token_seq') AS fencing_token
-    FROM (SELECT execution_id, concurrency_limit FROM candidates
-          UNION ALL SELECT execution_id, concurrency_limit FROM direct) AS c
-    WHERE c.concurrency_limit IS NULL AND NOT (SELECT tenants_seen FROM spread)
-),
-claimed AS (
-    UPDATE executions e
-    SET status = 'RUNNING', attempt_count = e.attempt_count + 1, lease_owner = %(worker_id)s,
-        lease_expires_at = coalesce(%(now)s::timestamptz, now()) + %(lease)s::interval,
-        fencing_token = t.fencing_token,
-        ready_at = CASE WHEN e.status = 'SCHEDULED' THEN e.execute_at ELSE e.ready_at END,
-        started_at = coalesce(e.started_at, coalesce(%(now)s::timestamptz, now())),
-        updated_at = coalesce(%(now)s::timestamptz, now())
-    FROM tokens t
-    WHERE e.execution_id = t.execution_id
-    -- The columns a worker reads (claimed_rows.py CLAIMED_COLUMNS, in its order), not e.*.
-    RETURNING e.execution_id, e.tenant, e.definition_uri, e.definition_version,
-        e.input_snapshot, e.execute_at, e.priority, e.attempt_count, e.max_attempts, e.shard_id,
-        e.bucket_start, e.created_at, e.updated_at, e.idempotency_key, e.ready_at,
-        e.lease_expires_at, e.fencing_token, e.started_at, e.cancel_requested_at, e.checkpoint,
-        e.trace_context, e.start_by, e.deadline, e.concurrency_key, e.concurrency_limit,
-        e.concurrency_order
-),
-recorded AS (
-    INSERT INTO attempts (execution_id, attempt_number, worker_id, fencing_token, status,
-                          started_at)
-    SELECT execution_id, attempt_count, %(worker_id)s, fencing_token, 'RUNNING',
-        coalesce(%(now)s::timestamptz, now())
-    FROM claimed
-)
--- direct_n: how many rows the claim took from the second source (the last ones in token order);
--- the store's ordered walk starts from them (claims.py, DirectOrder).
-SELECT claimed.*, seen.limited_seen, spread.tenants_seen, spread.open_seen,
-    (SELECT count(*) FROM direct) AS direct_n
-FROM (SELECT count(*) AS limited_seen FROM candidates WHERE concurrency_limit IS NOT NULL) AS seen
-CROSS JOIN spread
-LEFT JOIN claimed ON true
-ORDER BY claimed.fencing_token;
+-- include: direct_claimed
 
 -- name: execution_claim_ready_ordered
 -- execution_claim_ready_direct with the herd's rows walked in id order instead of shard by shard
@@ -407,35 +363,7 @@ ORDER BY claimed.fencing_token;
 --   executions_due and scan that index whole for the walk's ids: it did, with statistics of a
 --   table analyzed while empty (a new database), 2,976 entries and a sort for a batch of 16.
 -- The rest is the direct claim's, unchanged; direct_n as there.
-WITH spread AS MATERIALIZED (
-    -- The first and the last READY tenant: two probes of executions_ready_tenant.
-    SELECT first_tenant, first_tenant IS DISTINCT FROM last_tenant AS tenants_seen,
-        EXISTS (SELECT 1 FROM shard_leases WHERE due_through IS NOT NULL) AS open_seen
-    FROM (SELECT (SELECT min(tenant) FROM executions WHERE status = 'READY') AS first_tenant,
-                 (SELECT max(tenant) FROM executions WHERE status = 'READY') AS last_tenant
-          OFFSET 0) AS ends  -- not pulled up: the first would then be read twice
-),
-candidates AS MATERIALIZED (
-    SELECT execution_id, concurrency_limit FROM executions
-    WHERE status = 'READY' AND tenant = (SELECT first_tenant FROM spread)
-      AND (%(definition_uris)s::text[] IS NULL
-           OR definition_uri = ANY (%(definition_uris)s::text[]))
-      -- Pauses and rate limits: as in execution_claim_ready_unlimited.
-      AND (NOT EXISTS (SELECT 1 FROM pauses)
-           OR NOT EXISTS (SELECT 1 FROM pauses p
-                          WHERE p.tenant = executions.tenant
-                            AND p.definition_uri IN ('', executions.definition_uri)
-                            AND p.probe_execution_id IS DISTINCT FROM executions.execution_id
-                          OFFSET 0))
-      AND (NOT EXISTS (SELECT 1 FROM rate_limits)
-           OR NOT EXISTS (SELECT 1 FROM rate_limits r
-                          WHERE r.tenant = executions.tenant
-                            AND r.definition_uri IN ('', executions.definition_uri)
-                          OFFSET 0))
-    ORDER BY priority DESC, ready_at
-    LIMIT %(limit)s
-    FOR UPDATE SKIP LOCKED
-),
+-- include: spread_and_candidates
 walked AS MATERIALIZED (
     SELECT execution_id FROM executions
     WHERE tenant = %(tenant)s::text AND status = 'SCHEDULED' AND execution_id > %(after)s::uuid
@@ -449,53 +377,12 @@ direct AS MATERIALIZED (
       AND e.status = 'SCHEDULED' COLLATE "C" AND e.concurrency_limit IS NULL
       AND e.execute_at <= (SELECT l.due_through FROM shard_leases l
                            WHERE l.shard_id = e.shard_id)
-      AND (%(definition_uris)s::text[] IS NULL
-           OR e.definition_uri = ANY (%(definition_uris)s::text[]))
-      AND (NOT EXISTS (SELECT 1 FROM pauses) OR NOT EXISTS (SELECT 1 FROM pauses p
-           WHERE p.tenant = e.tenant AND p.definition_uri IN ('', e.definition_uri)))
-      AND (NOT EXISTS (SELECT 1 FROM rate_limits) OR NOT EXISTS (SELECT 1 FROM rate_limits r
-           WHERE r.tenant = e.tenant AND r.definition_uri IN ('', e.definition_uri)))
+      -- include: direct_filters
     ORDER BY e.execution_id
     LIMIT greatest(%(limit)s - (SELECT count(*) FROM candidates), 0)
     FOR UPDATE OF e SKIP LOCKED
 ),
-tokens AS MATERIALIZED (
-    SELECT c.execution_id, nextval('fencing_token_seq') AS fencing_token
-    FROM (SELECT execution_id, concurrency_limit FROM candidates
-          UNION ALL SELECT execution_id, concurrency_limit FROM direct) AS c
-    WHERE c.concurrency_limit IS NULL AND NOT (SELECT tenants_seen FROM spread)
-),
-claimed AS (
-    UPDATE executions e
-    SET status = 'RUNNING', attempt_count = e.attempt_count + 1, lease_owner = %(worker_id)s,
-        lease_expires_at = coalesce(%(now)s::timestamptz, now()) + %(lease)s::interval,
-        fencing_token = t.fencing_token,
-        ready_at = CASE WHEN e.status = 'SCHEDULED' THEN e.execute_at ELSE e.ready_at END,
-        started_at = coalesce(e.started_at, coalesce(%(now)s::timestamptz, now())),
-        updated_at = coalesce(%(now)s::timestamptz, now())
-    FROM tokens t
-    WHERE e.execution_id = t.execution_id
-    -- The columns a worker reads (claimed_rows.py CLAIMED_COLUMNS, in its order), not e.*.
-    RETURNING e.execution_id, e.tenant, e.definition_uri, e.definition_version,
-        e.input_snapshot, e.execute_at, e.priority, e.attempt_count, e.max_attempts, e.shard_id,
-        e.bucket_start, e.created_at, e.updated_at, e.idempotency_key, e.ready_at,
-        e.lease_expires_at, e.fencing_token, e.started_at, e.cancel_requested_at, e.checkpoint,
-        e.trace_context, e.start_by, e.deadline, e.concurrency_key, e.concurrency_limit,
-        e.concurrency_order
-),
-recorded AS (
-    INSERT INTO attempts (execution_id, attempt_number, worker_id, fencing_token, status,
-                          started_at)
-    SELECT execution_id, attempt_count, %(worker_id)s, fencing_token, 'RUNNING',
-        coalesce(%(now)s::timestamptz, now())
-    FROM claimed
-)
-SELECT claimed.*, seen.limited_seen, spread.tenants_seen, spread.open_seen,
-    (SELECT count(*) FROM direct) AS direct_n
-FROM (SELECT count(*) AS limited_seen FROM candidates WHERE concurrency_limit IS NOT NULL) AS seen
-CROSS JOIN spread
-LEFT JOIN claimed ON true
-ORDER BY claimed.fencing_token;
+-- include: direct_claimed
 
 -- name: execution_finish_many
 -- A worker's batch of finished attempts, as one JSON array of objects (one per result), sorted by

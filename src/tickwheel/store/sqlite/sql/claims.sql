@@ -1,5 +1,94 @@
 -- The worker's hot path: claim READY executions, and report finished attempts, each batch in
 -- one write transaction (one commit, so one fsync, per batch rather than per execution).
+-- Fragments (store/sqlfile.py): the text the claims share, written once and taken in where a
+-- line says `-- include: <fragment>`; each claim is still a statement of its own, and each
+-- expands to the text it had when written out.
+-- claim_lease: every claim's RUNNING update, up to the tokens.
+-- ready_filters, ready_end: the tests of a READY row the plain and the fair claims may take, and
+--   their end (a group takes no more than its free slots).
+-- direct_filters, direct_end: the same for a due SCHEDULED row the direct and the ordered claims
+--   may take.
+
+-- fragment: claim_lease
+UPDATE executions
+SET status = 'RUNNING', attempt_count = attempt_count + 1, lease_owner = :worker_id,
+    lease_expires_at = :lease_expires_at,
+    fencing_token = (SELECT value FROM counters WHERE name = 'fencing_token') + c.position,
+
+-- fragment: ready_filters
+AND (:definition_uris IS NULL
+     OR e.definition_uri IN (SELECT value FROM json_each(:definition_uris)))
+-- Pauses (0017, docs/flow-control.md): a paused tenant or definition, or an
+-- open circuit breaker, holds its READY rows back; a half-open breaker lets its
+-- probe by.
+-- The first test is run once: with no pause anywhere no row is probed.
+AND (NOT EXISTS (SELECT 1 FROM pauses)
+     OR NOT EXISTS (SELECT 1 FROM pauses p
+                    WHERE p.tenant = e.tenant
+                      AND p.definition_uri IN ('', e.definition_uri)
+                      AND p.probe_execution_id IS NOT e.execution_id))
+-- Rate limits (0020, docs/flow-control.md): a row under a bucket is claimed only
+-- when the store's rate step names it (rate_ids, with tokens drawn). The first
+-- test is run once: with no bucket anywhere no row is probed.
+AND (:rate_ids IS NULL
+     OR e.execution_id IN (SELECT value FROM json_each(:rate_ids)))
+AND (:rate_ids IS NOT NULL OR NOT EXISTS (SELECT 1 FROM rate_limits)
+     OR NOT EXISTS (SELECT 1 FROM rate_limits r
+                    WHERE r.tenant = e.tenant
+                      AND r.definition_uri IN ('', e.definition_uri)))
+AND (e.concurrency_limit IS NULL
+     OR ((SELECT count(*) FROM concurrency_holds h
+          WHERE h.tenant = e.tenant AND h.definition_uri = e.definition_uri
+            AND h.concurrency_key = e.concurrency_key) < e.concurrency_limit
+         AND (e.concurrency_order <> 'fifo'
+              -- SQLite cannot bound a correlated count by the row's limit: the
+              -- usual limit 1 asks for any earlier one, a larger limit counts.
+              OR (e.concurrency_limit = 1 AND NOT EXISTS (
+              SELECT 1 FROM executions p
+              WHERE p.concurrency_limit IS NOT NULL
+                AND p.status IN ('SCHEDULED', 'READY', 'RUNNING', 'RETRY_WAIT')
+                AND p.tenant = e.tenant AND p.definition_uri = e.definition_uri
+                AND p.concurrency_key = e.concurrency_key
+                AND (p.execute_at < e.execute_at
+                     OR (p.execute_at = e.execute_at
+                         AND p.execution_id < e.execution_id))))
+              OR (e.concurrency_limit > 1 AND (
+              SELECT count(*) FROM executions p
+              WHERE p.concurrency_limit IS NOT NULL
+                AND p.status IN ('SCHEDULED', 'READY', 'RUNNING', 'RETRY_WAIT')
+                AND p.tenant = e.tenant AND p.definition_uri = e.definition_uri
+                AND p.concurrency_key = e.concurrency_key
+                AND (p.execute_at < e.execute_at
+                     OR (p.execute_at = e.execute_at
+                         AND p.execution_id < e.execution_id))
+              ) < e.concurrency_limit))))
+
+-- fragment: ready_end
+    WHERE concurrency_limit IS NULL OR held + n <= concurrency_limit
+) AS c
+WHERE executions.execution_id = c.execution_id AND executions.status = 'READY'
+RETURNING *;
+
+-- fragment: direct_filters
+WHERE l.due_through IS NOT NULL
+  AND e.status = 'SCHEDULED' AND e.bucket_start <= l.due_through
+  AND e.execute_at <= l.due_through AND e.concurrency_limit IS NULL
+  AND (:definition_uris IS NULL
+       OR e.definition_uri IN (SELECT value FROM json_each(:definition_uris)))
+  AND (NOT EXISTS (SELECT 1 FROM pauses)
+       OR NOT EXISTS (SELECT 1 FROM pauses p
+                      WHERE p.tenant = e.tenant
+                        AND p.definition_uri IN ('', e.definition_uri)))
+  AND (NOT EXISTS (SELECT 1 FROM rate_limits)
+       OR NOT EXISTS (SELECT 1 FROM rate_limits r
+                      WHERE r.tenant = e.tenant
+                        AND r.definition_uri IN ('', e.definition_uri)))
+
+-- fragment: direct_end
+    )
+) AS c
+WHERE executions.execution_id = c.execution_id AND executions.status = 'SCHEDULED'
+RETURNING *;
 
 -- name: execution_claim_ready
 -- Runs inside BEGIN IMMEDIATE: no other claimer can interleave, so the tokens are the counter's
@@ -12,10 +101,7 @@
 -- it (executeAt, then id) have not finished; among the candidates of one group only as many as
 -- the group has free slots are taken (n, their rank). The single writer makes these reads exact;
 -- the store then records the slots taken (concurrency_hold_insert).
-UPDATE executions
-SET status = 'RUNNING', attempt_count = attempt_count + 1, lease_owner = :worker_id,
-    lease_expires_at = :lease_expires_at,
-    fencing_token = (SELECT value FROM counters WHERE name = 'fencing_token') + c.position,
+-- include: claim_lease
     started_at = coalesce(started_at, :now), updated_at = :now
 FROM (
     SELECT execution_id, row_number() OVER (ORDER BY priority DESC, ready_at) AS position
@@ -32,60 +118,12 @@ FROM (
                       AND h.concurrency_key = e.concurrency_key) END AS held
             FROM executions e
             WHERE e.status = 'READY'
-              AND (:definition_uris IS NULL
-                   OR e.definition_uri IN (SELECT value FROM json_each(:definition_uris)))
-              -- Pauses (0017, docs/flow-control.md): a paused tenant or definition, or an
-              -- open circuit breaker, holds its READY rows back; a half-open breaker lets its
-              -- probe by.
-              -- The first test is run once: with no pause anywhere no row is probed.
-              AND (NOT EXISTS (SELECT 1 FROM pauses)
-                   OR NOT EXISTS (SELECT 1 FROM pauses p
-                                  WHERE p.tenant = e.tenant
-                                    AND p.definition_uri IN ('', e.definition_uri)
-                                    AND p.probe_execution_id IS NOT e.execution_id))
-              -- Rate limits (0020, docs/flow-control.md): a row under a bucket is claimed only
-              -- when the store's rate step names it (rate_ids, with tokens drawn). The first
-              -- test is run once: with no bucket anywhere no row is probed.
-              AND (:rate_ids IS NULL
-                   OR e.execution_id IN (SELECT value FROM json_each(:rate_ids)))
-              AND (:rate_ids IS NOT NULL OR NOT EXISTS (SELECT 1 FROM rate_limits)
-                   OR NOT EXISTS (SELECT 1 FROM rate_limits r
-                                  WHERE r.tenant = e.tenant
-                                    AND r.definition_uri IN ('', e.definition_uri)))
-              AND (e.concurrency_limit IS NULL
-                   OR ((SELECT count(*) FROM concurrency_holds h
-                        WHERE h.tenant = e.tenant AND h.definition_uri = e.definition_uri
-                          AND h.concurrency_key = e.concurrency_key) < e.concurrency_limit
-                       AND (e.concurrency_order <> 'fifo'
-                            -- SQLite cannot bound a correlated count by the row's limit: the
-                            -- usual limit 1 asks for any earlier one, a larger limit counts.
-                            OR (e.concurrency_limit = 1 AND NOT EXISTS (
-                            SELECT 1 FROM executions p
-                            WHERE p.concurrency_limit IS NOT NULL
-                              AND p.status IN ('SCHEDULED', 'READY', 'RUNNING', 'RETRY_WAIT')
-                              AND p.tenant = e.tenant AND p.definition_uri = e.definition_uri
-                              AND p.concurrency_key = e.concurrency_key
-                              AND (p.execute_at < e.execute_at
-                                   OR (p.execute_at = e.execute_at
-                                       AND p.execution_id < e.execution_id))))
-                            OR (e.concurrency_limit > 1 AND (
-                            SELECT count(*) FROM executions p
-                            WHERE p.concurrency_limit IS NOT NULL
-                              AND p.status IN ('SCHEDULED', 'READY', 'RUNNING', 'RETRY_WAIT')
-                              AND p.tenant = e.tenant AND p.definition_uri = e.definition_uri
-                              AND p.concurrency_key = e.concurrency_key
-                              AND (p.execute_at < e.execute_at
-                                   OR (p.execute_at = e.execute_at
-                                       AND p.execution_id < e.execution_id))
-                            ) < e.concurrency_limit))))
+              -- include: ready_filters
             ORDER BY e.priority DESC, e.ready_at
             LIMIT :limit
         )
     )
-    WHERE concurrency_limit IS NULL OR held + n <= concurrency_limit
-) AS c
-WHERE executions.execution_id = c.execution_id AND executions.status = 'READY'
-RETURNING *;
+-- include: ready_end
 
 -- name: execution_claim_tenants_spread
 -- Whether more than one tenant has READY work: the first and the last entry of
@@ -125,10 +163,7 @@ WITH RECURSIVE tenants (tenant) AS (
     FROM tenants t
     WHERE t.tenant IS NOT NULL
 )
-UPDATE executions
-SET status = 'RUNNING', attempt_count = attempt_count + 1, lease_owner = :worker_id,
-    lease_expires_at = :lease_expires_at,
-    fencing_token = (SELECT value FROM counters WHERE name = 'fencing_token') + c.position,
+-- include: claim_lease
     started_at = coalesce(started_at, :now), updated_at = :now
 FROM (
     SELECT execution_id, row_number() OVER (ORDER BY turn, priority DESC, ready_at) AS position
@@ -158,52 +193,7 @@ FROM (
               AND NOT EXISTS (SELECT 1 FROM pauses p
                               WHERE p.tenant = t.tenant AND p.definition_uri = ''
                                 AND p.probe_execution_id IS NULL)
-              AND (:definition_uris IS NULL
-                   OR e.definition_uri IN (SELECT value FROM json_each(:definition_uris)))
-              -- Pauses (0017, docs/flow-control.md): a paused tenant or definition, or an
-              -- open circuit breaker, holds its READY rows back; a half-open breaker lets its
-              -- probe by.
-              -- The first test is run once: with no pause anywhere no row is probed.
-              AND (NOT EXISTS (SELECT 1 FROM pauses)
-                   OR NOT EXISTS (SELECT 1 FROM pauses p
-                                  WHERE p.tenant = e.tenant
-                                    AND p.definition_uri IN ('', e.definition_uri)
-                                    AND p.probe_execution_id IS NOT e.execution_id))
-              -- Rate limits (0020, docs/flow-control.md): a row under a bucket is claimed only
-              -- when the store's rate step names it (rate_ids, with tokens drawn). The first
-              -- test is run once: with no bucket anywhere no row is probed.
-              AND (:rate_ids IS NULL
-                   OR e.execution_id IN (SELECT value FROM json_each(:rate_ids)))
-              AND (:rate_ids IS NOT NULL OR NOT EXISTS (SELECT 1 FROM rate_limits)
-                   OR NOT EXISTS (SELECT 1 FROM rate_limits r
-                                  WHERE r.tenant = e.tenant
-                                    AND r.definition_uri IN ('', e.definition_uri)))
-              AND (e.concurrency_limit IS NULL
-                   OR ((SELECT count(*) FROM concurrency_holds h
-                        WHERE h.tenant = e.tenant AND h.definition_uri = e.definition_uri
-                          AND h.concurrency_key = e.concurrency_key) < e.concurrency_limit
-                       AND (e.concurrency_order <> 'fifo'
-                            -- SQLite cannot bound a correlated count by the row's limit: the
-                            -- usual limit 1 asks for any earlier one, a larger limit counts.
-                            OR (e.concurrency_limit = 1 AND NOT EXISTS (
-                            SELECT 1 FROM executions p
-                            WHERE p.concurrency_limit IS NOT NULL
-                              AND p.status IN ('SCHEDULED', 'READY', 'RUNNING', 'RETRY_WAIT')
-                              AND p.tenant = e.tenant AND p.definition_uri = e.definition_uri
-                              AND p.concurrency_key = e.concurrency_key
-                              AND (p.execute_at < e.execute_at
-                                   OR (p.execute_at = e.execute_at
-                                       AND p.execution_id < e.execution_id))))
-                            OR (e.concurrency_limit > 1 AND (
-                            SELECT count(*) FROM executions p
-                            WHERE p.concurrency_limit IS NOT NULL
-                              AND p.status IN ('SCHEDULED', 'READY', 'RUNNING', 'RETRY_WAIT')
-                              AND p.tenant = e.tenant AND p.definition_uri = e.definition_uri
-                              AND p.concurrency_key = e.concurrency_key
-                              AND (p.execute_at < e.execute_at
-                                   OR (p.execute_at = e.execute_at
-                                       AND p.execution_id < e.execution_id))
-                            ) < e.concurrency_limit))))
+              -- include: ready_filters
             ORDER BY e.priority DESC, e.ready_at
             LIMIT :limit)
           )
@@ -211,10 +201,7 @@ FROM (
           LIMIT :limit
         )
     )
-    WHERE concurrency_limit IS NULL OR held + n <= concurrency_limit
-) AS c
-WHERE executions.execution_id = c.execution_id AND executions.status = 'READY'
-RETURNING *;
+-- include: ready_end
 
 -- name: execution_claim_ordered
 -- execution_claim_direct with the herd's rows walked in id order (docs/scaling.md, "The direct
@@ -224,10 +211,7 @@ RETURNING *;
 -- of the tenant due later, or of a shard not open), and of those the rows the direct claim may
 -- take, in id order. Another tenant's rows are never read. Runs before execution_claim_direct,
 -- which takes what this one leaves, in the claim's BEGIN IMMEDIATE (fencing_token_next between).
-UPDATE executions
-SET status = 'RUNNING', attempt_count = attempt_count + 1, lease_owner = :worker_id,
-    lease_expires_at = :lease_expires_at,
-    fencing_token = (SELECT value FROM counters WHERE name = 'fencing_token') + c.position,
+-- include: claim_lease
     ready_at = execute_at, started_at = coalesce(started_at, :now), updated_at = :now
 FROM (
     SELECT execution_id, row_number() OVER (ORDER BY execution_id) AS position
@@ -239,25 +223,10 @@ FROM (
               LIMIT 4 * :limit) AS w
         JOIN executions e ON e.execution_id = w.execution_id
         JOIN shard_leases l ON l.shard_id = e.shard_id
-        WHERE l.due_through IS NOT NULL
-          AND e.status = 'SCHEDULED' AND e.bucket_start <= l.due_through
-          AND e.execute_at <= l.due_through AND e.concurrency_limit IS NULL
-          AND (:definition_uris IS NULL
-               OR e.definition_uri IN (SELECT value FROM json_each(:definition_uris)))
-          AND (NOT EXISTS (SELECT 1 FROM pauses)
-               OR NOT EXISTS (SELECT 1 FROM pauses p
-                              WHERE p.tenant = e.tenant
-                                AND p.definition_uri IN ('', e.definition_uri)))
-          AND (NOT EXISTS (SELECT 1 FROM rate_limits)
-               OR NOT EXISTS (SELECT 1 FROM rate_limits r
-                              WHERE r.tenant = e.tenant
-                                AND r.definition_uri IN ('', e.definition_uri)))
+        -- include: direct_filters
         ORDER BY e.execution_id
         LIMIT :limit
-    )
-) AS c
-WHERE executions.execution_id = c.execution_id AND executions.status = 'SCHEDULED'
-RETURNING *;
+-- include: direct_end
 
 -- name: concurrency_hold_insert
 -- SQLite only (PostgreSQL takes its slots inside the claim statement): the slot a claimed
@@ -317,10 +286,7 @@ WHERE execution_id = :execution_id AND attempt_number = :attempt_number
 -- their ready_at their executeAt. Only rows the scheduler left to the claims: no concurrency
 -- limit, no pause, no rate limit over them. Runs inside the claim's BEGIN IMMEDIATE, after the
 -- READY statement, so its tokens come after that statement's (fencing_token_next between).
-UPDATE executions
-SET status = 'RUNNING', attempt_count = attempt_count + 1, lease_owner = :worker_id,
-    lease_expires_at = :lease_expires_at,
-    fencing_token = (SELECT value FROM counters WHERE name = 'fencing_token') + c.position,
+-- include: claim_lease
     ready_at = execute_at, started_at = coalesce(started_at, :now), updated_at = :now
 FROM (
     SELECT execution_id, row_number() OVER () AS position
@@ -328,21 +294,6 @@ FROM (
         SELECT e.execution_id
         FROM shard_leases l INDEXED BY shard_leases_open
         JOIN executions e INDEXED BY executions_due ON e.shard_id = l.shard_id
-        WHERE l.due_through IS NOT NULL
-          AND e.status = 'SCHEDULED' AND e.bucket_start <= l.due_through
-          AND e.execute_at <= l.due_through AND e.concurrency_limit IS NULL
-          AND (:definition_uris IS NULL
-               OR e.definition_uri IN (SELECT value FROM json_each(:definition_uris)))
-          AND (NOT EXISTS (SELECT 1 FROM pauses)
-               OR NOT EXISTS (SELECT 1 FROM pauses p
-                              WHERE p.tenant = e.tenant
-                                AND p.definition_uri IN ('', e.definition_uri)))
-          AND (NOT EXISTS (SELECT 1 FROM rate_limits)
-               OR NOT EXISTS (SELECT 1 FROM rate_limits r
-                              WHERE r.tenant = e.tenant
-                                AND r.definition_uri IN ('', e.definition_uri)))
+        -- include: direct_filters
         LIMIT :limit
-    )
-) AS c
-WHERE executions.execution_id = c.execution_id AND executions.status = 'SCHEDULED'
-RETURNING *;
+-- include: direct_end
