@@ -406,7 +406,11 @@ direct AS MATERIALIZED (
 -- new (warm_claims prepares this at a worker's start, on an empty table; or a table of a few
 -- thousand rows, never analyzed) walked that index, every RUNNING row and its heap tuple, to
 -- find the batch: 2,000 rows read for a batch of 16, kept until the table's next ANALYZE.
--- recorded: the attempt row of each execution finished, in the same statement.
+-- recorded: the attempt row of each execution finished, in the same statement. Its ids too as
+-- an array, for the same reason: a worker that started while attempts was empty and analyzed so
+-- (pruned, then vacuumed: "no rows", not "unknown") kept a generic plan that walked the whole
+-- primary key of attempts for every batch, every attempt row ever made for 16 (a finish took
+-- 0.6-1.6 s in B4, tests/store/test_plans_unanalyzed.py).
 -- woken: when a finished execution had a concurrency limit, its slot came free (the trigger of
 -- migration 0018 deleted its hold row) and the next of its group may start: one NOTIFY to the
 -- workers, delivered at the commit, so that they claim now rather than at their next poll.
@@ -438,6 +442,7 @@ recorded AS (
         error = f.error
     FROM finished f
     WHERE a.execution_id = f.execution_id AND a.attempt_number = f.attempt_count
+      AND a.execution_id = ANY (ARRAY(SELECT execution_id FROM finished))
       AND a.fencing_token = f.fencing_token AND a.status = 'RUNNING'
 ),
 woken AS (
