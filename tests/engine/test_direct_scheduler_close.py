@@ -19,6 +19,7 @@ from tests.engine.test_wheel_scheduler import listening, status
 from tests.factories import T0, definition, new_execution
 from tickwheel.domain.clock import FakeClock
 from tickwheel.domain.states import ExecutionStatus
+from tickwheel.engine.herds import GRACE_SAMPLE
 from tickwheel.engine.scheduler import DIRECT_GRACE, Scheduler
 from tickwheel.store.protocol import Store
 
@@ -192,3 +193,50 @@ async def test_a_grace_check_is_one_store_call(store: Store) -> None:
     calls.clear()
     await s._promote_deferred(T0 + 5 * SECOND + 2 * DIRECT_GRACE)  # done: the rest closes
     assert calls == ["shard_lease_grace"] and s._deferred == []
+
+
+async def test_a_grace_counts_a_sample_and_the_whole_herd_only_when_it_shows_no_progress(
+    store: Store,
+) -> None:
+    """A herd over more shards than ``GRACE_SAMPLE``: a grace counts the rows of the lowest
+    ones and only probes the others (docs/scaling.md, "A herd's grace counts a sample"). When
+    the sample shows no progress the whole herd is counted, and what is left is promoted only
+    when that count shows none either, as when every grace counted the whole herd."""
+    clock = FakeClock(T0)
+    s = scheduler(store, clock, leased=True, owner="a")
+    s.direct_min = 2
+    await s.run_once()
+    shards = range(GRACE_SAMPLE + 4)
+    herd = {shard: await rows(store, shard, f"d{shard}", 2) for shard in shards}
+    await s.run_once()
+    counted: list[set[int] | None] = []
+    real = s.store.shard_lease_grace
+
+    async def shard_lease_grace(*args: Any, **kwargs: Any) -> tuple[int, list[int]]:
+        asked = kwargs["counted"]
+        counted.append(None if asked is None else set(asked))
+        result: tuple[int, list[int]] = await real(*args, **kwargs)
+        return result
+
+    s.store.shard_lease_grace = shard_lease_grace  # type: ignore[method-assign]
+    clock.set(T0 + 5 * SECOND)
+    assert await s.run_once() == 0  # opened
+    sample = set(range(GRACE_SAMPLE))
+    # A row of the sample taken: the sample alone shows the progress.
+    assert len(await claim(store, "d3", 5 * SECOND, 1)) == 1
+    clock.set(T0 + 5 * SECOND + DIRECT_GRACE)
+    assert await s.run_once() == 0
+    assert counted == [sample]
+    # A row taken outside the sample only: the whole count shows it, another grace.
+    assert len(await claim(store, f"d{GRACE_SAMPLE + 2}", 6 * SECOND, 1)) == 1
+    counted.clear()
+    clock.set(T0 + 5 * SECOND + 2 * DIRECT_GRACE)
+    assert await s.run_once() == 0
+    assert counted == [sample, None]
+    # Nothing taken: neither shows progress, and what is left is promoted.
+    counted.clear()
+    clock.set(T0 + 5 * SECOND + 3 * DIRECT_GRACE)
+    assert await s.run_once() == 2 * len(shards) - 2
+    assert counted[:2] == [set(range(GRACE_SAMPLE)), None]
+    ready = {await status(store, i) for ids in herd.values() for i in ids}
+    assert ready == {ExecutionStatus.READY, ExecutionStatus.RUNNING}

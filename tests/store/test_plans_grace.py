@@ -8,14 +8,16 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 from datetime import timedelta
+from typing import Any
 
 import pytest
 
 from tests.factories import T0, new_execution
 from tests.store.plan_helpers import emptied_store, executions_rows_read, plan_nodes, run_sql
+from tickwheel.domain.models import ShardLease
 from tickwheel.domain.sharding import SHARD_COUNT
 from tickwheel.store.postgres.shard_leases import _grants
-from tickwheel.store.postgres.store import Q
+from tickwheel.store.postgres.store import PostgresStore, Q
 
 pytestmark = pytest.mark.postgres
 
@@ -45,15 +47,7 @@ async def test_a_grace_probes_each_shard_of_the_herd(pg_url: str, statistics: bo
         while taken < len(herd) // 2:
             taken += len(await store.execution_claim_ready("w", 512, timedelta(seconds=30), DUE))
         assert taken == len(herd) // 2
-        params = {**_grants("s", leases[::-1], DUE), "through": DUE}
-        async with store.pool.connection() as conn:
-            await conn.execute("BEGIN")
-            explain = "EXPLAIN (ANALYZE, FORMAT JSON) " + Q["shard_lease_grace"]
-            cursor = await conn.execute(explain, params)
-            row = await cursor.fetchone()
-            await conn.execute("ROLLBACK")
-        assert row is not None
-        [plan] = next(iter(row.values()))
+        plan = await _explained(store, leases[::-1], None)
         nodes = list(plan_nodes(plan["Plan"]))
         scans = [n for n in nodes if n.get("Relation Name") == "executions"]
         probes = [n for n in nodes if n.get("Index Name", "").startswith("executions")]
@@ -69,3 +63,35 @@ async def test_a_grace_probes_each_shard_of_the_herd(pg_url: str, statistics: bo
         left, closed = await store.shard_lease_grace("s", leases, DUE, DUE)
         assert left == len(herd) // 2
         assert len(closed) == SHARD_COUNT // 2  # those the claims emptied (their walk's half)
+        # Only a sample counted whole (the scheduler's, engine/herds.py): the other shards are
+        # probed for one row, so the statement reads the sample's rows and one row per other
+        # shard not emptied, not every row left (fails on the statement that counted all).
+        full = [lease for lease in leases if lease.shard_id not in closed]
+        sample = {lease.shard_id for lease in full[:16]}
+        plan = await _explained(store, full, sample)
+        # (EXPLAIN gives rows per loop rounded: 1.2 here, 8 when every shard is counted.)
+        assert executions_rows_read(plan) < 2 * len(full) < len(herd) // 2, plan
+        assert await store.shard_lease_grace("s", full, DUE, DUE, counted=sample) == (
+            16 * PER_SHARD + len(full) - 16,
+            [],
+        )
+
+
+async def _explained(
+    store: PostgresStore, leases: list[ShardLease], counted: set[int] | None
+) -> dict[str, Any]:
+    """The grace check's plan as it ran (rolled back), ``counted`` as the store sends it."""
+    params = {
+        **_grants("s", leases, DUE),
+        "through": DUE,
+        "counted": [counted is None or lease.shard_id in counted for lease in leases],
+    }
+    async with store.pool.connection() as conn:
+        await conn.execute("BEGIN")
+        explain = "EXPLAIN (ANALYZE, FORMAT JSON) " + Q["shard_lease_grace"]
+        cursor = await conn.execute(explain, params)
+        row = await cursor.fetchone()
+        await conn.execute("ROLLBACK")
+    assert row is not None
+    [plan] = next(iter(row.values()))
+    return dict(plan)

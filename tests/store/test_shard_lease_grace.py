@@ -86,3 +86,19 @@ async def test_a_shard_holding_a_row_due_by_the_herd_stays_open_and_is_counted(
     assert claimed.execution_id == other.execution_id
     await store.execution_promote_ids_leased("s", leases, [item.execution_id], DUE)
     assert await store.shard_lease_grace("s", leases, DUE, DUE) == (0, [7, 8])
+
+
+async def test_shards_not_counted_are_probed_for_one_row_left(store: Store) -> None:
+    """``counted``: those shards' rows are counted whole, the others' as 1 if any is left
+    (the scheduler counts a sample, engine/herds.py); the emptied ones close either way."""
+    sample = due(3)  # shard 7
+    probed = due(4, shard=8)
+    emptied = due(2, shard=9)
+    await store.execution_insert_many([*sample, *probed, *emptied])
+    mine = [g for g in await grants(store) if g.shard_id in (7, 8, 9)]
+    await store.shard_lease_open("s", mine, DUE, DUE)
+    ids = [i.execution_id for i in emptied]
+    assert len((await store.execution_promote_ids_leased("s", mine, ids, DUE)).moved) == 2
+    assert await store.shard_lease_grace("s", mine, DUE, DUE, counted={7}) == (3 + 1, [9])
+    assert await store.shard_lease_grace("s", mine[:2], DUE, DUE, counted=set()) == (2, [])
+    assert await store.shard_lease_grace("s", mine[:2], DUE, DUE, counted={7, 8}) == (7, [])

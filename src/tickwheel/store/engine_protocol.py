@@ -7,7 +7,7 @@ worker's and the reaper's sides of a lease) in ``claims.py`` and the lease secti
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from datetime import datetime, timedelta
 from typing import Protocol
 
@@ -232,10 +232,13 @@ class ShardLeaseStore(Protocol):
         leases: Sequence[ShardLease],
         through: datetime,
         now: datetime | None = None,
+        *,
+        counted: Collection[int] | None = None,
     ) -> tuple[int, list[int]]:
         """A herd's grace check in one statement (PostgreSQL; one transaction on SQLite): how
         many SCHEDULED executions due by ``through`` are left in the shards of ``leases`` (held
-        or not), and the shards closed, ascending: those of the grants still held (owner, epoch,
+        or not; of a shard not in ``counted``, when given, 1 if any is left: it is only probed),
+        and the shards closed, ascending: those of the grants still held (owner, epoch,
         unexpired by the database's clock; locked in shard order) that were opened through
         ``through`` at most and where none is left: the claims took, or the scheduler promoted,
         the rows of the instants they were opened for, and none due by ``through`` is left, not

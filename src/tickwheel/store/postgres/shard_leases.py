@@ -5,7 +5,7 @@ own clock is skewed can neither keep a lease past its expiry nor take one early.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -120,8 +120,14 @@ class PostgresShardLeases:
         leases: Sequence[ShardLease],
         through: datetime,
         now: datetime | None = None,
+        *,
+        counted: Collection[int] | None = None,
     ) -> tuple[int, list[int]]:
-        params = {**_grants(owner, leases, now), "through": require_aware(through)}
+        params = {
+            **_grants(owner, leases, now),
+            "through": require_aware(through),
+            "counted": [counted is None or lease.shard_id in counted for lease in leases],
+        }
         # One autocommit statement: the count, the fenced locks and the close (a CTE).
         async with self._pool.connection() as conn:
             cursor = await conn.execute(Q["shard_lease_grace"], params)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -117,8 +117,14 @@ class SqliteShardLeases(SqliteConnection):
         leases: Sequence[ShardLease],
         through: datetime,
         now: datetime | None = None,
+        *,
+        counted: Collection[int] | None = None,
     ) -> tuple[int, list[int]]:
-        params = _params(owner, now, grants=_grants(leases), through=to_us(through))
+        grants = [
+            [lease.shard_id, lease.epoch, counted is None or lease.shard_id in counted]
+            for lease in leases
+        ]
+        params = _params(owner, now, grants=json.dumps(grants), through=to_us(through))
         # One write transaction (one writer at a time): no claim commits between the count and
         # the close, which is then asked only for the shards counted empty.
         async with self._tx() as conn:

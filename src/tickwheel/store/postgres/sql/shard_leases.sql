@@ -146,16 +146,24 @@ WHERE status = 'SCHEDULED'
 -- (shard_lease_watermark) at the latest. So a closed shard holds nothing due by :through, and
 -- the herd's next count skips it. The count and the close share the statement's snapshot: a row
 -- a claim holds uncommitted still counts, so no shard closes under a claim that rolls back.
--- left: 0 for no grant; closed: the shards closed, ascending.
+-- counted: per grant, whether its rows are counted whole; a grant not counted is probed for one
+-- row left (its n is 0 or 1). Counting every row of a herd's open shards at every grace read all
+-- that the claims had not taken yet, 150-500 ms of the database's CPU a second during B3's
+-- drain (docs/scaling.md, "A herd's grace counts a sample"); a probe stops at the first row.
+-- left: the sum of n (0 for no grant); closed: the shards closed, ascending.
 WITH mine AS MATERIALIZED (
     SELECT m.shard_id, m.epoch, d.n
-    FROM (SELECT * FROM unnest(%(shards)s::smallint[], %(epochs)s::bigint[]) AS m (shard_id, epoch)
+    FROM (SELECT * FROM unnest(%(shards)s::smallint[], %(epochs)s::bigint[],
+                               %(counted)s::boolean[]) AS m (shard_id, epoch, counted)
           ORDER BY m.shard_id) AS m
     CROSS JOIN LATERAL (
-        SELECT count(*) AS n FROM executions e
-        WHERE e.status = 'SCHEDULED' AND e.shard_id = m.shard_id
-          AND e.bucket_start <= %(through)s::timestamptz
-          AND e.execute_at <= %(through)s::timestamptz
+        SELECT count(*) AS n FROM (
+            SELECT FROM executions e
+            WHERE e.status = 'SCHEDULED' AND e.shard_id = m.shard_id
+              AND e.bucket_start <= %(through)s::timestamptz
+              AND e.execute_at <= %(through)s::timestamptz
+            LIMIT CASE WHEN m.counted THEN NULL ELSE 1 END
+        ) AS r
     ) AS d
 ),
 emptied AS MATERIALIZED (

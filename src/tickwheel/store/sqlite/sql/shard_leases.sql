@@ -108,8 +108,15 @@ WHERE status = 'SCHEDULED'
 -- A herd's grace check, its first half: how many SCHEDULED rows due by :through each grant's
 -- shard still holds, one probe of executions_due per shard. In the same write transaction
 -- shard_lease_close then closes the grants counted at 0 (PostgreSQL does both in one statement).
+-- A grant whose third element is false is only probed for one row left (n 0 or 1).
 SELECT json_extract(g.value, '$[0]') AS shard_id, json_extract(g.value, '$[1]') AS epoch,
-       (SELECT count(*) FROM executions e
-        WHERE e.status = 'SCHEDULED' AND e.shard_id = json_extract(g.value, '$[0]')
-          AND e.bucket_start <= :through AND e.execute_at <= :through) AS n
+       CASE WHEN json_extract(g.value, '$[2]') THEN
+           (SELECT count(*) FROM executions e
+            WHERE e.status = 'SCHEDULED' AND e.shard_id = json_extract(g.value, '$[0]')
+              AND e.bucket_start <= :through AND e.execute_at <= :through)
+       ELSE
+           EXISTS (SELECT 1 FROM executions e
+                   WHERE e.status = 'SCHEDULED' AND e.shard_id = json_extract(g.value, '$[0]')
+                     AND e.bucket_start <= :through AND e.execute_at <= :through)
+       END AS n
 FROM json_each(:grants) AS g;
