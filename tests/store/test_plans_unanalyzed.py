@@ -117,25 +117,9 @@ async def test_a_worker_started_on_a_new_database_finishes_by_primary_key(
     is next analyzed. The plan walked ``executions_running_lease`` to find the batch, every
     RUNNING row and its heap tuple: 2,000 rows visited for a batch of 16 (and so did a plan
     made on these 3,000 rows, never analyzed)."""
-    store = await PostgresStore.open(pg_url, max_size=2, claims=True)
-    try:
-        await store._hot.wait(timeout=10)  # warmed on the empty table
-        for _ in range(3):
-            await unanalyzed.execution_insert_many([new_execution() for _ in range(1_000)])
-        running: list[Execution] = []
-        while len(running) < 2_000:
-            running += await unanalyzed.execution_claim_ready("w1", 500, LEASE)
-        # The worker's own finish, on the statement prepared at its start.
-        done = running[:16]
-        assert await store.attempt_finish_many([_succeeded(e) for e in done]) == [True] * 16
-        params = _finish_params(running[16:32], skip_prefix=WORKFLOW_KEY_PREFIX)
-        plans = await hot_prepared_plans(store, "WITH finished AS", FINISH_MANY, params)
-        assert plans  # each hot connection's prepared finish
-        for plan in plans:
-            # The batch by primary key, and the attempts' update by theirs.
-            assert rows_visited(plan, "executions") <= 2 * 16, plan
-    finally:
-        await store.close()
+    for plan in await _finish_plans_of_a_worker_started_now(unanalyzed, pg_url, 3_000):
+        # The batch by primary key, and the attempts' update by theirs.
+        assert rows_visited(plan, "executions") <= 2 * 16, plan
 
 
 async def test_a_worker_started_on_emptied_attempts_finishes_them_by_primary_key(
@@ -148,22 +132,32 @@ async def test_a_worker_started_on_emptied_attempts_finishes_them_by_primary_key
     the reused database, a finish took 0.6-1.6 s and the drain fell to a tenth. The batch's ids
     bound the walk now, whatever the plan."""
     await run_sql(pg_url, "ANALYZE attempts")
+    for plan in await _finish_plans_of_a_worker_started_now(unanalyzed, pg_url, 2_000):
+        # The batch's attempts by their key: not every attempt row (2,000).
+        assert rows_visited(plan, "attempts") <= 2 * 16, plan
+
+
+async def _finish_plans_of_a_worker_started_now(
+    unanalyzed: PostgresStore, pg_url: str, rows: int
+) -> list[dict[str, Any]]:
+    """A worker's store opened on the tables as they are (its finish prepared there, on each
+    hot connection), then ``rows`` executions stored and 2,000 claimed; a batch of 16 finished
+    by the worker, and its prepared finish's plan for the next 16, one per hot connection."""
     store = await PostgresStore.open(pg_url, max_size=2, claims=True)
     try:
-        await store._hot.wait(timeout=10)  # warmed on the analyzed, empty attempts
-        for _ in range(2):
+        await store._hot.wait(timeout=10)  # warmed on the tables as they are
+        for _ in range(rows // 1_000):
             await unanalyzed.execution_insert_many([new_execution() for _ in range(1_000)])
         running: list[Execution] = []
         while len(running) < 2_000:
             running += await unanalyzed.execution_claim_ready("w1", 500, LEASE)
+        # The worker's own finish, on the statement prepared at its start.
         done = running[:16]
         assert await store.attempt_finish_many([_succeeded(e) for e in done]) == [True] * 16
         params = _finish_params(running[16:32], skip_prefix=WORKFLOW_KEY_PREFIX)
         plans = await hot_prepared_plans(store, "WITH finished AS", FINISH_MANY, params)
         assert plans  # each hot connection's prepared finish
-        for plan in plans:
-            # The batch's attempts by their key: not every attempt row (2,000).
-            assert rows_visited(plan, "attempts") <= 2 * 16, plan
+        return plans
     finally:
         await store.close()
 
