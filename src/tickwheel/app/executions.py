@@ -71,8 +71,7 @@ class ExecutionService(TenantContext):
         """``CREATED`` or ``SAME``; InvalidInput or Conflict (raised) write nothing."""
         with submit_span(1) as span:
             item = await self._prepare(request)
-            [inserted] = await self.store.execution_insert_many([item])
-            written = self.settle(item, inserted)
+            written = self.settle(item, await self.store.execution_insert_one(item))
             if span is not None:  # traced: the id, as text (a UUID's text costs more than its id)
                 mark_submitted(span, [written.value.execution_id])
         return written
@@ -89,9 +88,11 @@ class ExecutionService(TenantContext):
     def settle(self, item: NewExecution, inserted: InsertOutcome) -> Written[Execution]:
         """The second half: ``CREATED`` or ``SAME``, or Conflict when the key was used for a
         different request."""
-        _count_created([inserted])
-        execution = _same_or_conflict(item, inserted.execution)
-        return Written(Outcome.CREATED if inserted.created else Outcome.SAME, execution)
+        existing = inserted.execution
+        if inserted.created:  # _count_created of one
+            _series(process_metrics().submitted, existing.definition_uri).inc()
+            return Written(Outcome.CREATED, _same_or_conflict(item, existing))
+        return Written(Outcome.SAME, _same_or_conflict(item, existing))
 
     async def submit_many(
         self, requests: Sequence[SubmitRequest], *, bare_names: bool = False
@@ -208,17 +209,14 @@ class ExecutionService(TenantContext):
         name = name_of(uri)  # read once: the check takes the URI as it is found
         check_request_shape(request, now, self.limits, uri, None if name is None else uri)
         assert name is not None  # the check refused any other
-        definition = await self._pin(uri, name, request.definition_version)
+        version = request.definition_version
+        definition = self._pinned_now(name, version)
+        if definition is None:  # not cached, or its rate limit not yet made ready here
+            definition = await self.pinned(name, version)
+            if definition is None:
+                raise self.no_definition(uri, version)
         trace = request.trace_context or current_context()
         return prepare_execution(request, definition, self.tenant, now, trace, uri)
-
-    async def _pin(self, uri: str, name: str, version: int | None) -> Definition:
-        """The definition a request names by ``uri`` (InvalidInput when there is none), its
-        rate limit's bucket made ready for this tenant."""
-        definition = await self.pinned(name, version)
-        if definition is None:
-            raise self.no_definition(uri, version)
-        return definition
 
     @staticmethod
     def no_definition(uri: str, version: int | None) -> InvalidInput:
@@ -229,8 +227,20 @@ class ExecutionService(TenantContext):
             [FieldError("definitionUri", "no such definition (register it first)")],
         )
 
+    def _pinned_now(self, name: str, version: int | None) -> Definition | None:
+        """``pinned``'s definition when it needs nothing awaited (nearly always): cached, and
+        its rate limit's bucket already made ready for this tenant; else None."""
+        stored = self.cache.fresh((self.tenant, name, version))
+        if stored is None:
+            return None
+        definition = stored.definition
+        if self.store.rate_limit_synced(self.tenant, definition.uri, definition.version):
+            return definition
+        return None
+
     async def pinned(self, name: str, version: int | None) -> Definition | None:
-        """``_pin``'s definition, None when there is none."""
+        """The definition a request names (None when there is none), its rate limit's bucket
+        made ready for this tenant."""
         stored = await self.cache.get(
             (self.tenant, name, version),
             lambda: self.store.definition_get(self.tenant, name, version),

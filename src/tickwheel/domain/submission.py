@@ -364,19 +364,23 @@ def _new_execution(fields: dict[str, Any]) -> NewExecution:
 fillable(NewExecution)
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-_last_bucket = (_EPOCH, _EPOCH)  # (an instant, its bucket)
+_MINUTE = timedelta(minutes=1)
+_last_bucket = (_EPOCH, _EPOCH, _EPOCH)  # (an instant, its bucket, the bucket's end)
 
 
 def _bucket_of(at: datetime) -> datetime:
     """``bucket_start(at)``, the last answer kept: a batch's items are mostly due at the same
-    instant object (the batch's ``now``). Compared by identity; the object kept stays alive,
-    so its identity cannot be taken by another meanwhile."""
+    instant object (the batch's ``now``), and single submissions made one after another at
+    instants (in UTC, as the clock gives them) within the same minute. The instant is compared
+    by identity, or by value within the kept bucket when it is in UTC (the minute it starts
+    with is then its bucket). The object kept stays alive, so its identity cannot be taken by
+    another meanwhile."""
     global _last_bucket
     last = _last_bucket
-    if last[0] is at:
+    if last[0] is at or (at.tzinfo is UTC and last[1] <= at < last[2]):
         return last[1]
     bucket = bucket_start(at)
-    _last_bucket = (at, bucket)
+    _last_bucket = (at, bucket, bucket + _MINUTE)
     return bucket
 
 

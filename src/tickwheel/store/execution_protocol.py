@@ -62,6 +62,11 @@ class ExecutionStore(Protocol):
         constraint, so concurrent identical submissions create one row."""
         ...
 
+    async def execution_insert_one(self, item: NewExecution) -> InsertOutcome:
+        """``execution_insert_many([item])``'s one outcome: the same insert, constraint and
+        notifications, for a single submission (a backend may take a shorter way for it)."""
+        ...
+
     async def execution_insert_or_existing(
         self, items: Sequence[NewExecution]
     ) -> list[Execution | None]:

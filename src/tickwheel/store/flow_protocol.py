@@ -139,6 +139,11 @@ class RateLimitStore(Protocol):
         definition and version: later calls cost nothing."""
         ...
 
+    def rate_limit_synced(self, tenant: str, definition_uri: str, version: int) -> bool:
+        """Whether ``rate_limit_sync`` of this version already ran here (a call would do
+        nothing): a submission that finds it so need not call it."""
+        ...
+
     async def rate_limit_clear(self, tenant: str, definition_uri: str) -> bool:
         """Removes a bucket (what it held back is claimable at once). False when there was none."""
         ...

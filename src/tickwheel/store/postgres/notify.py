@@ -137,6 +137,14 @@ def topics_for(statuses: Iterable[ExecutionStatus]) -> set[Topic]:
     return {_STATUS_TOPICS[s] for s in statuses if s in _STATUS_TOPICS}
 
 
+_TOPICS_OF = {status: frozenset(topics_for((status,))) for status in ExecutionStatus}
+
+
+def topics_of(status: ExecutionStatus) -> frozenset[Topic]:
+    """``topics_for((status,))``, made once per status (a single insert's)."""
+    return _TOPICS_OF[status]
+
+
 class Signals:
     """One store's side of LISTEN/NOTIFY: sends its topics, and waits for anybody's."""
 
@@ -212,6 +220,15 @@ class Signals:
             payload = due_payload(self._origin, due) if topic is Topic.DUE else self._origin
             signals.append({"channel": CHANNELS[topic], "payload": payload, "status": status.value})
         return json.dumps(signals)
+
+    def insert_notifications_of(
+        self, status: ExecutionStatus, due: Sequence[tuple[int, datetime]]
+    ) -> str:
+        """``insert_notifications`` of one item's ``status``: the READY one, a single
+        submission's common case, without a set made and compared for it."""
+        if status is ExecutionStatus.READY:
+            return self._ready_only
+        return self.insert_notifications((status,), due)
 
     def ready_wakeup(self) -> dict[str, str]:
         """The ``ready_channel`` and ``origin`` parameters of ``execution_finish_many``, which

@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 import re
 import uuid
-from collections.abc import AsyncIterable, AsyncIterator, Sequence
+from collections.abc import AsyncIterable, AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from datetime import datetime, timedelta
 from typing import Any
@@ -37,7 +37,7 @@ from tickwheel.store.postgres.flow import PostgresFlow
 from tickwheel.store.postgres.history import PostgresHistory
 from tickwheel.store.postgres.migrating import MIGRATIONS as MIGRATIONS
 from tickwheel.store.postgres.migrating import PostgresMigrations
-from tickwheel.store.postgres.notify import Signals, topics_for
+from tickwheel.store.postgres.notify import Signals, topics_for, topics_of
 from tickwheel.store.postgres.outbox import webhook_outbox_execution_failed, workflow_event_record
 from tickwheel.store.postgres.pool import Conn, Pool
 from tickwheel.store.postgres.promotion import PostgresPromotion, warm_promotions
@@ -51,6 +51,7 @@ from tickwheel.store.postgres.rows import (
     insert_statement,
     jsonb,
     like_prefix,
+    one_params,
     opt_aware,
     pairs_text,
     require_aware,
@@ -240,7 +241,33 @@ class PostgresStore(
 
     # -- executions -----------------------------------------------------------------------------
 
+    async def execution_insert_one(self, item: NewExecution) -> InsertOutcome:
+        """``execution_insert_many([item])``'s outcome by a path of its own: the same statement,
+        parameters, wake-ups and signals, without what a batch needs and one item does not (the
+        sets of statuses and topics, the lock order, the rows' ids, a list per step). Every
+        single submission takes it, so that what is left of its cost is the item's own
+        (docs/scaling.md, "A single submission's own path")."""
+        status = item.status
+        due = hint_pairs((item,)) if status is ExecutionStatus.SCHEDULED else []
+        params = one_params(item)
+        if params is None:  # a text a parameter cannot hold: the JSON row, as in a batch
+            inserted, _, _, _ = await self._insert((item,))
+        else:
+            params["notify"] = self._signals.insert_notifications_of(status, due)
+            lanes = self._lanes
+            # On a lane's connection unless all are busy (submit_lanes.py), else the pool's.
+            count = None if lanes is None else await lanes.count(params)
+            inserted = await self._insert_pooled(INSERT_ONE, params) if count is None else count
+        if not inserted:
+            # Its key holds another execution (a repeat, or a competitor's insert).
+            return insert_outcomes((item,), (), await self._holding_keys((item,)))[0]
+        execution = execution_from_new(item)
+        self._signals.signal(topics_of(status), hint_pairs((execution,)) if due else ())
+        return InsertOutcome(execution, created=True)
+
     async def execution_insert_many(self, items: Sequence[NewExecution]) -> list[InsertOutcome]:
+        if len(items) == 1:  # the single submission's path, whoever makes it
+            return [await self.execution_insert_one(items[0])]
         if not items:
             return []
         count, rows, statuses, due = await self._insert(items)
@@ -333,6 +360,12 @@ class PostgresStore(
                     return len(items), [], statuses, due
                 rows = await cursor.fetchall()
         return len(rows), rows, statuses, due
+
+    async def _insert_pooled(self, statement: str, params: Mapping[str, Any]) -> int:
+        """How many rows ``statement`` inserted, run on a connection of the pool."""
+        async with self._pool.connection() as conn:
+            cursor = await conn.execute(statement, params)
+            return cursor.rowcount
 
     async def _holding_keys(self, missing: Sequence[NewExecution]) -> list[Execution]:
         """The executions holding the keys of the items not inserted. Only on a conflict: the

@@ -69,6 +69,7 @@ ANSWER_WAIT = 10.0
 ``Unavailable``: far above a single insert's time (milliseconds) and its lock waits in practice,
 and below an HTTP client's usual timeout, so the client hears a 503 it can retry."""
 T = TypeVar("T")
+A = TypeVar("A")
 _PLACEHOLDER = re.compile(r"%\((\w+)\)s")
 _UNKNOWN_STATEMENT = "26000"  # invalid_sql_statement_name: not prepared on this session (any more)
 _ALREADY_PREPARED = "42P05"  # duplicate_prepared_statement
@@ -126,29 +127,41 @@ class SubmitLane:
         """The statement's rows, or None when the lane cannot take it now (the caller then runs
         it through the pool). Raises what the pool's path raises: ``Unavailable`` for a lost
         database, psycopg's error for a statement the server refused."""
-        values = [None if (v := params[n]) is None else v.encode() for n in self._names]
-        return await self._on_lane(lambda conn: self._execute(conn, values))
+        result = await self._on_lane(self._execute, self._values(params))
+        return None if result is None else [self._row(result, i) for i in range(result.ntuples)]
+
+    async def count(self, params: Mapping[str, str | None]) -> int | None:
+        """``run``, answering how many rows the statement returned rather than the rows: a
+        single insert asks no more (none is decoded)."""
+        result = await self._on_lane(self._execute, self._values(params))
+        return None if result is None else result.ntuples
+
+    def _values(self, params: Mapping[str, str | None]) -> list[bytes | None]:
+        return [None if (v := params[n]) is None else v.encode() for n in self._names]
 
     async def notify(self, notifications: str) -> bool:
         """Sends ``notifications`` (a ``notify`` parameter of ``execution_insert``: a JSON list
         of {channel, payload, status}) alone, in a transaction of its own: the wake-up owed for
         submissions that ran without theirs (``submit_lanes.py``). False: the lane cannot take
         it now (as ``run``'s None)."""
-        sent = await self._on_lane(lambda conn: self._notify(conn, notifications.encode()))
+        sent = await self._on_lane(self._notify, notifications.encode())
         return sent is not None
 
-    async def _on_lane(self, use: Callable[[Conn], Awaitable[T]]) -> T | None:
-        """``use`` of the lane's connection, or None when the lane cannot take a statement now."""
+    async def _on_lane(self, use: Callable[[Conn, A], Awaitable[T]], arg: A) -> T | None:
+        """``use`` of the lane's connection (and ``arg``), or None when the lane cannot take a
+        statement now."""
         if self._busy or asyncio.get_running_loop() is not self._pool.loop:
             # Another loop (a blocking Client's thread): the socket is watched by the pool's.
             return None
         self._busy = True
         try:
-            conn = await self._connection()
-            if conn is None:
-                return None
+            conn = self._conn
+            if conn is None or not self._sound(conn):
+                conn = await self._connection()
+                if conn is None:
+                    return None
             try:
-                return await use(conn)
+                return await use(conn, arg)
             except BaseException as exc:
                 await self._failed(conn, exc)
                 raise
@@ -186,14 +199,20 @@ class SubmitLane:
 
     # -- the connection ---------------------------------------------------------------------
 
-    async def _connection(self) -> Conn | None:
-        conn = self._conn
-        if conn is not None and (
+    def _sound(self, conn: Conn) -> bool:
+        """Whether the kept ``conn`` may run the next statement: nothing unasked heard on it,
+        not broken, within the pool's lifetime and idle (checked before each use, without a
+        coroutine: nearly every submission finds it so)."""
+        return not (
             self._suspect
             or conn.broken
             or monotonic() - self._taken_at > self._pool.max_lifetime
             or conn.pgconn.transaction_status != pq.TransactionStatus.IDLE
-        ):
+        )
+
+    async def _connection(self) -> Conn | None:
+        conn = self._conn
+        if conn is not None and not self._sound(conn):
             # Back to the pool, whose own check and lifetime rules then decide about it; this
             # submission goes through the pool.
             await self._release()
@@ -327,7 +346,8 @@ class SubmitLane:
 
     # -- the statement ----------------------------------------------------------------------
 
-    async def _execute(self, conn: Conn, values: list[bytes | None]) -> list[Any]:
+    async def _execute(self, conn: Conn, values: list[bytes | None]) -> pq.abc.PGresult:
+        """The statement's result (its rows still in it)."""
         pgconn = conn.pgconn
         if conn not in self._prepared:
             await self._prepare(conn)
@@ -347,7 +367,7 @@ class SubmitLane:
             )
             if result.status != pq.ExecStatus.TUPLES_OK:
                 raise errors.error_from_result(result, encoding=conn.info.encoding)
-        return [self._row(result, i) for i in range(result.ntuples)]
+        return result
 
     async def _notify(self, conn: Conn, notifications: bytes) -> bool:
         pgconn = conn.pgconn

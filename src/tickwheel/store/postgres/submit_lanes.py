@@ -32,8 +32,8 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from typing import Any, TypeVar
 
 from psycopg import pq
 
@@ -53,6 +53,20 @@ def lane_count(max_size: int) -> int:
     """How many lanes a pool of ``max_size`` connections gets: at most half of them, and one for
     a pool of two or three (a pool of one lends none: ``Pool.lend_idle``)."""
     return max(1, min(MAX_LANES, max_size // 2))
+
+
+Params = Mapping[str, str | None]
+R = TypeVar("R", list[Any], int)
+Send = Callable[[SubmitLane, Params], Awaitable[R | None]]
+"""How a lane runs a submission: its rows (``SubmitLane.run``) or their count (``count``)."""
+
+
+def _rows(lane: SubmitLane, params: Params) -> Awaitable[list[Any] | None]:
+    return lane.run(params)
+
+
+def _count(lane: SubmitLane, params: Params) -> Awaitable[int | None]:
+    return lane.count(params)
 
 
 class SubmitLanes:
@@ -83,9 +97,16 @@ class SubmitLanes:
     def lanes(self) -> tuple[SubmitLane, ...]:
         return tuple(self._lanes)
 
-    async def run(self, params: Mapping[str, str | None]) -> list[Any] | None:
+    def run(self, params: Params) -> Coroutine[Any, Any, list[Any] | None]:
         """The first free lane's ``run`` (None: every lane busy, or the free one could take no
         connection; the caller then uses the pool)."""
+        return self._on_free_lane(params, _rows)  # (awaited by the caller: no frame between)
+
+    def count(self, params: Params) -> Coroutine[Any, Any, int | None]:
+        """``run``, answering how many rows the statement returned (``SubmitLane.count``)."""
+        return self._on_free_lane(params, _count)
+
+    async def _on_free_lane(self, params: Params, send: Send[R]) -> R | None:
         for lane in self._lanes:
             if not lane.busy:
                 try:
@@ -96,8 +117,8 @@ class SubmitLanes:
                         and self._coalesced(notify)
                     ):
                         # (From another loop, a blocking Client's thread, the lane runs nothing.)
-                        return await self._run_coalesced(lane, params, notify)
-                    return await lane.run(params)
+                        return await self._run_coalesced(lane, params, notify, send)
+                    return await send(lane, params)
                 finally:
                     if self._pool.waiting:
                         # A caller waits for a connection: this one goes back to the pool now
@@ -129,9 +150,11 @@ class SubmitLanes:
         return False
 
     async def _run_coalesced(
-        self, lane: SubmitLane, params: Mapping[str, str | None], notify: str
-    ) -> list[Any] | None:
-        """``lane.run`` as the carrier of ``notify`` and the debts it finds, or without it."""
+        self, lane: SubmitLane, params: Params, notify: str, send: Send[R]
+    ) -> R | None:
+        """``send`` on ``lane`` as the carrier of ``notify`` and the debts it finds, or without
+        it. What it answers says whether it inserted: None (not run), or rows (a list, or
+        their count) that are none or some."""
         carrier = not self._carrying
         took = False
         if carrier:
@@ -141,10 +164,10 @@ class SubmitLanes:
         else:
             params = {**params, "notify": NO_WAKEUP}
         self._in_flight += 1
-        rows: list[Any] | None = None
+        rows: R | None = None
         failed = True
         try:
-            rows = await lane.run(params)
+            rows = await send(lane, params)
             failed = False
             return rows
         finally:

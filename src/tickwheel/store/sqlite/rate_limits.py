@@ -127,6 +127,10 @@ class SqliteRateLimits(SqliteConnection):
         self.rates_changed()
         self._signal(Topic.READY)  # a larger budget may let waiting work start now
 
+    def rate_limit_synced(self, tenant: str, definition_uri: str, version: int) -> bool:
+        synced = self._rates_synced
+        return synced is not None and (tenant, definition_uri, version) in synced
+
     async def rate_limit_sync(
         self,
         tenant: str,

@@ -155,6 +155,11 @@ class SqliteStore(
             self._signal_due([o.execution for o in outcomes if o.created])
         return outcomes
 
+    async def execution_insert_one(self, item: NewExecution) -> InsertOutcome:
+        # One writer, in process: a batch of one is already an insert and at most a lookup.
+        [outcome] = await self.execution_insert_many((item,))
+        return outcome
+
     async def execution_insert_or_existing(
         self, items: Sequence[NewExecution]
     ) -> list[Execution | None]:
