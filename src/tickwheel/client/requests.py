@@ -13,7 +13,7 @@ from typing import Any, Unpack
 
 from tickwheel.domain.concurrency import ConcurrencySpec, spec_of
 from tickwheel.domain.definition_refs import to_uri
-from tickwheel.domain.fast_init import fillable
+from tickwheel.domain.fast_init import fillable, filled
 from tickwheel.domain.submission import SubmitOptions, SubmitRequest
 
 ExecutionRef = uuid.UUID | str
@@ -47,6 +47,13 @@ def submit_request(
 ) -> SubmitRequest:
     """The request of ``submit(...)``: each option goes to the ``SubmitRequest`` field of its
     name (``version`` to ``definition_version``); one not given keeps that field's default."""
+    if not options:  # the common call: what ``SubmitRequest(...)`` makes of the four, filled
+        given = _DEFAULTS.copy()
+        given["definition_uri"] = definition_uri(definition)
+        given["inputs"] = inputs or {}
+        given["execute_at"] = execute_at
+        given["idempotency_key"] = idempotency_key
+        return filled(SubmitRequest, given)
     fields: dict[str, Any] = {k: v for k, v in options.items() if k != "version"}
     if "concurrency" in fields:  # a mapping as in a definition file, or a ConcurrencySpec
         fields["concurrency"] = spec_of(fields["concurrency"])
@@ -95,6 +102,12 @@ _new = object.__new__
 _set = object.__setattr__
 
 fillable(SubmitRequest)
+_DEFAULTS: dict[str, Any] = {
+    f.name: None if f.default is dataclasses.MISSING else f.default
+    for f in dataclasses.fields(SubmitRequest)
+}
+"""Each ``SubmitRequest`` field's default, in the fields' order (``__init__``'s); ``inputs``
+(a new dictionary each time) and ``definition_uri`` (no default) are always given."""
 
 
 def document_source(

@@ -171,11 +171,13 @@ class Execution(Resource):
         if e.concurrency is not None:
             values["concurrency"] = ConcurrencyGroup.of(e.concurrency)
         shape = tuple(map(is_, _omitted_values(values), _NONES))
-        sets = {} if fields_sets is None else fields_sets
+        sets = _FIELDS_SETS if fields_sets is None else fields_sets
         fields_set = sets.get(shape)
         if fields_set is None:
             left_out = {n for n, none in zip(_OMITTED_ORDER, shape, strict=True) if none}
             fields_set = sets[shape] = {n for n in _MODEL_NAMES if n not in left_out}
+        if fields_sets is None:  # an answer alone has a set of its own, as the validator's
+            fields_set = set(fields_set)
         return built(cls, values, fields_set)
 
 
@@ -247,6 +249,9 @@ _OMITTED_WHEN_NONE = frozenset(
 _OMITTED_ORDER = tuple(n for n in _MODEL_NAMES if n in _OMITTED_WHEN_NONE)
 _omitted_values = itemgetter(*_OMITTED_ORDER)
 _NONES = (None,) * len(_OMITTED_ORDER)
+_FIELDS_SETS: FieldSets = {}
+"""The sets of fields given made so far for answers made alone (a single submission's), copied
+for each: one per shape, of which there are at most two to the number of omitted fields."""
 
 
 def execution_wire(e: ExecutionRecord) -> dict[str, Any]:
