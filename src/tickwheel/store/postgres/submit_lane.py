@@ -389,8 +389,10 @@ class SubmitLane:
 
     async def _roundtrip(self, pgconn: pq.abc.PGconn, send: Callable[[], None]) -> pq.abc.PGresult:
         """Sends one command and reads its results: the first error's, else the last one's.
-        The input is read by ``_readable``; this waits until libpq has a whole result."""
-        loop = asyncio.get_running_loop()
+        The input is read by ``_readable``; this waits until libpq has a whole result. Run on
+        the pool's loop only (``_on_lane``), the one watching the socket."""
+        loop = self._pool.loop
+        assert loop is not None  # opened
         self._since = loop.time()
         if self._watchdog is None:
             self._watchdog = loop.call_at(self._since + self._answer_wait, self._watch_answer)

@@ -107,16 +107,15 @@ class SubmitLanes:
         return self._on_free_lane(params, _count)
 
     async def _on_free_lane(self, params: Params, send: Send[R]) -> R | None:
+        if asyncio.get_running_loop() is not self._pool.loop:
+            # Another loop (a blocking Client's thread): no lane runs anything from there. Asked
+            # once here (in Python 3.11 each ask is a getpid system call).
+            return None
         for lane in self._lanes:
             if not lane.busy:
                 try:
                     notify = params.get("notify")
-                    if (
-                        notify is not None
-                        and asyncio.get_running_loop() is self._pool.loop
-                        and self._coalesced(notify)
-                    ):
-                        # (From another loop, a blocking Client's thread, the lane runs nothing.)
+                    if notify is not None and self._coalesced(notify):
                         return await self._run_coalesced(lane, params, notify, send)
                     return await send(lane, params)
                 finally:
