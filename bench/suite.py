@@ -15,16 +15,18 @@ from bench._common import require_loopback
 from bench.workloads import (
     DRAIN_FIGURES,
     HERD_FIGURES,
+    IDLE_FIGURES,
     LIMITED,
     SUBMIT_FIGURES,
     Config,
     drain,
     herd,
+    idle,
     submit,
 )
 
 SYSTEMS = ("tickwheel", "pgqueuer", "procrastinate", "celery")
-WORKLOADS = ("submit", "drain", "herd")
+WORKLOADS = ("submit", "drain", "herd", "idle")
 KEY = ["workload", "system", "workers"]
 
 
@@ -58,10 +60,12 @@ def cases(
     cfg: Config,
     herd_n: int | None = None,
     submits: tuple[int, int] | None = None,
+    idle_workers: Sequence[int] = (),
     **tag: Any,
 ) -> list[report.Case]:
     """``submits``: (executions submitted one at a time, batch size) for the submit workload
-    (B5), which then stores ``n`` in batches too."""
+    (B5), which then stores ``n`` in batches too; ``idle_workers``: the idle workload's
+    worker-process counts (B5)."""
     out: list[report.Case] = []
     for system in systems:
         if submits is not None:
@@ -74,6 +78,9 @@ def cases(
         for w in herd_workers:
             key = {**tag, "workload": "herd", "system": system, "workers": w}
             out.append(report.Case(key, functools.partial(herd, system, w, herd_n or n, cfg)))
+        for w in idle_workers:
+            key = {**tag, "workload": "idle", "system": system, "workers": w}
+            out.append(report.Case(key, functools.partial(idle, system, w, cfg)))
     return out
 
 
@@ -81,7 +88,12 @@ def medians(runs: Sequence[dict[str, Any]], key: Sequence[str]) -> list[dict[str
     def of(workload: str, figures: Sequence[str]) -> list[dict[str, Any]]:
         return report.medians([r for r in runs if r["workload"] == workload], key, figures)
 
-    return of("submit", SUBMIT_FIGURES) + of("drain", DRAIN_FIGURES) + of("herd", HERD_FIGURES)
+    return (
+        of("submit", SUBMIT_FIGURES)
+        + of("drain", DRAIN_FIGURES)
+        + of("herd", HERD_FIGURES)
+        + of("idle", IDLE_FIGURES)
+    )
 
 
 def table(rows: Sequence[dict[str, Any]], key: Sequence[str]) -> str:
@@ -100,6 +112,12 @@ def table(rows: Sequence[dict[str, Any]], key: Sequence[str]) -> str:
                 f"{name:<34} drain {r['drain_eps'] or 0:>8,.0f}/s  steady"
                 f" {r['steady_eps'] or 0:>8,.0f}/s  CPU {'-' if cpu is None else f'{cpu:.3f}'}"
                 f" ms/execution  ({r['runs']} runs)"
+            )
+        elif r["workload"] == "idle":
+            lines.append(
+                f"{name:<34} idle CPU {r['idle_cpu_ms_per_s_total'] or 0:.2f} ms/s"
+                f" (workers {r['idle_cpu_ms_per_s_workers'] or 0:.2f}, database"
+                f" {r['idle_cpu_ms_per_s_backend'] or 0:.2f})  ({r['runs']} runs)"
             )
         else:
             ready = "-" if r["all_ready_s"] is None else f"{r['all_ready_s']:.2f} s"
@@ -167,6 +185,7 @@ RATIO_FIGURES: dict[str, dict[str, bool]] = {
         "first_started_s": False, "all_started_s": False,
         "lateness_p50_s": False, "lateness_p99_s": False,
     },
+    "idle": {"idle_cpu_ms_per_s_total": False},
 }  # fmt: skip
 
 
@@ -267,6 +286,12 @@ def main(which: str, argv: Sequence[str] | None = None) -> int:
             help="submit: tickwheel's batches answered with receipts (ids, as PgQueuer's"
             " enqueue returns) or with the whole executions (full)",
         )  # fmt: skip
+        parser.add_argument("--idle-workers", type=int, nargs="+", default=[2],
+                            help="idle: worker-process counts")  # fmt: skip
+        parser.add_argument(
+            "--idle-seconds", type=float, default=Config.idle_seconds,
+            help="idle: seconds of CPU measured, after the start-up",
+        )  # fmt: skip
         parser.add_argument(
             "--workloads", nargs="+", choices=WORKLOADS, default=list(WORKLOADS),
             help="only these workloads (e.g. the drain alone while working on it)",
@@ -286,6 +311,7 @@ def main(which: str, argv: Sequence[str] | None = None) -> int:
     cfg = config(
         args, limit_keys=limit_keys or Config.limit_keys, together=b5,
         submit_answer=getattr(args, "submit_answer", Config.submit_answer),
+        idle_seconds=getattr(args, "idle_seconds", Config.idle_seconds),
     )  # fmt: skip
     workloads = getattr(args, "workloads", WORKLOADS)
     todo = cases(
@@ -295,6 +321,7 @@ def main(which: str, argv: Sequence[str] | None = None) -> int:
         args.n, cfg,
         herd_n=args.herd_n if b5 else None,
         submits=(args.submit_single_n, args.submit_batch) if b5 and "submit" in workloads else None,
+        idle_workers=args.idle_workers if b5 and "idle" in workloads else (),
     )  # fmt: skip
     runs, interrupted = report.repeat(todo, args.runs, args.quiet_wait)
     rows = medians(runs, KEY)
@@ -317,6 +344,8 @@ def main(which: str, argv: Sequence[str] | None = None) -> int:
         "submit_single_n": getattr(args, "submit_single_n", None),
         "submit_batch": getattr(args, "submit_batch", None),
         "submit_answer": getattr(args, "submit_answer", None),
+        "idle_workers": getattr(args, "idle_workers", []),
+        "idle_seconds": getattr(args, "idle_seconds", None),
     }  # fmt: skip
     path = report.write(name, args, settings, runs, rows, interrupted, started, extra)
     charts(path.with_suffix(""), f"{name.upper()} ({args.n:,} executions)", rows, runs, "system")

@@ -10,7 +10,11 @@
   execution (``submit_single_eps``), then N more in batches (``submit_batch_eps``). Like
   PgQueuer's batch enqueue, which returns a list of ids, tickwheel's batches are answered with
   receipts (``submit_many(..., answer="ids")``: each item's status and id);
-  ``--submit-answer full`` measures the answer with whole executions instead.
+  ``--submit-answer full`` measures the answer with whole executions instead;
+- **idle** (B5): W worker processes started on an empty store and left alone: the CPU they and
+  their database's server processes spend per second of nothing to do (``idle_cpu_ms_per_s_*``),
+  measured over ``idle_seconds`` once they have settled (tickwheel: the schedulers' shares of
+  the shards taken). What a deployment pays around the clock for workers waiting for work.
 
 The drain also measures CPU per execution (``cpu_ms_per_execution_*``): the /proc CPU time of
 the system's worker processes (``workers``) and of its database's server processes serving
@@ -81,6 +85,8 @@ class Config:
     database_url: str | None = None  # tickwheel on an existing database (B4's backlog)
     limit_keys: int = 1000  # the "tickwheel-limits" system: limit 1 per key over this many keys
     together: bool = False  # tickwheel: W worker processes each with a scheduler (B5)
+    idle_seconds: float = 20.0  # idle: the window measured
+    idle_settle: float = 5.0  # idle: seconds left to the started processes before it
     submit_answer: str = "ids"  # tickwheel's batch submit: receipts ("ids") or models ("full")
 
 
@@ -292,6 +298,36 @@ def herd(system_name: str, workers: int, n: int, cfg: Config) -> dict[str, Any]:
     return in_sandbox(system_name, cfg, body)
 
 
+def idle(system_name: str, workers: int, cfg: Config) -> dict[str, Any]:
+    """CPU per second of W idle worker processes and of their database's server processes, from
+    /proc (Celery: Redis's own count of the whole server), over ``cfg.idle_seconds`` after the
+    start-up (``cfg.warmup``, the shards' split among several tickwheel schedulers, then
+    ``cfg.idle_settle``). Nothing is stored: each system's workers poll, listen or sleep as
+    they do between bursts of work."""
+
+    def body(system: System, journal_path: Path) -> dict[str, Any]:
+        system.start_workers(workers)
+        time.sleep(cfg.warmup)
+        system.finished()  # none of them died starting
+        if isinstance(system, TickwheelSystem):
+            system.wait_shards_split()
+        time.sleep(cfg.idle_settle)
+        before, started = system.cpu_snapshot(), time.monotonic()
+        time.sleep(cfg.idle_seconds)
+        after, seconds = system.cpu_snapshot(), time.monotonic() - started
+        succeeded, failed = system.finished()  # still alive, and nothing ran
+        if succeeded or failed:
+            raise RunFailed(f"idle workers ran {succeeded + failed} executions")
+        figures = {
+            f"idle_cpu_ms_per_s_{part}": 1000 * cpu_used(before[part], after[part]) / seconds
+            for part in ("workers", "backend")
+        }
+        figures["idle_cpu_ms_per_s_total"] = sum(figures.values())
+        return {**figures, "idle_seconds": seconds}
+
+    return in_sandbox(system_name, cfg, body)
+
+
 DRAIN_FIGURES = (
     "drain_eps",
     "steady_eps",
@@ -303,6 +339,11 @@ DRAIN_FIGURES = (
     "cpu_ms_per_execution_total",
 )
 SUBMIT_FIGURES = ("submit_single_eps", "submit_batch_eps")
+IDLE_FIGURES = (
+    "idle_cpu_ms_per_s_workers",
+    "idle_cpu_ms_per_s_backend",
+    "idle_cpu_ms_per_s_total",
+)
 HERD_FIGURES = (
     "all_claimable_s",
     "all_ready_s",

@@ -15,7 +15,7 @@ import pytest
 from bench.b1_submit import submit_through
 from bench.backlog import rows_text, uuid7
 from bench.systems import TickwheelSystem
-from bench.workloads import Config, drain, submit
+from bench.workloads import Config, drain, idle, submit
 
 from bench import journal
 from tickwheel.domain.sharding import shard_id
@@ -43,6 +43,16 @@ def test_b2_drain_under_concurrency_limits_runs_every_execution_once() -> None:
     figures = drain("tickwheel-limits", 2, N, cfg)
     assert figures["repeated_starts"] == 0
     assert figures["progress"][-1][1] == N
+
+
+def test_idle_measures_cpu_of_workers_that_run_nothing() -> None:
+    cfg = Config(pg_url="", backend="sqlite", warmup=1.0, idle_settle=0.0, idle_seconds=1.0)
+    figures = idle("tickwheel", 1, cfg)
+    assert figures["idle_seconds"] >= 1.0
+    parts = figures["idle_cpu_ms_per_s_workers"], figures["idle_cpu_ms_per_s_backend"]
+    assert all(part >= 0 for part in parts)
+    assert figures["idle_cpu_ms_per_s_total"] == sum(parts)
+    assert figures["idle_cpu_ms_per_s_backend"] == 0  # SQLite: no server processes
 
 
 def test_journal_counts_only_complete_lines(
