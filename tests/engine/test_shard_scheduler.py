@@ -3,6 +3,8 @@ without a coordinator, a newcomer gets its share, a lost grant is fenced out."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from tests.factories import T0, new_execution
 from tickwheel.domain.clock import FakeClock
 from tickwheel.domain.sharding import SHARD_COUNT
@@ -36,5 +38,13 @@ async def test_schedulers_split_rebalance_and_fence(store: Store) -> None:
     await b.run_once()  # nothing held any more: it re-acquires everything free
     assert len(b.leases) == SHARD_COUNT
     await b.run_once()
-    await a.run_once()  # a promotes with its stale grants first: all fenced, nothing moved
-    assert a.fenced_shards == 512 and a.promoted == 0 and b.promoted == 30
+    assert b.promoted == 30
+    # Due by now in a's old shards, not promoted yet: a, back with its stale grants, promotes
+    # first. Its catch-all finds work, so it fences: all refused, nothing moved. (With nothing
+    # due a round takes no fence at all, and a learns of its loss at its next renewal.)
+    late = [replace(new_execution(execute_in=21, key=f"late{i}"), shard_id=i) for i in range(5)]
+    await store.execution_insert_many(late)
+    await a.run_once()
+    assert a.fenced_shards == 512 and a.refused == 5 and a.promoted == 0
+    await b.run_once()
+    assert b.promoted == 35

@@ -138,14 +138,19 @@ def test_a_frozen_scheduler_is_fenced_out_and_promotes_nothing(cluster: Cluster)
     ids = submit(cluster.url, "noop", 300)
     ids += submit(cluster.url, "noop", 300, execute_at=datetime.now(UTC) + timedelta(seconds=1))
     assert_each_ran_once(cluster, ids, timeout=60)
-    # Due right at the resume, so the frozen one finds work in the shards it believes it holds.
+    # Due before the resume and not promoted (the other one is stopped too, for less than its
+    # lease), so the frozen one finds work in the shards it believes it holds: a round with
+    # nothing due takes no fence, and it would learn of its loss at its renewal instead.
+    other.send(signal.SIGSTOP)
     late = submit(cluster.url, "noop", 300, execute_at=datetime.now(UTC) + timedelta(seconds=1))
+    time.sleep(1.5)
     frozen.send(signal.SIGCONT)
     fence = re.compile(r"promotion fenced: (\d+) shard lease\(s\) of \S+ lost.*promoted 0")
     found = cluster.eventually(
         lambda: fence.search(frozen.stderr()), 15, "the resumed scheduler's fenced promotion"
     )
     assert int(found.group(1)) == 512  # every grant it held was refused, none promoted
+    other.send(signal.SIGCONT)
     wait_split(cluster, [512, 512], timeout=20)  # and it rejoins the split as a newcomer
     assert_each_ran_once(cluster, ids + late, timeout=60)
     assert other.alive() and frozen.alive()

@@ -259,6 +259,21 @@ async def test_a_stale_holder_closes_nothing(store: Store) -> None:
     assert 7 in await closes(store, "b", new, DUE, T0 + TTL)
 
 
+async def test_the_catch_all_closes_an_open_shard_with_nothing_due(store: Store) -> None:
+    """The claims took every due row of an opened shard: nothing is due, but the shard is open,
+    so the catch-all still runs and closes it (its idle rounds skip only when none is open)."""
+    await store.execution_insert_many(due(2))
+    leases = await grants(store)
+    await store.shard_lease_open("s", leases, DUE, DUE)
+    assert len(await store.execution_claim_ready("w", 10, LEASE, DUE)) == 2
+    swept = await store.execution_promote_due_leased("s", leases, 100, DUE + S)
+    assert (swept.promoted, swept.fenced) == (0, [])
+    [late] = due()
+    await store.execution_insert_many([late])
+    assert await store.execution_claim_ready("w", 10, LEASE, DUE + 2 * S) == []
+    assert await status(store, late) is ExecutionStatus.SCHEDULED
+
+
 async def test_the_catch_all_promotes_what_is_left_and_closes_the_shard(store: Store) -> None:
     """A scheduler that opened a shard and died: its successor's catch-all over the shard (the
     rescan of a takeover) promotes the rows the claims left, and the shard closes."""

@@ -4,6 +4,7 @@ moves nothing (and says how much it refused)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import timedelta
 
 from tests.factories import T0, new_execution
@@ -83,8 +84,33 @@ async def test_promotion_is_fenced_by_the_epoch_and_moves_the_watermark(store: S
     renewed = await store.shard_lease_renew("b", b, TTL, T0 + TTL + S)
     assert {x.watermark for x in renewed} == {T0 + TTL}
     old_epoch = [ShardLease(x.shard_id, "b", x.epoch - 1, x.expires_at) for x in renewed[:3]]
-    refused = await store.execution_promote_due_leased("b", old_epoch, 500, T0 + TTL + S)
+    # Nothing due in their shards: nothing to fence (an idle round locks nothing).
+    idle = await store.execution_promote_due_leased("b", old_epoch, 500, T0 + TTL + S)
+    assert (idle.promoted, idle.fenced, idle.refused) == (0, [], 0)
+    late = replace(new_execution(execute_in=11, key="late"), shard_id=renewed[0].shard_id)
+    await store.execution_insert_many([late])
+    refused = await store.execution_promote_due_leased("b", old_epoch, 500, T0 + TTL + 2 * S)
     assert refused.promoted == 0 and refused.fenced == [x.shard_id for x in renewed[:3]]
+    assert refused.refused == 1
+
+
+async def test_an_idle_catch_all_locks_and_writes_nothing(store: Store) -> None:
+    """Nothing due in any shard and none open: the leased catch-all reads and returns, its
+    lease rows untouched (the watermark stays where it was). An idle scheduler runs it every few
+    seconds over all its shards; it locked and rewrote every lease row each time
+    (docs/scaling.md, "What an idle scheduler costs"). Once something is due it promotes and
+    moves the watermark as before."""
+    await store.execution_insert_many([new_execution(execute_in=3600, key="later")])
+    a = await store.shard_lease_acquire("a", SHARD_COUNT, TTL, T0)
+    idle = await store.execution_promote_due_leased("a", a, 500, T0 + S)
+    assert (idle.promoted, idle.fenced, idle.refused) == (0, [], 0)
+    renewed = await store.shard_lease_renew("a", a, TTL, T0 + 2 * S)
+    assert {x.watermark for x in renewed} == {None}
+    await store.execution_insert_many([new_execution(execute_in=2, key="due")])
+    busy = await store.execution_promote_due_leased("a", renewed, 500, T0 + 3 * S)
+    assert busy.promoted == 1
+    renewed = await store.shard_lease_renew("a", renewed, TTL, T0 + 4 * S)
+    assert {x.watermark for x in renewed} == {T0 + 3 * S}
 
 
 async def test_firing_by_id_is_fenced_per_shard_by_the_grant(store: Store) -> None:

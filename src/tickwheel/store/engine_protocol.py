@@ -154,7 +154,10 @@ class PromotionStore(Protocol):
         """``execution_promote_due`` fenced by shard leases: in one transaction, only in the
         shards whose lease ``owner`` still holds with the same epoch and unexpired (by the
         database's clock), which are locked against takeover until commit. When the batch of
-        SCHEDULED rows came back short, the held shards' watermark becomes ``now``."""
+        SCHEDULED rows came back short, the held shards' watermark becomes ``now``. When no row
+        is due in any of the shards and none of them is open to the claims, nothing is locked
+        or written (the watermark stays where the last promotion left it, still a bound up to
+        which everything due was promoted): an idle scheduler's rounds cost reads only."""
         ...
 
     async def execution_due_window(

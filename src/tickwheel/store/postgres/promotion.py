@@ -189,6 +189,8 @@ class PostgresPromotion:
         now: datetime | None = None,
     ) -> Promotion:
         grants = _grants(owner, leases, now)
+        if not await self._due_work(grants):
+            return Promotion({}, [], 0)  # nothing due, nothing open: no lock, no write
         started, traced = now_ns(), Traced()
         async with self._pool.connection() as conn, conn.transaction():
             held = await self._fence(conn, grants)
@@ -228,6 +230,15 @@ class PostgresPromotion:
         return await self._next_at(("execution_next_retry_at",), shards, horizon)
 
     # -- internals ----------------------------------------------------------------------------
+
+    async def _due_work(self, grants: dict[str, Any]) -> bool:
+        """Whether the catch-all over the grants' shards has a row to promote or a shard to close
+        (``execution_due_work``): an idle scheduler's rounds then lock and write nothing."""
+        params = {"shards": grants["shards"], "owner": grants["owner"], "now": grants["now"]}
+        async with self._pool.connection() as conn:
+            cursor = await conn.execute(Q["execution_due_work"], params)
+            row = await cursor.fetchone()
+        return bool(row and row["work"])
 
     async def _fence(self, conn: Conn, grants: dict[str, Any]) -> list[int]:
         """First statements of a leased promotion: the shards of the grants still held, locked

@@ -149,6 +149,8 @@ class SqlitePromotion(SqliteConnection):
         now: datetime | None = None,
     ) -> Promotion:
         now_us = _now_us(now)
+        if not await self._due_work(owner, leases, now_us):
+            return Promotion({}, [], 0)  # nothing due, nothing open: no write transaction
         started, traced = now_ns(), Traced()
         async with self._tx() as conn:
             held = await _fence(conn, owner, leases, now_us)
@@ -197,6 +199,16 @@ class SqlitePromotion(SqliteConnection):
         if moved:
             self._events[Topic.READY].set()
         return Promotion(moved, fenced or [], refused)
+
+    async def _due_work(self, owner: str, leases: Sequence[ShardLease], now_us: int) -> bool:
+        """Whether the catch-all over the leases' shards has a row to promote or a shard to
+        close (``execution_due_work``): an idle scheduler's rounds then write nothing."""
+        shards = json.dumps([lease.shard_id for lease in leases])
+        params = {"shards": shards, "owner": owner, "now": now_us}
+        async with self._lock:
+            cursor = await self._conn.execute(Q["execution_due_work"], params)
+            row = await cursor.fetchone()
+        return bool(row and row["work"])
 
     async def _next_at(
         self, queries: Sequence[str], shards: Sequence[int], horizon: datetime

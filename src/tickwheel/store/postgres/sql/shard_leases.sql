@@ -122,6 +122,27 @@ SELECT h.shard_id, (SELECT count(*) FROM notified) AS notifications
 FROM (SELECT shard_id FROM held UNION SELECT shard_id FROM opened) AS h
 ORDER BY h.shard_id;
 
+-- name: execution_due_work
+-- Whether a leased catch-all over these shards has anything to do: a SCHEDULED or a RETRY_WAIT
+-- row due by now in any of them (held or not: a fence then counts what it refuses), or one of
+-- this owner's shards open to the claims (shard_lease_watermark closes it). When none, the
+-- catch-all takes no lock and writes nothing: an idle scheduler's every round locked each of
+-- its lease rows (FOR SHARE) and rewrote each one's watermark, some 2,000 row writes and
+-- 140 kB of WAL every few seconds for nothing (docs/scaling.md, "What an idle scheduler
+-- costs"). One autocommit statement, before any transaction; a row that falls due or commits
+-- after it is the wheel's or the next round's, as after a catch-all that found it not yet due.
+SELECT EXISTS (SELECT 1 FROM executions
+               WHERE status = 'SCHEDULED' AND shard_id = ANY (%(shards)s::smallint[])
+                 AND bucket_start <= coalesce(%(now)s::timestamptz, now())
+                 AND execute_at <= coalesce(%(now)s::timestamptz, now()))
+    OR EXISTS (SELECT 1 FROM executions
+               WHERE status = 'RETRY_WAIT'
+                 AND next_attempt_at <= coalesce(%(now)s::timestamptz, now())
+                 AND shard_id = ANY (%(shards)s::smallint[]))
+    OR EXISTS (SELECT 1 FROM shard_leases
+               WHERE shard_id = ANY (%(shards)s::smallint[]) AND owner = %(owner)s
+                 AND due_through IS NOT NULL) AS work;
+
 -- name: execution_count_due
 -- How many promotions a fence refused: the due rows of the fenced shards, through executions_due.
 SELECT count(*) AS n FROM executions

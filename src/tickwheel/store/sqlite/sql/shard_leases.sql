@@ -98,6 +98,20 @@ WHERE owner = :owner AND expires_at > :now AND due_through <= :through
   )
 RETURNING shard_id;
 
+-- name: execution_due_work
+-- Whether a leased catch-all over these shards has anything to do (PostgreSQL's file says why):
+-- a SCHEDULED or RETRY_WAIT row due by :now in any of them, or one of this owner's shards open.
+SELECT EXISTS (SELECT 1 FROM executions
+               WHERE status = 'SCHEDULED'
+                 AND shard_id IN (SELECT value FROM json_each(:shards))
+                 AND bucket_start <= :now AND execute_at <= :now)
+    OR EXISTS (SELECT 1 FROM executions
+               WHERE status = 'RETRY_WAIT' AND next_attempt_at <= :now
+                 AND shard_id IN (SELECT value FROM json_each(:shards)))
+    OR EXISTS (SELECT 1 FROM shard_leases
+               WHERE owner = :owner AND due_through IS NOT NULL
+                 AND shard_id IN (SELECT value FROM json_each(:shards))) AS work;
+
 -- name: execution_count_due
 SELECT count(*) AS n FROM executions
 WHERE status = 'SCHEDULED'
