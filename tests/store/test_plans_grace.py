@@ -5,7 +5,6 @@ of ``executions``; and one lease row locked per shard it closes, in shard order.
 
 from __future__ import annotations
 
-import json
 from dataclasses import replace
 from datetime import timedelta
 from typing import Any
@@ -56,7 +55,8 @@ async def test_a_grace_probes_each_shard_of_the_herd(pg_url: str, statistics: bo
         assert {n["Index Name"] for n in probes} == {"executions_due"}, plan
         assert {n["Actual Loops"] for n in [*scans, *probes]} == {SHARD_COUNT}, plan
         assert executions_rows_read(plan) == len(herd) // 2, plan
-        assert "Seq Scan" not in json.dumps(plan), plan
+        # No scan of executions (the lease table's 1,024 rows may be read whole for the close).
+        assert not [n for n in scans if n["Node Type"] == "Seq Scan"], plan
         # The lease rows: one locked per emptied shard (half of them), and those updated.
         locks = [n for n in plan_nodes(plan["Plan"]) if n["Node Type"] == "LockRows"]
         assert [(n["Actual Rows"], n["Actual Loops"]) for n in locks] == [(1, SHARD_COUNT // 2)]

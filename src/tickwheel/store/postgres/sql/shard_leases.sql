@@ -33,20 +33,29 @@ RETURNING l.shard_id, l.owner, l.epoch, l.expires_at, l.watermark;
 -- Only grants still held: same owner, same epoch, not expired. A lease that expired is not
 -- renewed even if nobody took it yet: its owner must acquire it again (a new epoch), because
 -- another scheduler may have been entitled to it meanwhile.
+-- No join: each lease row's granted epoch is read from epoch_of, the grants' epochs indexed by
+-- shard_id + 1 (NULL for a shard not granted here), so every plan reads each row once. Joined
+-- to unnest(shards, epochs), the generic plan psycopg prepares at a connection's fifth renewal,
+-- on a table whose row count was known without column statistics (after a VACUUM, or the
+-- rewrite of migration 0025), looped over every grant for every lease row: 1,048,576
+-- join-filter comparisons and 150-200 ms a renewal, every third of a lease
+-- (tests/store/test_plans_leases.py). A single-table UPDATE: the row lock re-checks all of it
+-- on the newest version, as the join did.
 UPDATE shard_leases l
 SET expires_at = coalesce(%(now)s::timestamptz, now()) + %(ttl)s::interval,
     updated_at = coalesce(%(now)s::timestamptz, now())
-FROM unnest(%(shards)s::smallint[], %(epochs)s::bigint[]) AS mine (shard_id, epoch)
-WHERE l.shard_id = mine.shard_id AND l.epoch = mine.epoch AND l.owner = %(owner)s
+WHERE l.shard_id = ANY (%(shards)s::smallint[])
+  AND l.epoch = (%(epoch_of)s::bigint[])[l.shard_id + 1] AND l.owner = %(owner)s
   AND l.expires_at > coalesce(%(now)s::timestamptz, now())
 RETURNING l.shard_id, l.owner, l.epoch, l.expires_at, l.watermark;
 
 -- name: shard_lease_release
 -- Gives the shards back at once (no wait for expiry); the epoch stays, the next grant bumps it.
+-- Each row's granted epoch from epoch_of, as in shard_lease_renew.
 UPDATE shard_leases l
 SET owner = NULL, expires_at = NULL, updated_at = coalesce(%(now)s::timestamptz, now())
-FROM unnest(%(shards)s::smallint[], %(epochs)s::bigint[]) AS mine (shard_id, epoch)
-WHERE l.shard_id = mine.shard_id AND l.epoch = mine.epoch AND l.owner = %(owner)s;
+WHERE l.shard_id = ANY (%(shards)s::smallint[])
+  AND l.epoch = (%(epoch_of)s::bigint[])[l.shard_id + 1] AND l.owner = %(owner)s;
 
 -- name: shard_lease_counts
 -- Live owners (members not expired) with how many live leases each holds, zero included.
