@@ -293,6 +293,11 @@ def main(which: str, argv: Sequence[str] | None = None) -> int:
             help="idle: seconds of CPU measured, after the start-up",
         )  # fmt: skip
         parser.add_argument(
+            "--idle-settle", type=float, default=Config.idle_settle,
+            help="idle: seconds the started processes are left alone before the measure (what"
+            " a long-running process pays, not its start: statements prepared, plans kept)",
+        )  # fmt: skip
+        parser.add_argument(
             "--workloads", nargs="+", choices=WORKLOADS, default=list(WORKLOADS),
             help="only these workloads (e.g. the drain alone while working on it)",
         )  # fmt: skip
@@ -312,6 +317,7 @@ def main(which: str, argv: Sequence[str] | None = None) -> int:
         args, limit_keys=limit_keys or Config.limit_keys, together=b5,
         submit_answer=getattr(args, "submit_answer", Config.submit_answer),
         idle_seconds=getattr(args, "idle_seconds", Config.idle_seconds),
+        idle_settle=getattr(args, "idle_settle", Config.idle_settle),
     )  # fmt: skip
     workloads = getattr(args, "workloads", WORKLOADS)
     todo = cases(
@@ -346,6 +352,7 @@ def main(which: str, argv: Sequence[str] | None = None) -> int:
         "submit_answer": getattr(args, "submit_answer", None),
         "idle_workers": getattr(args, "idle_workers", []),
         "idle_seconds": getattr(args, "idle_seconds", None),
+        "idle_settle": getattr(args, "idle_settle", None),
     }  # fmt: skip
     path = report.write(name, args, settings, runs, rows, interrupted, started, extra)
     charts(path.with_suffix(""), f"{name.upper()} ({args.n:,} executions)", rows, runs, "system")

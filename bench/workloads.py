@@ -86,7 +86,7 @@ class Config:
     limit_keys: int = 1000  # the "tickwheel-limits" system: limit 1 per key over this many keys
     together: bool = False  # tickwheel: W worker processes each with a scheduler (B5)
     idle_seconds: float = 20.0  # idle: the window measured
-    idle_settle: float = 5.0  # idle: seconds left to the started processes before it
+    idle_settle: float = 30.0  # idle: seconds left to the started processes before it
     submit_answer: str = "ids"  # tickwheel's batch submit: receipts ("ids") or models ("full")
 
 

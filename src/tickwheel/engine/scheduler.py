@@ -162,9 +162,12 @@ class Scheduler(Service, WheelWindow, ShardLeasing, HerdOpening):
         # after a pause promotes with the grants it still believes in, and the database's epoch
         # fence, not this process's view, decides that it moves nothing where it lost them.
         total = await self._fire(now)
+        # Not at every lease renewal: the window and the catch-all have their own period (a third
+        # of the window), and shards taken over are served right after the renewal below. Both
+        # at every renewal were most of an idle scheduler's cost (docs/scaling.md, "What an idle
+        # scheduler costs").
         refresh = (
             lost
-            or maintain
             or self._next_refresh is None
             or now >= self._next_refresh
             or not self._loaded.issuperset(self.shards)
