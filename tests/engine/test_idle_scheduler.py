@@ -32,13 +32,19 @@ def count_calls(store: Store, calls: Counter[str]) -> None:
         setattr(store, name, counted)
 
 
-async def test_an_idle_scheduler_sweeps_and_extends_its_window_at_their_own_period(
-    store: Store,
-) -> None:
+async def alone(store: Store) -> tuple[FakeClock, Scheduler]:
+    """A leased scheduler after its first round, holding every shard."""
     clock = FakeClock(T0)
     scheduler = Scheduler(store, clock, leased=True, owner="a")
     await scheduler.run_once()
     assert len(scheduler.leases) == SHARD_COUNT
+    return clock, scheduler
+
+
+async def test_an_idle_scheduler_sweeps_and_extends_its_window_at_their_own_period(
+    store: Store,
+) -> None:
+    clock, scheduler = await alone(store)
     calls: Counter[str] = Counter()
     count_calls(store, calls)
     renewals = 9  # 30 s of a lease renewed every 3.3 s; the window (30 s) is extended every 10 s
@@ -53,9 +59,7 @@ async def test_an_idle_scheduler_sweeps_and_extends_its_window_at_their_own_peri
 async def test_a_row_due_without_a_hint_is_promoted_by_the_next_catch_all(store: Store) -> None:
     """Nothing told the scheduler (a row stored while its hints were not listened to): the
     catch-all of its next refresh promotes it, whatever the renewals did meanwhile."""
-    clock = FakeClock(T0)
-    scheduler = Scheduler(store, clock, leased=True, owner="a")
-    await scheduler.run_once()
+    clock, scheduler = await alone(store)
     hints = scheduler._hints
     scheduler._hints = None  # deaf: the row below reaches it only through the catch-all
     [item] = [new_execution(execute_in=1, key="unhinted")]
