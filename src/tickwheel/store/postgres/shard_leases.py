@@ -14,6 +14,7 @@ from psycopg.rows import DictRow
 from psycopg_pool import AsyncConnectionPool
 
 from tickwheel.domain.models import ShardLease
+from tickwheel.domain.sharding import SHARD_COUNT
 from tickwheel.store.postgres.notify import Signals
 from tickwheel.store.postgres.rows import opt_aware, require_aware
 from tickwheel.store.protocol import Topic
@@ -43,6 +44,16 @@ def _grants(owner: str, leases: Sequence[ShardLease], now: datetime | None) -> d
     }
 
 
+def epoch_of(leases: Sequence[ShardLease]) -> list[int | None]:
+    """The ``epoch_of`` parameter: each grant's epoch at its shard's place (shard_id + 1 in
+    SQL), None for the shards not granted here, so a statement finds a row's grant without a
+    join (shard_lease_renew says why)."""
+    epochs: list[int | None] = [None] * SHARD_COUNT
+    for lease in leases:
+        epochs[lease.shard_id] = lease.epoch
+    return epochs
+
+
 class PostgresShardLeases:
     _pool: AsyncConnectionPool[Conn]
     _signals: Signals
@@ -66,7 +77,7 @@ class PostgresShardLeases:
         ttl: timedelta,
         now: datetime | None = None,
     ) -> list[ShardLease]:
-        params = {**_grants(owner, leases, now), "ttl": ttl}
+        params = {**_grants(owner, leases, now), "ttl": ttl, "epoch_of": epoch_of(leases)}
         async with self._pool.connection() as conn, conn.transaction():
             await conn.execute(Q["shard_owner_touch"], params)
             cursor = await conn.execute(Q["shard_lease_renew"], params)
@@ -81,7 +92,7 @@ class PostgresShardLeases:
         *,
         leaving: bool = False,
     ) -> None:
-        params = _grants(owner, leases, now)
+        params = {**_grants(owner, leases, now), "epoch_of": epoch_of(leases)}
         async with self._pool.connection() as conn, conn.transaction():
             await conn.execute(Q["shard_lease_release"], params)
             if leaving:

@@ -29,55 +29,33 @@ FROM free
 WHERE l.shard_id = free.shard_id
 RETURNING l.shard_id, l.owner, l.epoch, l.expires_at, l.watermark;
 
--- fragment: grants_still_held
--- The grants' rows still held by the owner, each found by one probe of the primary key (a
--- LATERAL subquery with its own row lock is never flattened into a join), in shard order, the
--- lock's re-check on the newest version included (a takeover committed first bumped the epoch).
--- As a join, a generic plan on statistics without the owners (the migration analyzes the table
--- before any lease has one; a VACUUM gives the row count alone) was a nested loop of every lease
--- row over every grant: 612,000 comparisons for 599 grants in the guard, 1,048,576 and
--- 150-200 ms a renewal of 1,024 leases (docs/scaling.md, "What an idle scheduler costs").
-FROM (SELECT * FROM unnest(%(shards)s::smallint[], %(epochs)s::bigint[]) AS m (shard_id, epoch)
-      ORDER BY m.shard_id) AS mine
-CROSS JOIN LATERAL (
-    SELECT l.shard_id FROM shard_leases l
-    WHERE l.shard_id = mine.shard_id AND l.epoch = mine.epoch AND l.owner = %(owner)s
-      AND l.expires_at > coalesce(%(now)s::timestamptz, now())
-
 -- name: shard_lease_renew
 -- Only grants still held: same owner, same epoch, not expired. A lease that expired is not
 -- renewed even if nobody took it yet: its owner must acquire it again (a new epoch), because
--- another scheduler may have been entitled to it meanwhile. held locks them (grants_still_held);
--- the update then takes them by primary key, an array made once (no join to plan).
-WITH held AS MATERIALIZED (
-    SELECT l.shard_id
-    -- include: grants_still_held
-        FOR NO KEY UPDATE
-    ) AS l
-)
+-- another scheduler may have been entitled to it meanwhile.
+-- No join: each lease row's granted epoch is read from epoch_of, the grants' epochs indexed by
+-- shard_id + 1 (NULL for a shard not granted here), so every plan reads each row once. Joined
+-- to unnest(shards, epochs), the generic plan psycopg prepares at a connection's fifth renewal,
+-- on a table whose row count was known without column statistics (after a VACUUM, or the
+-- rewrite of migration 0025), looped over every grant for every lease row: 1,048,576
+-- join-filter comparisons and 150-200 ms a renewal, every third of a lease
+-- (tests/store/test_plans_leases.py). A single-table UPDATE: the row lock re-checks all of it
+-- on the newest version, as the join did.
 UPDATE shard_leases l
 SET expires_at = coalesce(%(now)s::timestamptz, now()) + %(ttl)s::interval,
     updated_at = coalesce(%(now)s::timestamptz, now())
-WHERE l.shard_id = ANY (ARRAY(SELECT shard_id FROM held))
+WHERE l.shard_id = ANY (%(shards)s::smallint[])
+  AND l.epoch = (%(epoch_of)s::bigint[])[l.shard_id + 1] AND l.owner = %(owner)s
+  AND l.expires_at > coalesce(%(now)s::timestamptz, now())
 RETURNING l.shard_id, l.owner, l.epoch, l.expires_at, l.watermark;
 
 -- name: shard_lease_release
 -- Gives the shards back at once (no wait for expiry); the epoch stays, the next grant bumps it.
--- Each grant one probe of the primary key, as in grants_still_held, expired or not.
-WITH held AS MATERIALIZED (
-    SELECT l.shard_id
-    FROM (SELECT * FROM unnest(%(shards)s::smallint[], %(epochs)s::bigint[])
-                   AS m (shard_id, epoch)
-          ORDER BY m.shard_id) AS mine
-    CROSS JOIN LATERAL (
-        SELECT l.shard_id FROM shard_leases l
-        WHERE l.shard_id = mine.shard_id AND l.epoch = mine.epoch AND l.owner = %(owner)s
-        FOR NO KEY UPDATE
-    ) AS l
-)
+-- Each row's granted epoch from epoch_of, as in shard_lease_renew.
 UPDATE shard_leases l
 SET owner = NULL, expires_at = NULL, updated_at = coalesce(%(now)s::timestamptz, now())
-WHERE l.shard_id = ANY (ARRAY(SELECT shard_id FROM held));
+WHERE l.shard_id = ANY (%(shards)s::smallint[])
+  AND l.epoch = (%(epoch_of)s::bigint[])[l.shard_id + 1] AND l.owner = %(owner)s;
 
 -- name: shard_lease_counts
 -- Live owners (members not expired) with how many live leases each holds, zero included.
@@ -100,7 +78,12 @@ ORDER BY o.owner;
 -- over every grant: 612,000 comparisons and 180 ms for a catch-all over 599 grants in B3.
 -- The grants in shard order, so the rows are locked in that order, as the sorted join did.
 SELECT l.shard_id
--- include: grants_still_held
+FROM (SELECT * FROM unnest(%(shards)s::smallint[], %(epochs)s::bigint[]) AS m (shard_id, epoch)
+      ORDER BY m.shard_id) AS mine
+CROSS JOIN LATERAL (
+    SELECT l.shard_id FROM shard_leases l
+    WHERE l.shard_id = mine.shard_id AND l.epoch = mine.epoch AND l.owner = %(owner)s
+      AND l.expires_at > coalesce(%(now)s::timestamptz, now())
     FOR SHARE
 ) AS l
 ORDER BY l.shard_id;
