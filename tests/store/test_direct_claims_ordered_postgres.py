@@ -15,6 +15,7 @@ from datetime import timedelta
 import psycopg
 import pytest
 
+from tests.conftest import empty_pg_tables
 from tests.factories import T0, new_execution
 from tickwheel.domain.models import Execution, ShardLease
 from tickwheel.domain.sharding import SHARD_COUNT
@@ -31,12 +32,11 @@ async def pg_store(pg_url: str) -> AsyncIterator[PostgresStore]:
     """A store of two connections on emptied tables, every shard reset (closed, no owner)."""
     store = await PostgresStore.open(pg_url, max_size=2, min_size=2)
     await store.migrate()
-    async with await psycopg.AsyncConnection.connect(pg_url, autocommit=True) as conn:
-        await conn.execute("TRUNCATE execution_events, attempts, executions, pauses CASCADE")
-        await conn.execute(
-            "UPDATE shard_leases SET owner = NULL, epoch = 0, expires_at = NULL,"
-            " watermark = NULL, due_through = NULL"
-        )
+    # Every table emptied (empty_pg_tables), not only the executions' and the pauses: a rate limit,
+    # a tenant weight or a breaker another test file left in the session's database would hold
+    # the herd's rows back from the claims.
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        empty_pg_tables(conn)
     try:
         yield store
     finally:
