@@ -315,26 +315,42 @@ ORDER BY claimed.fencing_token;
 -- direct: when the READY rows do not fill the batch, the rest comes from the due SCHEDULED rows
 --   of the open shards (shard_leases with a due_through, set by each shard's lease holder at a
 --   herd's instant, never past the database's clock): through executions_due, up to the shard's
---   due_through, shard after shard until the batch is full, straight to RUNNING; their ready_at
---   becomes their executeAt. The walk starts at shard :walk, where the store's last direct claim
---   took its last row; a claim it leaves short is sent again from shard 0 (claims.py, _walk_from:
---   from shard 0 every claim passed every shard the claims had emptied; docs/scaling.md, "The
---   direct claim's walk"). In one join of the lease rows: a lock's re-check of a row another
---   claim took meanwhile (EvalPlanQual) refetches the joined lease row by its ctid, where a
---   UNION ALL of ordered lease subqueries was re-run whole (1,024 lease rows a re-check, and a
---   herd's claims ran for minutes). Only rows the scheduler left to this claim
+--   due_through, shard after shard until the batch is full, earliest due first within a shard,
+--   straight to RUNNING; their ready_at becomes their executeAt. The walk starts at shard :walk,
+--   where the store's last direct claim took its last row; a claim it leaves short is sent
+--   again from shard 0 (claims.py, _walk_from: from shard 0 every claim passed every shard the
+--   claims had emptied; docs/scaling.md, "The direct claim's walk").
+-- walk_open: the open shards from :walk, as one array, and their latest due_through. The walk
+--   probes executions_due for those shards (shard_id = ANY, one descent each, in index order,
+--   which is the ORDER BY), bounded by that instant, and compares each row with its own shard's
+--   due_through (a probe of the lease row by primary key). It was a join of the lease rows to
+--   executions, and a generic plan on statistics that saw few SCHEDULED rows and every shard
+--   open (a herd's instant: autovacuum analyzes the lease table every few renewals) put
+--   executions outside: every SCHEDULED row read through executions_tenant_status or the whole
+--   of executions_due, a backlog due next month included, each probing its lease
+--   (tests/store/test_plans_direct.py). A lock's re-check of a row another claim took meanwhile
+--   (EvalPlanQual) re-runs only that row's probe; a UNION ALL of ordered lease subqueries, before
+--   the join, was re-run whole (1,024 lease rows a re-check, and a herd's claims ran for
+--   minutes). Only rows the scheduler left to this claim
 --   (execution_promote_ids_fenced, direct): no concurrency limit, no pause, no rate limit over
 --   them. The lock re-checks SCHEDULED on the newest version (a cancel or a promotion that took
 --   the row first wins), and rows a cancel holds are skipped, as READY ones are.
 -- include: spread_and_candidates
+walk_open AS MATERIALIZED (
+    SELECT array_agg(shard_id) AS shards, max(due_through) AS through
+    FROM shard_leases WHERE due_through IS NOT NULL AND shard_id >= %(walk)s::int2
+),
 direct AS MATERIALIZED (
     SELECT e.execution_id, e.concurrency_limit
-    FROM shard_leases l
-    JOIN executions e ON e.shard_id = l.shard_id
-    WHERE l.due_through IS NOT NULL AND l.shard_id >= %(walk)s::int2
-      AND e.status = 'SCHEDULED' AND e.bucket_start <= l.due_through
-      AND e.execute_at <= l.due_through AND e.concurrency_limit IS NULL
+    FROM executions e
+    WHERE e.shard_id = ANY ((SELECT shards FROM walk_open)::int2[])
+      AND e.status = 'SCHEDULED' AND e.concurrency_limit IS NULL
+      AND e.bucket_start <= (SELECT through FROM walk_open)
+      AND e.execute_at <= (SELECT through FROM walk_open)
+      AND e.execute_at <= (SELECT l.due_through FROM shard_leases l
+                           WHERE l.shard_id = e.shard_id)
       -- include: direct_filters
+    ORDER BY e.shard_id, e.bucket_start, e.execute_at
     LIMIT greatest(%(limit)s - (SELECT count(*) FROM candidates), 0)
     FOR UPDATE OF e SKIP LOCKED
 ),
