@@ -6,8 +6,9 @@ statistics the hot session's generic plan of the old statement, a join of the le
 ``executions``, put ``executions`` outside: it read every SCHEDULED row through an index
 without a shard bound (``executions_tenant_status``, or ``executions_due`` from its first
 entry; a backlog due next month among them) and probed each row's lease. Here it visited 381
-rows for a batch of 8; over a backlog of millions, a claim reads it through. The walk now drives from the open shards' ids through ``executions_due`` whatever the
-statistics, bounded by their latest due_through."""
+rows for a batch of 8; over a backlog of millions, a claim reads it through. The walk now
+drives from the open shards' ids through ``executions_due`` whatever the statistics, bounded by
+their latest due_through."""
 
 from __future__ import annotations
 
@@ -39,17 +40,17 @@ DUE = 40
 async def store(pg_url: str) -> AsyncIterator[PostgresStore]:
     async with emptied_store(pg_url) as store:
         # The statistics: 3,000 READY rows and no SCHEDULED one; every shard open.
-        for start in range(0, BACKLOG, 1_000):
-            await store.execution_insert_many([new_execution() for _ in range(1_000)])
+        for _ in range(0, BACKLOG, 1_000):
+            await store.execution_insert_many([new_execution() for _n in range(1_000)])
         leases = await store.shard_lease_acquire("s", SHARD_COUNT, timedelta(minutes=5))
         await store.shard_lease_open("s", leases, T0 + timedelta(days=1))
         await run_sql(pg_url, "ANALYZE executions", "ANALYZE shard_leases")
         # Then the rows: a backlog of another tenant due in a month (every shard), and a herd
         # due now; READY rows gone, so that the claim's batch comes from the walk of the shards.
         await run_sql(pg_url, "DELETE FROM executions")
-        for start in range(0, BACKLOG, 1_000):
+        for _ in range(0, BACKLOG, 1_000):
             await store.execution_insert_many(
-                [new_execution("aaa", execute_in=30 * 86_400) for _ in range(1_000)]
+                [new_execution("aaa", execute_in=30 * 86_400) for _n in range(1_000)]
             )
         await store.execution_insert_many([new_execution(execute_in=60) for _ in range(DUE)])
         yield store
