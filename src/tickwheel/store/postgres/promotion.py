@@ -25,9 +25,12 @@ from tickwheel.store.due import DefinitionKey, DueEntry, DueHints, DueSlice, Pro
 from tickwheel.store.postgres.notify import Signals
 from tickwheel.store.postgres.rows import opt_aware, require_aware, utc
 from tickwheel.store.protocol import Topic
-from tickwheel.store.sqlfile import load_queries
+from tickwheel.store.sqlfile import load_queries, without_comment_lines
 
 Q = load_queries("tickwheel.store.postgres.sql")
+FENCED = without_comment_lines(Q["execution_promote_ids_fenced"])
+"""The wheel's fenced firing as sent: without its comments it stays under psycopg's cache of
+converted queries (4,096 bytes; store/postgres/claims.py says why that matters)."""
 FROZEN_LIMIT = "2s"
 """How long a leased promotion's transaction may sit idle before PostgreSQL ends it (and its
 session): a scheduler frozen inside one (SIGSTOP, a long GC pause) would otherwise hold its fence's
@@ -79,7 +82,7 @@ async def warm_promotions(conn: Conn) -> None:
     32,767). ``now`` None: the system clock's."""
     nil = [uuid.UUID(int=0)]
     params = fenced_params("", [0], [0], nil, None, ("", ""), False)
-    await conn.execute(Q["execution_promote_ids_fenced"], params, prepare=True)
+    await conn.execute(FENCED, params, prepare=True)
     # Unleased (one scheduler over every shard): its promotion by id; the shard array is of
     # every shard's number, the same type.
     unleased = {"execution_ids": nil, "shards": [0], "now": None}
@@ -156,7 +159,7 @@ class PostgresPromotion:
         started, traced = now_ns(), Traced()
         # One statement on an autocommit connection: fence, promotion and NOTIFY commit together.
         async with self._fire.connection() as conn:
-            cursor = await conn.execute(Q["execution_promote_ids_fenced"], params)
+            cursor = await conn.execute(FENCED, params)
             rows = await cursor.fetchall()
         held: set[int] = set()
         moved: dict[uuid.UUID, str] = {}
