@@ -1,3 +1,12 @@
+-- Fragments (store/sqlfile.py): text the statements share, taken in where a line says
+-- `-- include: <fragment>`; each statement is still prepared and planned alone.
+-- grants_still_held: the grants' lease rows still held by the owner (same owner, same epoch, not
+--   expired), each found by one probe of the primary key, in shard order: a LATERAL subquery
+--   (with a row lock, the lock's re-check on the newest version included) is never flattened
+--   into a join. The includer may add conditions and a lock, then closes it with ") AS l". As a
+--   join, a generic plan on statistics taken before any lease had an owner (the migration
+--   analyzes the table before then) is a nested loop of every lease row over every grant.
+
 -- name: shard_owner_touch
 -- The owner's membership, renewed with its leases (see shard_owners in 0007).
 INSERT INTO shard_owners (owner, expires_at, updated_at)
@@ -78,12 +87,7 @@ ORDER BY o.owner;
 -- over every grant: 612,000 comparisons and 180 ms for a catch-all over 599 grants in B3.
 -- The grants in shard order, so the rows are locked in that order, as the sorted join did.
 SELECT l.shard_id
-FROM (SELECT * FROM unnest(%(shards)s::smallint[], %(epochs)s::bigint[]) AS m (shard_id, epoch)
-      ORDER BY m.shard_id) AS mine
-CROSS JOIN LATERAL (
-    SELECT l.shard_id FROM shard_leases l
-    WHERE l.shard_id = mine.shard_id AND l.epoch = mine.epoch AND l.owner = %(owner)s
-      AND l.expires_at > coalesce(%(now)s::timestamptz, now())
+-- include: grants_still_held
     FOR SHARE
 ) AS l
 ORDER BY l.shard_id;
@@ -95,33 +99,47 @@ UPDATE shard_leases
 SET watermark = coalesce(%(now)s::timestamptz, now()), due_through = NULL
 WHERE shard_id = ANY (%(shards)s::smallint[]) AND owner = %(owner)s;
 
+-- fragment: grants_still_held
+FROM (SELECT * FROM unnest(%(shards)s::smallint[], %(epochs)s::bigint[]) AS m (shard_id, epoch)
+      ORDER BY m.shard_id) AS mine
+CROSS JOIN LATERAL (
+    SELECT l.shard_id FROM shard_leases l
+    WHERE l.shard_id = mine.shard_id AND l.epoch = mine.epoch AND l.owner = %(owner)s
+      AND l.expires_at > coalesce(%(now)s::timestamptz, now())
+
 -- name: shard_lease_open
 -- An instant's due executions become claimable as they are (docs/scaling.md, "Claiming a herd
 -- without promoting it"): the plain claim takes a shard's SCHEDULED rows up to its due_through.
--- Only grants still held: the UPDATE re-checks owner, epoch and expiry on the newest version of
--- each lease row (a takeover committed first bumped the epoch), so a stale holder changes
--- nothing, as its promotions would. Never past the database's clock (a scheduler whose clock
--- runs ahead opens nothing early), and never backwards. held: every grant of the call still
--- held (the READY notification wakes the workers whenever one is, even when its shard was
--- open already); a snapshot read, for the caller's counts only.
-WITH mine AS (
-    SELECT * FROM unnest(%(shards)s::smallint[], %(epochs)s::bigint[]) AS m (shard_id, epoch)
+-- Only grants still held: opening locks each one it moves (grants_still_held, FOR NO KEY
+-- UPDATE), and the lock re-checks owner, epoch and expiry on the newest version of the lease row
+-- (a takeover committed first bumped the epoch), so a stale holder changes nothing, as its
+-- promotions would; the update then takes the locked rows by primary key. Never past the
+-- database's clock (a scheduler whose clock runs ahead opens nothing early), and never
+-- backwards. held: every grant of the call still held (the READY notification wakes the workers
+-- whenever one is, even when its shard was open already); a snapshot read, for the caller's
+-- counts only. Both read each grant by one probe: as joins to the grants, a generic plan on a new
+-- database's statistics (psycopg prepares at a connection's fifth run) looped over every grant
+-- for every lease row, twice: 172 ms to open 512 shards (tests/store/test_plans_leases.py).
+WITH held AS MATERIALIZED (
+    SELECT l.shard_id
+    -- include: grants_still_held
+        LIMIT 1  -- (one row by its key) a subquery with a LIMIT is not flattened into a join
+    ) AS l
+),
+opening AS MATERIALIZED (
+    SELECT l.shard_id
+    -- include: grants_still_held
+          AND (l.due_through IS NULL
+               OR l.due_through < least(%(through)s::timestamptz,
+                                        coalesce(%(now)s::timestamptz, now())))
+        FOR NO KEY UPDATE
+    ) AS l
 ),
 opened AS (
     UPDATE shard_leases l
     SET due_through = least(%(through)s::timestamptz, coalesce(%(now)s::timestamptz, now()))
-    FROM mine
-    WHERE l.shard_id = mine.shard_id AND l.epoch = mine.epoch AND l.owner = %(owner)s
-      AND l.expires_at > coalesce(%(now)s::timestamptz, now())
-      AND (l.due_through IS NULL
-           OR l.due_through < least(%(through)s::timestamptz,
-                                    coalesce(%(now)s::timestamptz, now())))
+    WHERE l.shard_id = ANY (ARRAY(SELECT shard_id FROM opening))
     RETURNING l.shard_id
-),
-held AS (
-    SELECT l.shard_id FROM shard_leases l JOIN mine ON l.shard_id = mine.shard_id
-    WHERE l.epoch = mine.epoch AND l.owner = %(owner)s
-      AND l.expires_at > coalesce(%(now)s::timestamptz, now())
 ),
 notified AS (
     SELECT pg_notify(%(channel)s, %(payload)s)
