@@ -129,6 +129,8 @@ class Scheduler(Service, WheelWindow, ShardLeasing, HerdOpening):
         self.loaded_until: datetime | None = None
         self._next_refresh: datetime | None = None
         self._retry_at: datetime | None = None
+        self._retry_until: datetime | None = None  # how far the last retry question looked
+        self._due_poked = False  # a DUE signal came since the last retry question
         self._armed: _Armed | None = None
         # Shards opened to the claims -> the end of their latest grace: the catch-all leaves
         # them to the claims until then.
@@ -176,7 +178,8 @@ class Scheduler(Service, WheelWindow, ShardLeasing, HerdOpening):
             total += await self._sweep()
             await self._load(now, rebuild=lost)
             total += await self._fire(now)
-        self._retry_at = await self._next_retry(now)
+        if refresh or self._retry_stale(now):
+            self._retry_at = await self._next_retry(now)
         if self._retry_at is not None and self._retry_at <= now:
             total += await self._sweep()
             self._retry_at = await self._next_retry(now)
@@ -191,6 +194,7 @@ class Scheduler(Service, WheelWindow, ShardLeasing, HerdOpening):
             self._next_maintenance = now + (self.renew_every / 4 if short else self.renew_every)
             taken = [s for s in self.shards if s not in self._loaded]
             if taken:
+                self._retry_until = None  # their retries too, at the next round
                 # Shards taken over are served at once, not at the next round: what fell due
                 # during the handover first, then their window.
                 total += await self._sweep(only=taken)
@@ -247,10 +251,24 @@ class Scheduler(Service, WheelWindow, ShardLeasing, HerdOpening):
             del self._open_until[shard]
         return set(self._open_until)
 
+    def _retry_stale(self, now: datetime) -> bool:
+        """Whether the next retry must be asked for again: the last answer covered up to
+        ``_retry_until``, and a retry stored since then (a DUE signal: ``DueNews.poked``) or a
+        shard served since then may come before it."""
+        stale = self._due_poked or self._retry_until is None or now >= self._retry_until
+        self._due_poked = False
+        return stale
+
     async def _next_retry(self, now: datetime) -> datetime | None:
+        """The earliest RETRY_WAIT row of the shards served due within the window's period.
+
+        Asked when the last answer has run out or may be wrong (``_retry_stale``), not at every
+        round: every second, it was the most frequent statement of an idle scheduler
+        (docs/scaling.md, "What an idle scheduler costs")."""
+        horizon = now + max(timedelta(seconds=self.max_sleep), self.refresh_every)
+        self._retry_until = horizon
         if not self.shards:
             return None
-        horizon = now + timedelta(seconds=self.max_sleep)
         return await self.store.execution_next_retry_at(self.shards, horizon)
 
     # -- the wheel (its window: engine/wheel_window.py) -----------------------------------------

@@ -130,6 +130,7 @@ class WheelWindow:
     refresh_every: timedelta
     wheel: TimingWheel | None
     _hints: DueHints | None
+    _due_poked: bool
     _keys: dict[int, set[Hashable]]
     _loaded: set[int]
     _paged: set[int]
@@ -210,6 +211,7 @@ class WheelWindow:
         if self._hints is None:
             return False, []
         news = self._hints.take()
+        self._due_poked |= news.poked  # (and its next retry asked again: scheduler.py)
         if news.lost:
             return True, []
         if self.loaded_until is None:

@@ -103,6 +103,9 @@ class DueNews:
     pairs: list[tuple[int, datetime]] = field(default_factory=list)
     spans: list[tuple[datetime, datetime]] = field(default_factory=list)
     lost: bool = False
+    poked: bool = False
+    """Whether any DUE signal came (an insert, an execution gone to RETRY_WAIT or snoozed):
+    the scheduler then asks for its next retry again (scheduler.py, ``_retry_stale``)."""
 
 
 class DueHints:
@@ -114,6 +117,10 @@ class DueHints:
         self._pairs: list[tuple[int, datetime]] = []
         self._spans: list[tuple[datetime, datetime]] = []
         self._lost = False
+        self._poked = False
+
+    def poke(self) -> None:
+        self._poked = True
 
     def put(self, pairs: Iterable[tuple[int, datetime]]) -> None:
         if self._lost:
@@ -132,8 +139,8 @@ class DueHints:
         self._lost = True
 
     def take(self) -> DueNews:
-        news = DueNews(self._pairs, self._spans, self._lost)
-        self._pairs, self._spans, self._lost = [], [], False
+        news = DueNews(self._pairs, self._spans, self._lost, self._poked)
+        self._pairs, self._spans, self._lost, self._poked = [], [], False, False
         return news
 
     def _check(self) -> None:
@@ -165,3 +172,8 @@ class DueFanout:
     def lose(self) -> None:
         for hints in list(self._subscribers):
             hints.lose()
+
+    def poke(self) -> None:
+        """A DUE signal, hints or not (``DueNews.poked``)."""
+        for hints in list(self._subscribers):
+            hints.poke()

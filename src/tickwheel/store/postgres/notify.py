@@ -240,6 +240,8 @@ class Signals:
         before this store has started listening. Hints go to the inboxes before the wake-up,
         so that a woken scheduler finds them."""
         self._due.publish(list(due))
+        if Topic.DUE in topics:
+            self._due.poke()
         for topic in topics:
             self._events[topic].set()
 
@@ -286,6 +288,8 @@ class Signals:
             self._due.publish_span(*due.span)
         else:
             self._due.publish(due.pairs)
+        if topic is Topic.DUE:
+            self._due.poke()
         self._events[topic].set()
 
     def _start(self) -> None:

@@ -57,6 +57,7 @@ class SqlitePromotion(SqliteConnection):
     def _signal_due(self, inserted: Sequence[Execution]) -> None:
         """After an insert committed: hints to this process's schedulers, then the wake-up."""
         self._due.publish(hint_pairs(inserted))
+        self._due.poke()
         self._events[Topic.DUE].set()
 
     async def execution_due_window(

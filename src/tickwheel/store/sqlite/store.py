@@ -372,6 +372,8 @@ class SqliteStore(
         return True
 
     def _signal(self, topic: Topic) -> None:
+        if topic is Topic.DUE:
+            self._due.poke()
         self._events[topic].set()
 
 
