@@ -301,4 +301,5 @@ async def test_a_batch_in_chunks_signals_what_it_inserted(
             if e is not None and e.status is ExecutionStatus.SCHEDULED
         ]
         assert len(scheduled) == 2
-        assert inbox.take() == DueNews(sorted((e.shard_id, e.execute_at) for e in scheduled))
+        hinted = sorted((e.shard_id, e.execute_at) for e in scheduled)
+        assert inbox.take() == DueNews(hinted, poked=True)

@@ -73,7 +73,9 @@ async def test_only_scheduled_executions_due_within_the_horizon_are_hinted(
         assert await store.listen(5)
         inbox.take()
     [again] = await store.execution_insert_many([new_execution(execute_in=3, key="h3")])
-    assert inbox.take() == DueNews([(again.execution.shard_id, again.execution.execute_at)])
+    # (A DUE signal: the scheduler asks for its next retry again too.)
+    hinted = [(again.execution.shard_id, again.execution.execute_at)]
+    assert inbox.take() == DueNews(hinted, poked=True)
 
 
 def test_an_inbox_that_overflows_says_it_lost_hints() -> None:
@@ -83,6 +85,9 @@ def test_an_inbox_that_overflows_says_it_lost_hints() -> None:
     assert inbox.take() == DueNews([(1, T0), (2, T0)], [(T0, T0 + MS)])
     inbox.put([(1, T0), (2, T0), (3, T0), (4, T0)])
     assert inbox.take() == DueNews(lost=True)
+    assert inbox.take() == DueNews()
+    inbox.poke()  # a DUE signal without hints (an execution gone to RETRY_WAIT)
+    assert inbox.take() == DueNews(poked=True)
     assert inbox.take() == DueNews()
 
 
