@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import random
 import uuid
+from collections.abc import Callable
 
 from tickwheel.domain.backoff import Uniform
 from tickwheel.domain.clock import Clock
@@ -40,6 +41,9 @@ class Reaper(Service):
         self.interval = settings.interval
         self.uniform = uniform
         self.reaped = 0
+        self.runs: Callable[[], bool] | None = None
+        """Whether to run now (None: always): beside a leased scheduler, its ``runs_passes``,
+        so that one process of several reaps."""
         self._definitions: dict[tuple[str, str, int], Definition | None] = {}
 
     async def run_once(self) -> int:
@@ -49,6 +53,8 @@ class Reaper(Service):
         A lost attempt is judged apart from the handler's own failures (domain/retry.py): the
         worker died, most often of a neighbour's doing, so the execution is retried without
         spending ``maxAttempts``, up to ``maxLostAttempts`` losses."""
+        if self.runs is not None and not self.runs():
+            return 0
         expired = await self.store.execution_lease_expired(self.batch, self.store_now())
         if not expired:
             return 0

@@ -79,6 +79,9 @@ CLAIM_HOLD = timedelta(milliseconds=50)
 
 
 PROBE_EVERY = timedelta(seconds=1)  # breakers to probe, executions to expire
+PASSES_SHARD = 0
+"""Leased, the holder of this shard runs the passes any one scheduler may run for all
+(``runs_passes``)."""
 
 
 class Scheduler(Service, WheelWindow, ShardLeasing, HerdOpening):
@@ -183,7 +186,7 @@ class Scheduler(Service, WheelWindow, ShardLeasing, HerdOpening):
         if self._retry_at is not None and self._retry_at <= now:
             total += await self._sweep()
             self._retry_at = await self._next_retry(now)
-        if self._next_probe is None or now >= self._next_probe:
+        if self.runs_passes and (self._next_probe is None or now >= self._next_probe):
             await self._probe_breakers()
             self._next_probe = now + PROBE_EVERY
         if maintain:
@@ -201,6 +204,17 @@ class Scheduler(Service, WheelWindow, ShardLeasing, HerdOpening):
                 await self._load(now, rebuild=False)
                 total += await self._fire(now)
         return total
+
+    @property
+    def runs_passes(self) -> bool:
+        """Whether this scheduler runs the passes over every shard that one scheduler may run
+        for all (the breakers' probe, startBy's expiry, and this process's reaper: each row moves
+        once whoever runs them). Unleased it is the only one; leased, the holder of
+        ``PASSES_SHARD``. Every process ran each of them every second: with two, twice the
+        statements an idle system needed (docs/scaling.md, "What an idle scheduler costs"). When
+        the holder dies, the shard's next holder runs them within a shard lease (10 s), sooner
+        than a dead worker's executions' leases (30 s) expire for its reaper."""
+        return not self.leased or PASSES_SHARD in self.leases
 
     async def _probe_breakers(self) -> None:
         """Breakers past their cool-down let a probe through; executions past their startBy

@@ -56,7 +56,9 @@ class Engine:
             # Leased: the role process shares the shards with other schedulers; the all-in-one
             # server is the only scheduler of its database and promotes over every shard.
             promoter = Scheduler(store, leased=leased, settings=settings.scheduler_settings())
-            self.services += [promoter, Reaper(store)]
+            reaper = Reaper(store)
+            reaper.runs = lambda: promoter.runs_passes  # one reaper of several processes
+            self.services += [promoter, reaper]
             # Webhook deliveries beside the scheduler: any number of senders share the outbox
             # (leased claims), under the same destination rules as http executions.
             self.services.append(
