@@ -29,9 +29,9 @@ COUNTED = (
 )
 
 
-def count_calls(store: Store, calls: Counter[str]) -> None:
-    """Counts the calls of ``COUNTED`` made on ``store`` from now on (they still run)."""
-    for name in COUNTED:
+def count_calls(store: Store, calls: Counter[str], names: tuple[str, ...] = COUNTED) -> None:
+    """Counts the calls of ``names`` made on ``store`` from now on (they still run)."""
+    for name in names:
         method: Callable[..., Awaitable[Any]] = getattr(store, name)
 
         async def counted(*args: Any, _name: str = name, _method: Any = method, **kw: Any) -> Any:

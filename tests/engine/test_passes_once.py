@@ -6,10 +6,9 @@ runs them. Both backends, the fake clock."""
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Awaitable, Callable
 from datetime import timedelta
-from typing import Any
 
+from tests.engine.test_idle_scheduler import count_calls
 from tests.factories import T0, new_execution
 from tickwheel.domain.clock import FakeClock
 from tickwheel.domain.states import ExecutionStatus
@@ -18,17 +17,6 @@ from tickwheel.engine.scheduler import PASSES_SHARD, Scheduler
 from tickwheel.store.protocol import Store
 
 PASSES = ("circuit_breaker_probe", "execution_expire_due")
-
-
-def count(store: Store, calls: Counter[str]) -> None:
-    for name in PASSES:
-        method: Callable[..., Awaitable[Any]] = getattr(store, name)
-
-        async def counted(*args: Any, _name: str = name, _method: Any = method, **kw: Any) -> Any:
-            calls[_name] += 1
-            return await _method(*args, **kw)
-
-        setattr(store, name, counted)
 
 
 async def split(store: Store, clock: FakeClock) -> tuple[Scheduler, Scheduler]:
@@ -50,7 +38,7 @@ async def test_one_of_two_schedulers_runs_the_passes_and_the_next_holder_takes_o
     holder, other = await split(store, clock)
     assert holder.runs_passes and not other.runs_passes
     calls: Counter[str] = Counter()
-    count(store, calls)
+    count_calls(store, calls, PASSES)
     for _ in range(10):  # ten seconds of both schedulers' rounds
         clock.advance(1)
         await holder.run_once()

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator
 from datetime import timedelta
+from typing import Any
 
 import pytest
 
@@ -82,18 +83,7 @@ async def test_a_renewal_and_a_release_read_each_lease_row_once_in_a_generic_pla
     ttl = timedelta(seconds=60)
     leases = await store.shard_lease_acquire("s", SHARD_COUNT, ttl, T0)
     params = {**_grants("s", leases, T0 + ttl / 2), "ttl": ttl, "epoch_of": epoch_of(leases)}
-    async with store.pool.connection() as conn:
-        await conn.execute("SET plan_cache_mode = force_generic_plan")
-        # Prepared by a run that matches no lease row (another owner), then explained whole.
-        await conn.execute(Q[name], {**params, "owner": "nobody"}, prepare=True)
-        [prepared] = await prepared_names(conn, fragment)
-        plan = await explain_prepared(conn, prepared, Q[name], params)
-        await conn.execute("RESET plan_cache_mode")
-    lease_rows = sum(
-        int(node["Actual Rows"]) * int(node["Actual Loops"])
-        for node in plan_nodes(plan["Plan"])
-        if node.get("Relation Name") == "shard_leases" and node["Node Type"] != "ModifyTable"
-    )
+    plan, lease_rows = await generic_plan(store, Q[name], params, fragment)
     assert "Join Filter" not in json.dumps(plan), plan
     assert lease_rows <= SHARD_COUNT, plan
 
@@ -113,17 +103,7 @@ async def test_the_wheels_fenced_firing_probes_each_grant_in_a_generic_plan(
     params = fenced_params(
         "s", grants["shards"], grants["epochs"], [], T0 + ttl / 2, ("tickwheel_ready", "p"), False
     )
-    async with store.pool.connection() as conn:
-        await conn.execute("SET plan_cache_mode = force_generic_plan")
-        await conn.execute(FENCED, {**params, "owner": "nobody"}, prepare=True)
-        [prepared] = await prepared_names(conn, "moved AS")
-        plan = await explain_prepared(conn, prepared, FENCED, params)
-        await conn.execute("RESET plan_cache_mode")
-    lease_rows = sum(
-        int(node["Actual Rows"]) * int(node["Actual Loops"])
-        for node in plan_nodes(plan["Plan"])
-        if node.get("Relation Name") == "shard_leases" and node["Node Type"] != "ModifyTable"
-    )
+    plan, lease_rows = await generic_plan(store, FENCED, params, "moved AS")
     assert "Join Filter" not in json.dumps(plan), plan
     assert lease_rows <= half, plan
 
@@ -138,17 +118,29 @@ async def test_an_opening_probes_each_grant_in_a_generic_plan(store: PostgresSto
     half = SHARD_COUNT // 2
     at = T0 + ttl / 2
     params = {**_grants("s", leases[:half], at), "through": at, "channel": "c", "payload": "p"}
+    plan, lease_rows = await generic_plan(
+        store, Q["shard_lease_open"], params, "SET due_through = least"
+    )
+    assert "Join Filter" not in json.dumps(plan), plan
+    # Each grant probed for the snapshot and for the lock, and each row opened taken by its key.
+    assert lease_rows <= 3 * half, plan
+
+
+async def generic_plan(
+    store: PostgresStore, sql: str, params: dict[str, Any], fragment: str
+) -> tuple[dict[str, Any], int]:
+    """The generic plan of ``sql`` (found prepared by ``fragment``) run with ``params``, and the
+    lease rows its scans read: prepared by a run that matches no lease row (another owner), then
+    explained whole."""
     async with store.pool.connection() as conn:
         await conn.execute("SET plan_cache_mode = force_generic_plan")
-        await conn.execute(Q["shard_lease_open"], {**params, "owner": "nobody"}, prepare=True)
-        [prepared] = await prepared_names(conn, "SET due_through = least")
-        plan = await explain_prepared(conn, prepared, Q["shard_lease_open"], params)
+        await conn.execute(sql, {**params, "owner": "nobody"}, prepare=True)
+        [prepared] = await prepared_names(conn, fragment)
+        plan = await explain_prepared(conn, prepared, sql, params)
         await conn.execute("RESET plan_cache_mode")
     lease_rows = sum(
         int(node["Actual Rows"]) * int(node["Actual Loops"])
         for node in plan_nodes(plan["Plan"])
         if node.get("Relation Name") == "shard_leases" and node["Node Type"] != "ModifyTable"
     )
-    assert "Join Filter" not in json.dumps(plan), plan
-    # Each grant probed for the snapshot and for the lock, and each row opened taken by its key.
-    assert lease_rows <= 3 * half, plan
+    return plan, lease_rows
