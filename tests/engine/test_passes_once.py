@@ -63,8 +63,8 @@ async def test_a_reaper_beside_a_scheduler_reaps_only_while_it_runs_the_passes(
     holder, other = await split(store, clock)
     reapers = {}
     for scheduler in (holder, other):
-        reaper = Reaper(store, clock)
-        reaper.runs = lambda s=scheduler: s.runs_passes  # as server/in_process.py wires it
+        # As server/in_process.py wires it.
+        reaper = Reaper(store, clock, runs=lambda s=scheduler: s.runs_passes)
         reapers[scheduler.owner] = reaper
     clock.advance(31)  # the dead worker's lease is over
     assert await reapers[other.owner].run_once() == 0

@@ -34,6 +34,7 @@ class Reaper(Service):
         *,
         uniform: Uniform = random.uniform,
         settings: ReaperSettings = ReaperSettings(),
+        runs: Callable[[], bool] | None = None,
     ) -> None:
         super().__init__(clock)
         self.store = store
@@ -41,7 +42,7 @@ class Reaper(Service):
         self.interval = settings.interval
         self.uniform = uniform
         self.reaped = 0
-        self.runs: Callable[[], bool] | None = None
+        self.runs = runs
         """Whether to run now (None: always): beside a leased scheduler, its ``runs_passes``,
         so that one process of several reaps."""
         self._definitions: dict[tuple[str, str, int], Definition | None] = {}

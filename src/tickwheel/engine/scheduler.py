@@ -17,7 +17,9 @@ batched conditional update by id. The wheel is a cache; the database stays the t
 - every extension (and, leased, every lease renewal) first runs the catch-all, the due query
   over the served shards, which promotes whatever is overdue and was missed (inserted while no
   scheduler ran, a hint lost);
-- RETRY_WAIT executions are not cached: each round asks the retry index for the next one.
+- RETRY_WAIT executions are not cached: the retry index is asked for the next one within the
+  window's period, again when that answer runs out, the window is refreshed, shards are taken
+  over or a DUE signal says a retry may have been stored since.
 
 A shard whose window holds more than ``batch`` executions is loaded a page at a time: the last
 row of a full page carries a marker that loads the next page when its instant comes."""
@@ -269,9 +271,7 @@ class Scheduler(Service, WheelWindow, ShardLeasing, HerdOpening):
         """Whether the next retry must be asked for again: the last answer covered up to
         ``_retry_until``, and a retry stored since then (a DUE signal: ``DueNews.poked``) or a
         shard served since then may come before it."""
-        stale = self._due_poked or self._retry_until is None or now >= self._retry_until
-        self._due_poked = False
-        return stale
+        return self._due_poked or self._retry_until is None or now >= self._retry_until
 
     async def _next_retry(self, now: datetime) -> datetime | None:
         """The earliest RETRY_WAIT row of the shards served due within the window's period.
@@ -280,7 +280,7 @@ class Scheduler(Service, WheelWindow, ShardLeasing, HerdOpening):
         round: every second, it was the most frequent statement of an idle scheduler
         (docs/scaling.md, "What an idle scheduler costs")."""
         horizon = now + max(timedelta(seconds=self.max_sleep), self.refresh_every)
-        self._retry_until = horizon
+        self._retry_until, self._due_poked = horizon, False
         if not self.shards:
             return None
         return await self.store.execution_next_retry_at(self.shards, horizon)

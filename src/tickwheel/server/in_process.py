@@ -56,8 +56,8 @@ class Engine:
             # Leased: the role process shares the shards with other schedulers; the all-in-one
             # server is the only scheduler of its database and promotes over every shard.
             promoter = Scheduler(store, leased=leased, settings=settings.scheduler_settings())
-            reaper = Reaper(store)
-            reaper.runs = lambda: promoter.runs_passes  # one reaper of several processes
+            # One reaper of several processes: the one beside the scheduler running the passes.
+            reaper = Reaper(store, runs=lambda: promoter.runs_passes)
             self.services += [promoter, reaper]
             # Webhook deliveries beside the scheduler: any number of senders share the outbox
             # (leased claims), under the same destination rules as http executions.
