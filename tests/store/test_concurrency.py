@@ -197,9 +197,42 @@ async def test_concurrent_claimers_never_exceed_a_limit(store: Store) -> None:
 async def test_a_finish_that_frees_a_slot_wakes_the_workers(store: Store) -> None:
     await store.execution_insert_many([keyed("a", 0, at=0), keyed("a", 1, at=1)])
     [first] = await claim(store)
-    while await store.wait_for(Topic.READY, 0):  # whatever the insert signalled
-        pass
+    await _drain_ready(store)
     assert await store.attempt_finish(done(first), T0)
+    assert await store.wait_for(Topic.READY, 1.0)
+    assert inputs_of(await claim(store)) == [("a", 1)]
+
+
+async def _drain_ready(store: Store) -> None:
+    while await store.wait_for(Topic.READY, 0):  # whatever the insert or claim signalled
+        pass
+
+
+async def test_a_reap_that_frees_a_slot_wakes_the_workers(store: Store) -> None:
+    """A worker that hears every signal polls seldom (WorkerSettings.heard_poll): what waits
+    for a dead worker's slot must not wait for that poll."""
+    await store.execution_insert_many([keyed("a", 0, at=0), keyed("a", 1, at=1)])
+    [lost] = await claim(store)
+    assert lost.fencing_token is not None
+    await _drain_ready(store)
+    reaped = AttemptResult(
+        lost.execution_id, lost.fencing_token, AttemptStatus.ABANDONED, ExecutionStatus.FAILED,
+        error={"kind": "lost", "message": "lease expired"}, lease_expired_only=True,
+    )  # fmt: skip
+    assert await store.execution_reap([reaped], T0 + LEASE + timedelta(minutes=1))
+    assert await store.wait_for(Topic.READY, 1.0)
+    assert inputs_of(await claim(store)) == [("a", 1)]
+
+
+async def test_a_claim_expired_by_its_start_by_frees_its_slot_and_wakes_the_workers(
+    store: Store,
+) -> None:
+    await store.execution_insert_many([keyed("a", 0, at=0), keyed("a", 1, at=1)])
+    [late] = await claim(store)
+    assert late.fencing_token is not None
+    await _drain_ready(store)
+    error = {"kind": "expired", "message": "claimed after its startBy"}
+    assert await store.execution_expire_claimed(late.execution_id, late.fencing_token, error, T0)
     assert await store.wait_for(Topic.READY, 1.0)
     assert inputs_of(await claim(store)) == [("a", 1)]
 

@@ -4,13 +4,17 @@ usual, a resume makes them claimable at once, and a breaker's pause lets only it
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from datetime import timedelta
+from typing import Any
 
 from tests.factories import T0, definition, new_execution
 from tickwheel.domain.breaker import BreakerConfig, BreakerState
 from tickwheel.domain.rate_limits import RateLimitSpec
 from tickwheel.domain.states import ExecutionStatus
 from tickwheel.store.flow_protocol import TENANT_WIDE, PauseKind
+from tickwheel.store.postgres.store import PostgresStore
 from tickwheel.store.protocol import Store
 
 LEASE = timedelta(seconds=30)
@@ -149,3 +153,32 @@ async def test_flow_controls_present_sees_any_pause_or_rate_limit(store: Store) 
     assert not await store.flow_controls_present()
     await store.rate_limit_set("globex", TENANT_WIDE, RateLimitSpec(1, 60.0), None, T0)
     assert await store.flow_controls_present()
+
+
+async def test_the_idle_passes_open_no_transaction(store: Store) -> None:
+    """One scheduler asks every second for breakers to probe and executions past their startBy,
+    and nearly always finds none: on PostgreSQL that is one autocommit statement each, no BEGIN
+    and COMMIT around it (two of an idle process's round trips a second each). A due breaker
+    still moves in its transaction."""
+    if not isinstance(store, PostgresStore):
+        return  # SQLite: no round trips to save
+    opened: list[str] = []
+    tx = store._tx
+
+    @asynccontextmanager
+    async def counted() -> AsyncIterator[Any]:
+        opened.append("tx")
+        async with tx() as conn:
+            yield conn
+
+    store._tx = counted  # type: ignore[method-assign]
+    assert await store.circuit_breaker_probe(T0) == []
+    assert await store.execution_expire_due(T0) == []
+    assert opened == []
+    config = BreakerConfig(consecutive_failures=1, cool_down=10)
+    first = new_execution()
+    await store.execution_insert_many([first])
+    await store.circuit_breaker_record("acme", GREET, config, first.execution_id, True, T0)
+    opened.clear()
+    assert await store.circuit_breaker_probe(T0 + timedelta(seconds=10)) == [GREET]
+    assert opened == ["tx"]

@@ -16,10 +16,11 @@ import pytest
 from psycopg import sql
 
 from tests.factories import T0, definition, new_execution
-from tickwheel.domain.states import ExecutionStatus
+from tests.store.test_concurrency import LEASE, claim, inputs_of, keyed
+from tickwheel.domain.states import AttemptStatus, ExecutionStatus
 from tickwheel.store.postgres.notify import Signals
 from tickwheel.store.postgres.store import PostgresStore, Q
-from tickwheel.store.protocol import Topic
+from tickwheel.store.protocol import AttemptResult, Topic
 
 pytestmark = pytest.mark.postgres
 
@@ -252,15 +253,45 @@ async def test_the_listener_comes_back_after_its_connection_is_killed(
         " WHERE datname = current_database() AND starts_with(query, 'LISTEN')",
     )
     assert killed == [(True,)]
+    # The drop wakes the workers at once: they wait long between polls only while the store
+    # hears (WorkerSettings.heard_poll), and it no longer does.
+    assert await receiver.wait_for(Topic.READY, 5)
+    assert not receiver.hears_all()
     # Signals sent while it was down are lost, so the reconnected listener wakes every waiter
     # once; until then waits end at their timeout.
     deadline = time.monotonic() + 10
-    while not await receiver.wait_for(Topic.READY, 0.2):
+    while not await receiver.wait_for(Topic.DUE, 0.2):
         assert time.monotonic() < deadline, "the listener did not reconnect"
-    assert await receiver.wait_for(Topic.DUE, 0)
+    assert receiver.hears_all()
+    assert await receiver.wait_for(Topic.READY, 0)
     waiter = asyncio.create_task(receiver.wait_for(Topic.READY, 5))
     await sender.execution_insert_many([new_execution()])
     assert await asyncio.wait_for(waiter, 1)
+
+
+async def test_a_slot_freed_by_a_reap_or_an_expiry_wakes_another_process_workers(
+    open_pg: OpenStore,
+) -> None:
+    """The reaper's and the late claim's ways out of RUNNING NOTIFY the workers when the row
+    held a concurrency slot, as a finish does: a worker that hears polls seldom."""
+    sender, receiver = await open_pg(2), await open_pg(1)
+    assert await receiver.listen(5) and receiver.hears_all()
+    await sender.execution_insert_many([keyed("a", n, at=n) for n in range(3)])
+    assert await receiver.wait_for(Topic.READY, 5)  # the insert's
+    [lost] = await claim(sender)
+    assert lost.fencing_token is not None
+    reaped = AttemptResult(
+        lost.execution_id, lost.fencing_token, AttemptStatus.ABANDONED, ExecutionStatus.FAILED,
+        error={"kind": "lost", "message": "lease expired"}, lease_expired_only=True,
+    )  # fmt: skip
+    assert await sender.execution_reap([reaped], T0 + LEASE + timedelta(minutes=1))
+    assert await receiver.wait_for(Topic.READY, 5)
+    [late] = await claim(sender)
+    assert late.fencing_token is not None
+    error = {"kind": "expired", "message": "claimed after its startBy"}
+    assert await sender.execution_expire_claimed(late.execution_id, late.fencing_token, error)
+    assert await receiver.wait_for(Topic.READY, 5)
+    assert inputs_of(await claim(sender)) == [("a", 2)]
 
 
 async def test_without_a_server_wait_for_just_times_out() -> None:

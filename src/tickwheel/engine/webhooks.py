@@ -19,8 +19,9 @@ followed.
 from __future__ import annotations
 
 import asyncio
+import heapq
 import json
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Final
 from urllib.parse import urlsplit
 
@@ -50,6 +51,8 @@ if TYPE_CHECKING:
 __all__ = ["WebhookSender", "delivery_body"]
 
 _ERROR_LIMIT: Final = 300
+RETRY_SLACK: Final = timedelta(milliseconds=50)
+"""A retry is claimed this long after its instant: the database's clock decides it is due."""
 
 
 class _Refused(Exception):
@@ -87,6 +90,7 @@ class WebhookSender(Service):
         max_delay: float = 3600.0,
         max_attempts: int = MAX_ATTEMPTS,
         poll_seconds: float = 1.0,
+        heard_poll: float = 10.0,
         retention: timedelta | None = timedelta(days=30),
         prune_every: timedelta = timedelta(hours=1),
     ) -> None:
@@ -102,16 +106,43 @@ class WebhookSender(Service):
         self.max_delay = max_delay
         self.max_attempts = max_attempts
         self.poll_seconds = poll_seconds
+        self.heard_poll = heard_poll
+        """Seconds between claims while the store hears every process's new deliveries
+        (``webhook_hears_all``): each outbox write wakes the senders, and this sender's own
+        retries end the wait when due, so the poll is only a net (a retry recorded by a sender
+        that died, a lease run out). One claim a second in every process was a fifth of an idle
+        process's round trips (docs/scaling.md, "An idle worker's claims while it hears")."""
+        self._retries: list[datetime] = []
+        """A heap of the retries this sender recorded and has not claimed since: its wait
+        ends at the earliest (plus ``RETRY_SLACK``, for the database's clock)."""
+        self._claimed_at: datetime | None = None
         self.retention = retention
         """How long finished deliveries are kept (None: for ever)."""
         self.prune_every = prune_every
         self._next_prune = self.clock.now()
 
     async def idle(self, did: int) -> None:
-        await self.pause(0.0 if did else self.poll_seconds)
+        if did or self.stopping:
+            await self.pause(0.0)
+            return
+        timeout = self.poll_seconds
+        retries, claimed = self._retries, self._claimed_at
+        while retries and claimed is not None and retries[0] + RETRY_SLACK <= claimed:
+            heapq.heappop(retries)  # due at the last claim: it took them
+        if self.store.webhook_hears_all():
+            timeout = max(timeout, self.heard_poll)
+            if retries:
+                due_in = (retries[0] + RETRY_SLACK - self.clock.now()).total_seconds()
+                timeout = max(min(timeout, due_in), 0.0)
+        woken = asyncio.ensure_future(self.store.webhook_wait(timeout))
+        stopped = asyncio.ensure_future(self._stopping.wait())
+        _, pending = await asyncio.wait((woken, stopped), return_when=asyncio.FIRST_COMPLETED)
+        for task in pending:
+            task.cancel()
 
     async def run_once(self) -> int:
         await self._prune()
+        self._claimed_at = self.clock.now()
         jobs = await self.store.webhook_delivery_claim(
             self.owner, self.batch, self.lease, self.store_now()
         )
@@ -168,6 +199,7 @@ class WebhookSender(Service):
             status = DeliveryStatus.PENDING
             delay = backoff_delay(attempts, self.base_delay, self.max_delay, self.random.uniform)
             next_at = self.clock.now() + delay
+            heapq.heappush(self._retries, next_at)
         recorded = await self.store.webhook_delivery_finish(
             job.delivery,
             self.owner,

@@ -88,6 +88,7 @@ class Worker(Service, Attempts):
         self._stuck_counters = [r for r in self.runners.values() if hasattr(r, "stuck_threads")]
         self.uniform = uniform
         self.poll = settings.poll
+        self.heard_poll = settings.heard_poll
         self.definition_uris = list(definition_uris) if definition_uris is not None else None
         self.max_inline_output = settings.max_inline_output
         self.cancel_grace = settings.cancel_grace
@@ -204,9 +205,15 @@ class Worker(Service, Attempts):
         except Exception as exc:
             self.log.warning("worker registry report failed: %s", exc)
 
+    def _report_in(self) -> float:
+        """Seconds until the registry report is due (run_once sends it)."""
+        if self._reported_at is None:
+            return 0.0
+        return self._reported_at + self.report_every - time.monotonic()
+
     async def run_once(self) -> int:
-        # run_once comes round at least every ``poll`` seconds (idle waits are bounded), so the
-        # report needs no task of its own.
+        # run_once comes round at least every ``poll`` seconds (idle waits are bounded, and a
+        # long one ends when the report is due), so the report needs no task of its own.
         due = self._reported_at is None or time.monotonic() - self._reported_at >= self.report_every
         reporting = due and not self.stopping
         free = self._claimable()
@@ -373,6 +380,9 @@ class Worker(Service, Attempts):
         Work held back by an empty rate-limit bucket is claimable when its next token comes: the
         claim said when, and the sleep ends then (one claim per token, not a poll loop)."""
         timeout = self.poll
+        if self.store.hears_all():
+            # A long wait, but the registry report still goes out on time (run_once sends it).
+            timeout = max(timeout, min(self.heard_poll, self._report_in()))
         if self._retry_after is not None:
             timeout = min(timeout, self._retry_after + RATE_SLACK)
         ready = asyncio.ensure_future(self.store.wait_for(Topic.READY, timeout))

@@ -37,7 +37,13 @@ class WorkerSettings:
     lease: timedelta = _30S
     """A claim's life between heartbeats; the reaper takes back what outlives it."""
     poll: float = 1.0
-    """Seconds between claims when nothing is ready and no notification comes."""
+    """Seconds between claims when nothing is ready and no notification comes ..."""
+    heard_poll: float = 10.0
+    """... and while the store hears every process's notifications (``hears_all``: PostgreSQL
+    with its LISTEN in effect). Every change that makes work claimable notifies the workers (a
+    rate limit's next token excepted: the claim says when, and the wait ends then), so this
+    poll is a net only; one claim a second was most of an idle worker's cost (docs/scaling.md,
+    "An idle worker's claims while it hears")."""
     max_inline_output: int = 64 * 1024
     """Larger outputs are stored by reference."""
     low_water: int | None = None

@@ -185,7 +185,12 @@ async def open_read_stores(
 
 def webhook_store_for(store: Store) -> WebhookStore:
     """Webhook subscriptions and deliveries on the same database as ``store``."""
+    from tickwheel.store.postgres.store import PostgresStore
     from tickwheel.store.postgres.webhooks import PostgresWebhookStore
 
-    on_postgres: OnPostgres[WebhookStore] = PostgresWebhookStore
+    def on_postgres(pool: AsyncConnectionPool[Conn]) -> WebhookStore:
+        # The store's own LISTEN/NOTIFY: a new delivery wakes the senders (``Topic.WEBHOOK``).
+        assert isinstance(store, PostgresStore)
+        return PostgresWebhookStore(pool, store.signals)
+
     return _tables_for(store, "webhook", lambda sqlite: sqlite.webhooks, on_postgres)

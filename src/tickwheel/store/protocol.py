@@ -76,6 +76,13 @@ class SignalStore(Protocol):
         """Sleeps until ``topic`` is signalled (True) or ``timeout`` seconds pass (False)."""
         ...
 
+    def hears_all(self) -> bool:
+        """Whether every process's signals reach this store's waits now (PostgreSQL while its
+        LISTEN is in effect; never on SQLite, whose signals stay in their process). A waiter
+        may then poll seldom: its poll is only a net under a signal lost to a dropped
+        connection, which wakes every waiter anyway when it drops and again when it is back."""
+        ...
+
 
 class Store(
     StoreLifecycle,

@@ -91,6 +91,9 @@ class Topic(StrEnum):
     """A workflow's execution finished (an outbox row was written): orchestrators, consume."""
     CANCEL = "cancel"
     """A cancel of a RUNNING execution was requested: workers, beat now rather than later."""
+    WEBHOOK = "webhook"
+    """Webhook deliveries were written (outbox rows of a dead letter, a cron occurrence, a failed
+    workflow run): senders, claim."""
     CRON = "cron"
     """A cron job was created, changed, resumed or given back by a failed tick: Cron Services,
     which sleep until their next due job, look again."""

@@ -20,6 +20,14 @@ from tickwheel.domain.webhooks import (
 
 
 class WebhookStore(Protocol):
+    async def webhook_wait(self, timeout: float) -> bool:
+        """Sleeps until deliveries were written (True) or ``timeout`` seconds pass (False)."""
+        ...
+
+    def webhook_hears_all(self) -> bool:
+        """Whether every process's new deliveries wake ``webhook_wait`` now (``hears_all``)."""
+        ...
+
     async def webhook_insert(self, subscription: WebhookSubscription) -> None: ...
 
     async def webhook_list(self, tenant: str) -> list[WebhookSubscription]: ...

@@ -29,6 +29,7 @@ from tickwheel.store.flow_protocol import (
     PauseKind,
     PauseRecord,
 )
+from tickwheel.store.postgres.notify import Signals
 from tickwheel.store.postgres.queries import PostgresQueries
 from tickwheel.store.postgres.rows import execution_from_row, opt_aware, require_aware
 from tickwheel.store.protocol import Topic
@@ -60,6 +61,7 @@ def _breaker(row: DictRow) -> Breaker:
 
 
 class PostgresFlow(PostgresQueries):
+    _signals: Signals
     _tx: Callable[[], AbstractAsyncContextManager[Conn]]
     _signalling_tx: Callable[[], AbstractAsyncContextManager[tuple[Conn, set[Topic]]]]
 
@@ -114,6 +116,12 @@ class PostgresFlow(PostgresQueries):
         return transition
 
     async def circuit_breaker_probe(self, now: datetime | None = None) -> list[str]:
+        # Asked every second by one scheduler, and nearly always of nothing: first one
+        # autocommit statement (a row it finds is locked and let go at once), the transaction
+        # only when a breaker is due. BEGIN and COMMIT were two of an idle process's eight round
+        # trips a second (docs/scaling.md, "An idle worker's claims while it hears").
+        if not await self._all("circuit_breaker_probe_due", {"now": opt_aware(now)}):
+            return []
         moved: list[str] = []
         async with self._signalling_tx() as (conn, topics):
             cursor = await conn.execute(Q["circuit_breaker_probe_due"], {"now": opt_aware(now)})
@@ -159,10 +167,8 @@ class PostgresFlow(PostgresQueries):
     async def execution_expire_due(
         self, now: datetime | None = None, limit: int = 500
     ) -> list[Execution]:
-        async with self._tx() as conn:
-            params = {"now": opt_aware(now), "limit": limit}
-            cursor = await conn.execute(Q["execution_expire_due"], params)
-            rows = await cursor.fetchall()
+        # One statement, so its own transaction (autocommit): no BEGIN and COMMIT around it.
+        rows = await self._all("execution_expire_due", {"now": opt_aware(now), "limit": limit})
         return [execution_from_row(r) for r in rows]
 
     async def execution_expire_claimed(
@@ -177,8 +183,11 @@ class PostgresFlow(PostgresQueries):
             "fencing_token": fencing_token,
             "error": Jsonb(error),
             "now": opt_aware(now),
+            **self._signals.ready_wakeup(),
         }
         row = await self._one("execution_expire_claimed", params)
+        if row is not None and row["woken"]:
+            self._signals.signal([Topic.READY])  # this process's workers, without a round trip
         return row is not None and int(row["n"]) == 1
 
 

@@ -49,6 +49,7 @@ CHANNELS: dict[Topic, str] = {
     Topic.WORKFLOW: "tickwheel_workflow",
     Topic.CANCEL: "tickwheel_cancel",
     Topic.CRON: "tickwheel_cron",
+    Topic.WEBHOOK: "tickwheel_webhook",
 }
 _TOPICS = {channel: topic for topic, channel in CHANNELS.items()}
 # Named channels, one statement each: LISTEN takes an identifier, not a parameter.
@@ -66,6 +67,10 @@ _BACKOFF_MAX = 5.0
 # How often the listener's wait wakes with nothing received (it needs no wake-up at all: a
 # notification, a dropped connection or a cancellation each end the wait).
 _LISTEN_INTERVAL = 3600.0
+# The webhook senders' wake-up, sent by the outbox writes in the event's transaction (module
+# functions without a store's origin: the writer's own listener hears it too, and its sender
+# wakes a round trip later, as it would have at its next poll).
+WAKE_WEBHOOK_SENDERS = f"SELECT pg_notify('{CHANNELS[Topic.WEBHOOK]}', '')"
 # PostgreSQL refuses payloads of 8000 bytes or more; keep a margin.
 PAYLOAD_LIMIT = 7900
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -257,6 +262,11 @@ class Signals:
         event.clear()
         return True
 
+    def hearing(self) -> bool:
+        """Whether LISTEN is in effect now: every notification sent from here on reaches this
+        store until the connection drops, and its drop wakes every READY waiter."""
+        return self._listening.is_set()
+
     async def listen(self, timeout: float) -> bool:
         """Starts listening now rather than at the first wait; True once LISTEN is in effect, so
         that no later notification is missed."""
@@ -339,5 +349,8 @@ class Signals:
             if self._listening.is_set():
                 self._deaf_since_listening = True
                 self._listening.clear()
+                # Workers wait long between polls while this store hears (``hearing``): woken
+                # now, they claim once and then poll at their short interval until it is back.
+                self._events[Topic.READY].set()
             if conn is not None:
                 await conn.close()

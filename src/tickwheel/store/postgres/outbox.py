@@ -9,6 +9,7 @@ import uuid
 from collections.abc import Sequence
 from datetime import datetime
 
+from tickwheel.store.postgres.notify import WAKE_WEBHOOK_SENDERS
 from tickwheel.store.postgres.pool import Conn
 from tickwheel.store.postgres.rows import opt_aware
 from tickwheel.store.sqlfile import load_queries
@@ -49,4 +50,6 @@ async def webhook_outbox_execution_failed(
     ``execution_ids`` that are FAILED; none for a tenant without a subscription)."""
     if execution_ids:
         params = {"execution_ids": list(execution_ids), "now": opt_aware(now)}
-        await conn.execute(Q["webhook_outbox_execution_failed"], params)
+        cursor = await conn.execute(Q["webhook_outbox_execution_failed"], params)
+        if cursor.rowcount:
+            await conn.execute(WAKE_WEBHOOK_SENDERS)

@@ -78,8 +78,7 @@ class PostgresShardLeases:
         now: datetime | None = None,
     ) -> list[ShardLease]:
         params = {**_grants(owner, leases, now), "ttl": ttl, "epoch_of": epoch_of(leases)}
-        async with self._pool.connection() as conn, conn.transaction():
-            await conn.execute(Q["shard_owner_touch"], params)
+        async with self._pool.connection() as conn:  # one statement: membership and leases
             cursor = await conn.execute(Q["shard_lease_renew"], params)
             rows = await cursor.fetchall()
         return sorted((_lease(r) for r in rows), key=lambda lease: lease.shard_id)

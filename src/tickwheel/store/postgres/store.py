@@ -524,6 +524,8 @@ class PostgresStore(
                 },
             )
             topics.update(topics_for([r.execution_status for r in moved]))
+            if any(row["frees_slot"] for row in rows):
+                topics.add(Topic.READY)  # work held back by its concurrency limit may start
             for row in rows:
                 if await workflow_event_record(
                     conn, row["idempotency_key"], row["execution_id"], row["status"], opt_aware(now)
@@ -559,6 +561,9 @@ class PostgresStore(
 
     async def wait_for(self, topic: Topic, timeout: float) -> bool:
         return await self._signals.wait_for(topic, timeout)
+
+    def hears_all(self) -> bool:
+        return self._signals.hearing()
 
     async def listen(self, timeout: float = 10.0) -> bool:
         """Starts listening for other processes' signals now instead of at the first

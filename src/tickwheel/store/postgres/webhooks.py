@@ -3,6 +3,7 @@ writers the event paths call inside their own transactions (``webhook_outbox_*``
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import Sequence
 from datetime import datetime, timedelta
@@ -19,8 +20,10 @@ from tickwheel.domain.webhooks import (
     WebhookSubscription,
     cron_webhook_event,
 )
+from tickwheel.store.postgres.notify import WAKE_WEBHOOK_SENDERS, Signals
 from tickwheel.store.postgres.pool import Conn
 from tickwheel.store.postgres.rows import opt_aware, opt_utc, require_aware, utc
+from tickwheel.store.records import Topic
 from tickwheel.store.sqlfile import load_queries
 
 if TYPE_CHECKING:  # the cron domain: the Cron Service's, not the webhook sender's
@@ -30,8 +33,20 @@ Q = load_queries("tickwheel.store.postgres.sql")
 
 
 class PostgresWebhookStore:
-    def __init__(self, pool: AsyncConnectionPool[Conn]) -> None:
+    def __init__(self, pool: AsyncConnectionPool[Conn], signals: Signals | None = None) -> None:
         self._pool = pool
+        self._signals = signals
+        """The main store's LISTEN/NOTIFY (``webhook_store_for``); None: new deliveries wake
+        nobody, and ``webhook_wait`` just waits out its timeout."""
+
+    async def webhook_wait(self, timeout: float) -> bool:
+        if self._signals is None:
+            await asyncio.sleep(timeout)
+            return False
+        return await self._signals.wait_for(Topic.WEBHOOK, timeout)
+
+    def webhook_hears_all(self) -> bool:
+        return self._signals is not None and self._signals.hearing()
 
     async def _all(self, query: str, params: dict[str, Any]) -> list[DictRow]:
         async with self._pool.connection() as conn:
@@ -118,14 +133,16 @@ async def webhook_outbox_cron(conn: Conn, records: Sequence[OccurrenceRecord]) -
         "event": [str(e) for _, e in noted],
         "recorded_at": [require_aware(r.recorded_at) for r, _ in noted],
     }
-    await conn.execute(Q["webhook_outbox_cron"], params)
+    if (await conn.execute(Q["webhook_outbox_cron"], params)).rowcount:
+        await conn.execute(WAKE_WEBHOOK_SENDERS)
 
 
 async def webhook_outbox_workflow_run_failed(
     conn: Conn, workflow_run_id: uuid.UUID, now: datetime
 ) -> None:
     params = {"workflow_run_id": workflow_run_id, "now": require_aware(now)}
-    await conn.execute(Q["webhook_outbox_workflow_run_failed"], params)
+    if (await conn.execute(Q["webhook_outbox_workflow_run_failed"], params)).rowcount:
+        await conn.execute(WAKE_WEBHOOK_SENDERS)
 
 
 def _subscription(r: DictRow) -> WebhookSubscription:

@@ -210,6 +210,7 @@ class SqliteFlow(SqliteConnection):
             await conn.execute(Q["attempt_abandon"], {**params, "attempt_number": row[0]})
             detail = _json({"fromStatus": "RUNNING"})
             await conn.execute(Q["execution_event_expired"], {**params, "detail": detail})
+        self._signal(Topic.READY)  # a concurrency slot it held is free: waiting work may start
         return True
 
 

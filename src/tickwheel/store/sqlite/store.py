@@ -326,6 +326,8 @@ class SqliteStore(
                     await webhook_outbox_execution_failed(conn, [result.execution_id], now_us)
         if retrying:
             self._signal(Topic.DUE)
+        if reaped:
+            self._signal(Topic.READY)  # a concurrency slot it held is free: waiting work may start
         return reaped
 
     async def execution_release(
@@ -370,6 +372,9 @@ class SqliteStore(
             return False
         event.clear()
         return True
+
+    def hears_all(self) -> bool:
+        return False  # another process's writes to the file signal nothing here
 
     def _signal(self, topic: Topic) -> None:
         if topic is Topic.DUE:

@@ -3,6 +3,7 @@ the outbox writers the event paths call inside their own transactions (``webhook
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sqlite3
 import uuid
@@ -28,6 +29,14 @@ if TYPE_CHECKING:  # the cron domain: the Cron Service's, not the webhook sender
 
 
 class SqliteWebhookStore(SqliteConnection):
+    async def webhook_wait(self, timeout: float) -> bool:
+        # Outbox rows of another process on the file signal nothing here: polled.
+        await asyncio.sleep(timeout)
+        return False
+
+    def webhook_hears_all(self) -> bool:
+        return False
+
     async def _rowcount(self, query: str, params: dict[str, Any]) -> int:
         async with self._tx() as conn:
             return (await conn.execute(Q[query], params)).rowcount

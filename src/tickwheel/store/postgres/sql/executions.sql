@@ -229,6 +229,7 @@ RETURNING attempt_count;
 -- main pool's sessions keep a generic plan after five custom ones when it looks no dearer, and
 -- the one made on a new table (3,000 rows, never analyzed) read the batch through a bitmap of
 -- executions_running_lease, every RUNNING row: 2,000 for a batch of 16.
+-- frees_slot: the row held a concurrency slot, free now (the caller wakes the workers).
 UPDATE executions e
 SET status = b.status, error = b.error, next_attempt_at = b.next_attempt_at,
     max_attempts = e.max_attempts + CASE WHEN b.status = 'RETRY_WAIT' THEN 1 ELSE 0 END,
@@ -242,7 +243,8 @@ FROM unnest(%(execution_ids)s::uuid[], %(fencing_tokens)s::bigint[], %(statuses)
 WHERE e.execution_id = b.execution_id AND e.status = 'RUNNING' COLLATE "C"
   AND e.fencing_token = b.fencing_token
   AND e.lease_expires_at < coalesce(%(now)s::timestamptz, now())
-RETURNING e.execution_id, e.attempt_count, e.idempotency_key, b.status;
+RETURNING e.execution_id, e.attempt_count, e.idempotency_key, b.status,
+    e.concurrency_limit IS NOT NULL AS frees_slot;
 
 -- name: attempt_count_lost
 -- Per execution, its attempts lost to a worker's death (the reaper's ABANDONED, kind "lost"; a

@@ -146,7 +146,8 @@ SELECT * FROM expired;
 
 -- name: execution_expire_claimed
 -- Claimed after its startBy (the claim raced the sweep): not run. The worker's write, fenced
--- like a result: only the holder of the current token of a RUNNING execution.
+-- like a result: only the holder of the current token of a RUNNING execution. A concurrency
+-- slot it held is free now: the workers are woken (their idle poll is long while they hear).
 WITH expired AS (
     UPDATE executions
     SET status = 'EXPIRED', finished_at = coalesce(%(now)s::timestamptz, now()),
@@ -154,7 +155,7 @@ WITH expired AS (
         lease_expires_at = NULL, error = %(error)s
     WHERE execution_id = %(execution_id)s AND status = 'RUNNING'
       AND fencing_token = %(fencing_token)s
-    RETURNING execution_id, attempt_count
+    RETURNING execution_id, attempt_count, concurrency_limit
 ),
 attempt AS (
     UPDATE attempts a
@@ -169,5 +170,9 @@ recorded AS (
     SELECT execution_id, 'expired', coalesce(%(now)s::timestamptz, now()),
         jsonb_build_object('fromStatus', 'RUNNING')
     FROM expired
+),
+woken AS (
+    SELECT pg_notify(%(ready_channel)s, %(origin)s)
+    WHERE EXISTS (SELECT 1 FROM expired WHERE concurrency_limit IS NOT NULL)
 )
-SELECT count(*) AS n FROM expired;
+SELECT count(*) AS n, (SELECT count(*) FROM woken) AS woken FROM expired;

@@ -9,11 +9,8 @@
 
 -- name: shard_owner_touch
 -- The owner's membership, renewed with its leases (see shard_owners in 0007).
-INSERT INTO shard_owners (owner, expires_at, updated_at)
-VALUES (%(owner)s, coalesce(%(now)s::timestamptz, now()) + %(ttl)s::interval,
-        coalesce(%(now)s::timestamptz, now()))
-ON CONFLICT (owner) DO UPDATE
-SET expires_at = excluded.expires_at, updated_at = excluded.updated_at;
+-- include: owner_touched
+;
 
 -- name: shard_owner_leave
 DELETE FROM shard_owners WHERE owner = %(owner)s;
@@ -50,6 +47,13 @@ RETURNING l.shard_id, l.owner, l.epoch, l.expires_at, l.watermark;
 -- join-filter comparisons and 150-200 ms a renewal, every third of a lease
 -- (tests/store/test_plans_leases.py). A single-table UPDATE: the row lock re-checks all of it
 -- on the newest version, as the join did.
+-- The owner's membership is renewed by the same statement (its own transaction, autocommit):
+-- one round trip instead of BEGIN, the membership, the leases and COMMIT, every third of a
+-- lease in every scheduler. Only its owner writes a membership row, so the two tables' locks
+-- cannot deadlock with another statement whatever order the statement takes them in.
+WITH touched AS (
+    -- include: owner_touched
+)
 UPDATE shard_leases l
 SET expires_at = coalesce(%(now)s::timestamptz, now()) + %(ttl)s::interval,
     updated_at = coalesce(%(now)s::timestamptz, now())
@@ -98,6 +102,13 @@ ORDER BY l.shard_id;
 UPDATE shard_leases
 SET watermark = coalesce(%(now)s::timestamptz, now()), due_through = NULL
 WHERE shard_id = ANY (%(shards)s::smallint[]) AND owner = %(owner)s;
+
+-- fragment: owner_touched
+INSERT INTO shard_owners (owner, expires_at, updated_at)
+VALUES (%(owner)s, coalesce(%(now)s::timestamptz, now()) + %(ttl)s::interval,
+        coalesce(%(now)s::timestamptz, now()))
+ON CONFLICT (owner) DO UPDATE
+SET expires_at = excluded.expires_at, updated_at = excluded.updated_at
 
 -- fragment: grants_still_held
 FROM (SELECT * FROM unnest(%(shards)s::smallint[], %(epochs)s::bigint[]) AS m (shard_id, epoch)
