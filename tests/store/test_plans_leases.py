@@ -144,3 +144,29 @@ async def generic_plan(
         if node.get("Relation Name") == "shard_leases" and node["Node Type"] != "ModifyTable"
     )
     return plan, lease_rows
+
+
+async def test_the_renewal_and_the_release_are_planned_with_their_grants_at_every_run(
+    pg_url: str,
+) -> None:
+    """Prepared (psycopg's fifth run), their sessions kept a generic plan in which the grants'
+    arrays are parameters read at every lease row: 7.6-8.5 ms of the database's CPU a renewal
+    of 512 leases, against 1.5 ms planned with the arrays as constants (a hashed ``= ANY``).
+    They are never prepared, on a pool of one session that runs them ten times."""
+    store = await PostgresStore.open(pg_url, max_size=1, min_size=1)
+    try:
+        await store.migrate()
+        await run_sql(pg_url, _UNOWNED)
+        ttl = timedelta(seconds=60)
+        leases = await store.shard_lease_acquire("s", SHARD_COUNT // 2, ttl, T0)
+        for n in range(10):
+            leases = await store.shard_lease_renew("s", leases, ttl, T0 + timedelta(seconds=n))
+        assert len(leases) == SHARD_COUNT // 2
+        for _ in range(10):
+            await store.shard_lease_release("s", leases[:1], T0 + timedelta(seconds=10))
+        async with store.pool.connection() as conn:
+            assert await prepared_names(conn, "SET expires_at = coalesce") == []
+            assert await prepared_names(conn, "SET owner = NULL") == []
+    finally:
+        await store.close()
+        await run_sql(pg_url, _UNOWNED, "ANALYZE shard_leases")

@@ -44,6 +44,17 @@ def _grants(owner: str, leases: Sequence[ShardLease], now: datetime | None) -> d
     }
 
 
+UNPREPARED = False
+"""How the renewal and the release are sent: never prepared, so planned at every run with the
+grants' arrays as constants. psycopg prepares a statement at a connection's fifth run, and the
+main pool's sessions then kept a generic plan, where the arrays are parameters read at every
+lease row: ``shard_id = ANY (shards)`` a linear search of the grants for each row, instead of a
+lookup in a hash made once. 7.6-8.5 ms of the database's CPU a renewal of 512 leases, against
+1.5 ms planned with constants, the planning included; every 3.3 s in every scheduler, it was
+most of an idle system's database CPU (docs/scaling.md, "The renewal planned with its
+grants")."""
+
+
 def epoch_of(leases: Sequence[ShardLease]) -> list[int | None]:
     """The ``epoch_of`` parameter: each grant's epoch at its shard's place (shard_id + 1 in
     SQL), None for the shards not granted here, so a statement finds a row's grant without a
@@ -79,7 +90,7 @@ class PostgresShardLeases:
     ) -> list[ShardLease]:
         params = {**_grants(owner, leases, now), "ttl": ttl, "epoch_of": epoch_of(leases)}
         async with self._pool.connection() as conn:  # one statement: membership and leases
-            cursor = await conn.execute(Q["shard_lease_renew"], params)
+            cursor = await conn.execute(Q["shard_lease_renew"], params, prepare=UNPREPARED)
             rows = await cursor.fetchall()
         return sorted((_lease(r) for r in rows), key=lambda lease: lease.shard_id)
 
@@ -93,7 +104,7 @@ class PostgresShardLeases:
     ) -> None:
         params = {**_grants(owner, leases, now), "epoch_of": epoch_of(leases)}
         async with self._pool.connection() as conn, conn.transaction():
-            await conn.execute(Q["shard_lease_release"], params)
+            await conn.execute(Q["shard_lease_release"], params, prepare=UNPREPARED)
             if leaving:
                 await conn.execute(Q["shard_owner_leave"], params)
 
