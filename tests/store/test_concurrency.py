@@ -61,6 +61,15 @@ def done(e: Execution, status: ExecutionStatus = ExecutionStatus.SUCCEEDED) -> A
     )
 
 
+def lost_lease(e: Execution) -> AttemptResult:
+    """The reaper's result for ``e``, claimed by a worker that died: dead-lettered."""
+    assert e.fencing_token is not None
+    return AttemptResult(
+        e.execution_id, e.fencing_token, AttemptStatus.ABANDONED, ExecutionStatus.FAILED,
+        error={"kind": "lost", "message": "lease expired"}, lease_expired_only=True,
+    )  # fmt: skip
+
+
 async def claim(store: Store, n: int = 10) -> list[Execution]:
     return await store.execution_claim_ready("w", n, LEASE, T0 + timedelta(seconds=10))
 
@@ -149,10 +158,7 @@ async def test_every_way_out_of_running_frees_the_slot(store: Store) -> None:
     # A lost lease, reaped: the retry keeps its place and holds no slot while it waits.
     [lost] = await claim(store)
     assert lost.fencing_token is not None
-    reaped = AttemptResult(
-        lost.execution_id, lost.fencing_token, AttemptStatus.ABANDONED, ExecutionStatus.FAILED,
-        error={"kind": "lost", "message": "lease expired"}, lease_expired_only=True,
-    )  # fmt: skip
+    reaped = lost_lease(lost)
     assert await store.execution_reap([reaped], T0 + LEASE + timedelta(minutes=1)) == [
         lost.execution_id
     ]
@@ -215,10 +221,7 @@ async def test_a_reap_that_frees_a_slot_wakes_the_workers(store: Store) -> None:
     [lost] = await claim(store)
     assert lost.fencing_token is not None
     await _drain_ready(store)
-    reaped = AttemptResult(
-        lost.execution_id, lost.fencing_token, AttemptStatus.ABANDONED, ExecutionStatus.FAILED,
-        error={"kind": "lost", "message": "lease expired"}, lease_expired_only=True,
-    )  # fmt: skip
+    reaped = lost_lease(lost)
     assert await store.execution_reap([reaped], T0 + LEASE + timedelta(minutes=1))
     assert await store.wait_for(Topic.READY, 1.0)
     assert inputs_of(await claim(store)) == [("a", 1)]

@@ -15,12 +15,13 @@ import psycopg
 import pytest
 from psycopg import sql
 
+from tests.conftest import empty_pg_tables
 from tests.factories import T0, definition, new_execution
-from tests.store.test_concurrency import LEASE, claim, inputs_of, keyed
-from tickwheel.domain.states import AttemptStatus, ExecutionStatus
+from tests.store.test_concurrency import LEASE, claim, inputs_of, keyed, lost_lease
+from tickwheel.domain.states import ExecutionStatus
 from tickwheel.store.postgres.notify import Signals
 from tickwheel.store.postgres.store import PostgresStore, Q
-from tickwheel.store.protocol import AttemptResult, Topic
+from tickwheel.store.protocol import Topic
 
 pytestmark = pytest.mark.postgres
 
@@ -270,20 +271,19 @@ async def test_the_listener_comes_back_after_its_connection_is_killed(
 
 
 async def test_a_slot_freed_by_a_reap_or_an_expiry_wakes_another_process_workers(
-    open_pg: OpenStore,
+    open_pg: OpenStore, pg_url: str
 ) -> None:
     """The reaper's and the late claim's ways out of RUNNING NOTIFY the workers when the row
     held a concurrency slot, as a finish does: a worker that hears polls seldom."""
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        empty_pg_tables(conn)  # what other files' tests left (their limits and leases) too
     sender, receiver = await open_pg(2), await open_pg(1)
     assert await receiver.listen(5) and receiver.hears_all()
     await sender.execution_insert_many([keyed("a", n, at=n) for n in range(3)])
     assert await receiver.wait_for(Topic.READY, 5)  # the insert's
     [lost] = await claim(sender)
     assert lost.fencing_token is not None
-    reaped = AttemptResult(
-        lost.execution_id, lost.fencing_token, AttemptStatus.ABANDONED, ExecutionStatus.FAILED,
-        error={"kind": "lost", "message": "lease expired"}, lease_expired_only=True,
-    )  # fmt: skip
+    reaped = lost_lease(lost)
     assert await sender.execution_reap([reaped], T0 + LEASE + timedelta(minutes=1))
     assert await receiver.wait_for(Topic.READY, 5)
     [late] = await claim(sender)
