@@ -95,13 +95,7 @@ class CronService(Service):
         released its unfinished claims; the next one resubmits the same keys."""
         if did or self.stopping:
             return
-        woken = asyncio.ensure_future(self.store.cron_wait(self.sleep))
-        stopped = asyncio.ensure_future(self._stopping.wait())
-        try:
-            await asyncio.wait({woken, stopped}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            for task in (woken, stopped):
-                task.cancel()
+        await self.wait_or_stop(self.store.cron_wait(self.sleep))
 
     async def _until_due(self) -> float:
         """Seconds to sleep when nothing could be claimed: until the store's next due job (by

@@ -134,11 +134,7 @@ class WebhookSender(Service):
             if retries:
                 due_in = (retries[0] + RETRY_SLACK - self.clock.now()).total_seconds()
                 timeout = max(min(timeout, due_in), 0.0)
-        woken = asyncio.ensure_future(self.store.webhook_wait(timeout))
-        stopped = asyncio.ensure_future(self._stopping.wait())
-        _, pending = await asyncio.wait((woken, stopped), return_when=asyncio.FIRST_COMPLETED)
-        for task in pending:
-            task.cancel()
+        await self.wait_or_stop(self.store.webhook_wait(timeout))
 
     async def run_once(self) -> int:
         await self._prune()

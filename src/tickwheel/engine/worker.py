@@ -385,11 +385,7 @@ class Worker(Service, Attempts):
             timeout = max(timeout, min(self.heard_poll, self._report_in()))
         if self._retry_after is not None:
             timeout = min(timeout, self._retry_after + RATE_SLACK)
-        ready = asyncio.ensure_future(self.store.wait_for(Topic.READY, timeout))
-        stopped = asyncio.ensure_future(self._stopping.wait())
-        _, pending = await asyncio.wait((ready, stopped), return_when=asyncio.FIRST_COMPLETED)
-        for task in pending:
-            task.cancel()
+        await self.wait_or_stop(self.store.wait_for(Topic.READY, timeout))
 
     async def _wait_for_slots(self, wanted: int, timeout: float) -> None:
         if not self.running:  # every slot is held by a stuck thread: only time frees them

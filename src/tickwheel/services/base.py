@@ -22,6 +22,7 @@ import os
 import random
 import secrets
 import socket
+from collections.abc import Awaitable
 from datetime import datetime
 
 from tickwheel.domain.clock import Clock, SystemClock
@@ -119,6 +120,18 @@ class Service:
             return
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._stopping.wait(), seconds)
+
+    async def wait_or_stop(self, signal: Awaitable[object]) -> None:
+        """Waits for a store's signal (which ends at its own timeout) or for the stop, whichever
+        comes first. The other is cancelled, and so is each when this wait is: a wait on
+        LISTEN/NOTIFY left behind would take the next signal meant for the next wait."""
+        woken = asyncio.ensure_future(signal)
+        stopped = asyncio.ensure_future(self._stopping.wait())
+        try:
+            await asyncio.wait((woken, stopped), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in (woken, stopped):
+                task.cancel()
 
     def backoff_seconds(self) -> float:
         """The pause after the ``failures``-th outage round in a row: doubling from
