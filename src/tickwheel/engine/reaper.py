@@ -10,6 +10,7 @@ from __future__ import annotations
 import random
 import uuid
 from collections.abc import Callable
+from datetime import timedelta
 
 from tickwheel.domain.backoff import Uniform
 from tickwheel.domain.clock import Clock
@@ -40,6 +41,8 @@ class Reaper(Service):
         self.store = store
         self.batch = settings.batch
         self.interval = settings.interval
+        self.max_wait = settings.max_wait
+        self._wait = settings.interval  # the next idle pause, set by the last round
         self.uniform = uniform
         self.reaped = 0
         self.runs = runs
@@ -54,7 +57,15 @@ class Reaper(Service):
         A lost attempt is judged apart from the handler's own failures (domain/retry.py): the
         worker died, most often of a neighbour's doing, so the execution is retried without
         spending ``maxAttempts``, up to ``maxLostAttempts`` losses."""
+        self._wait = self.interval
         if self.runs is not None and not self.runs():
+            return 0
+        # First when the earliest lease ends: the reaper sleeps until then (within its bounds)
+        # instead of asking for expired leases every second, nearly always of nothing.
+        ends_in = await self.store.execution_lease_next(self.store_now())
+        if ends_in is None or ends_in > timedelta(0):
+            seconds = self.max_wait if ends_in is None else ends_in.total_seconds()
+            self._wait = min(max(seconds, self.interval), self.max_wait)
             return 0
         expired = await self.store.execution_lease_expired(self.batch, self.store_now())
         if not expired:
@@ -117,7 +128,7 @@ class Reaper(Service):
         return len(reaped)
 
     async def idle(self, did: int) -> None:
-        await self.pause(0.0 if did >= self.batch else self.interval)
+        await self.pause(0.0 if did >= self.batch else self._wait)
 
     async def _definition(self, tenant: str, uri: str, version: int) -> Definition | None:
         """The retry policy's source, resolved for the execution's tenant like the worker's."""

@@ -72,7 +72,16 @@ class ReaperSettings:
     batch: int = 200
     """Expired leases decided per statement, at most."""
     interval: float = 1.0
-    """Seconds between sweeps when the last one was not full."""
+    """Seconds between sweeps when the last one was not full, at least: between two, the reaper
+    sleeps until the earliest lease of a RUNNING execution ends."""
+    max_wait: float = 5.0
+    """Seconds the reaper sleeps at most, asking again for the earliest lease. A lease taken
+    after it asked is seen at its next question: one shorter than this (a worker's ``lease``
+    under 5 s) may be reaped up to ``max_wait`` minus that lease late."""
+
+    def __post_init__(self) -> None:
+        if not 0 < self.interval <= self.max_wait:
+            raise ValueError("the reaper's interval must be above 0 and at most its max_wait")
 
 
 @dataclass(frozen=True, kw_only=True)

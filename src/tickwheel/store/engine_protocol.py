@@ -94,6 +94,11 @@ class LeaseExpiryStore(Protocol):
         """RUNNING executions whose lease ran out, oldest expiry first (the reaper's work)."""
         ...
 
+    async def execution_lease_next(self, now: datetime | None = None) -> timedelta | None:
+        """How long from ``now`` (else the database's clock) until the earliest lease of a
+        RUNNING execution ends: negative when one has, None when nothing runs."""
+        ...
+
     async def attempt_count_lost(self, execution_ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, int]:
         """Per execution, how many of its attempts were lost to a worker's death (reaped
         ABANDONED, kind "lost") since it was last replayed; executions with none are left out.

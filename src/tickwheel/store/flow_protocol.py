@@ -7,7 +7,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from tickwheel.domain.breaker import BreakerConfig, BreakerState, Transition
 from tickwheel.domain.models import Execution
@@ -24,11 +24,21 @@ __all__ = [
     "TENANT_WIDE",
     "BreakerRecord",
     "BreakerTransitionRecord",
+    "DuePasses",
     "FlowStore",
     "PauseKind",
     "PauseRecord",
     "RateLimitStore",
 ]
+
+
+class DuePasses(NamedTuple):
+    """Which of the passes over every shard would find work now (``flow_passes_due``)."""
+
+    breakers: bool
+    """A breaker waits for its probe (``circuit_breaker_probe``)."""
+    expiry: bool
+    """An unstarted execution is past its startBy or deadline (``execution_expire_due``)."""
 
 
 class FlowStore(Protocol):
@@ -72,6 +82,11 @@ class FlowStore(Protocol):
         HALF_OPEN with that execution (the first in claim order) as its probe: the only one
         the claim lets through. Several schedulers may run it at once: each breaker moves once.
         Returns the definition URIs of those that moved; wakes the workers when some did."""
+        ...
+
+    async def flow_passes_due(self, now: datetime | None = None) -> DuePasses:
+        """Whether ``circuit_breaker_probe`` and ``execution_expire_due`` would find anything at
+        ``now`` (else the database's clock), in one read and no transaction."""
         ...
 
     async def circuit_breaker_list(self, tenant: str) -> list[BreakerRecord]: ...

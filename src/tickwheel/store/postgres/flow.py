@@ -26,6 +26,7 @@ from tickwheel.domain.models import Execution
 from tickwheel.store.flow_protocol import (
     BreakerRecord,
     BreakerTransitionRecord,
+    DuePasses,
     PauseKind,
     PauseRecord,
 )
@@ -136,6 +137,10 @@ class PostgresFlow(PostgresQueries):
                 await _transitioned(conn, key, transition, after, at, topics)
                 moved.append(row["definition_uri"])
         return moved
+
+    async def flow_passes_due(self, now: datetime | None = None) -> DuePasses:
+        row = await self._one("flow_passes_due", {"now": opt_aware(now)})
+        return DuePasses(bool(row and row["breakers"]), bool(row and row["expiry"]))
 
     async def circuit_breaker_list(self, tenant: str) -> list[BreakerRecord]:
         rows = await self._all("circuit_breaker_list", {"tenant": tenant})

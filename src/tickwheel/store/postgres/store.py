@@ -490,6 +490,11 @@ class PostgresStore(
         rows = await self._all("execution_lease_expired", {"limit": limit, "now": opt_aware(now)})
         return [execution_from_row(r) for r in rows]
 
+    async def execution_lease_next(self, now: datetime | None = None) -> timedelta | None:
+        row = await self._one("execution_lease_next", {"now": opt_aware(now)})
+        wait: timedelta | None = row["wait"] if row else None
+        return wait
+
     async def execution_reap(
         self, results: Sequence[AttemptResult], now: datetime | None = None
     ) -> list[uuid.UUID]:

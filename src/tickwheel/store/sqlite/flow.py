@@ -25,6 +25,7 @@ from tickwheel.domain.models import Execution
 from tickwheel.store.flow_protocol import (
     BreakerRecord,
     BreakerTransitionRecord,
+    DuePasses,
     PauseKind,
     PauseRecord,
 )
@@ -139,6 +140,10 @@ class SqliteFlow(SqliteConnection):
         if moved:
             self._signal(Topic.READY)
         return moved
+
+    async def flow_passes_due(self, now: datetime | None = None) -> DuePasses:
+        row = await self._one("flow_passes_due", {"now": to_us(now or datetime.now(UTC))})
+        return DuePasses(bool(row and row["breakers"]), bool(row and row["expiry"]))
 
     async def circuit_breaker_list(self, tenant: str) -> list[BreakerRecord]:
         rows = await self._all("circuit_breaker_list", {"tenant": tenant})

@@ -31,7 +31,7 @@ from tickwheel.store.sqlfile import load_queries
 from tickwheel.store.sqlite.api_keys import SqliteApiKeys
 from tickwheel.store.sqlite.caller_tx import SqliteCallerTx
 from tickwheel.store.sqlite.claims import SqliteClaims
-from tickwheel.store.sqlite.codec import jload, opt_us, to_us
+from tickwheel.store.sqlite.codec import from_us, jload, opt_us, to_us
 from tickwheel.store.sqlite.cron import SqliteCronStore
 from tickwheel.store.sqlite.definitions import SqliteDefinitions
 from tickwheel.store.sqlite.files import create_private
@@ -286,6 +286,13 @@ class SqliteStore(
     ) -> list[Execution]:
         rows = await self._all("execution_lease_expired", {"limit": limit, "now": _now_us(now)})
         return [execution_row(r) for r in rows]
+
+    async def execution_lease_next(self, now: datetime | None = None) -> timedelta | None:
+        # SQLite has no server clock: the processes sharing the file share this machine's.
+        row = await self._one("execution_lease_next", {})
+        if row is None or row["due"] is None:
+            return None
+        return from_us(int(row["due"])) - (now or datetime.now(UTC))
 
     async def execution_reap(
         self, results: Sequence[AttemptResult], now: datetime | None = None

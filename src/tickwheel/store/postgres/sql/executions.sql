@@ -209,6 +209,14 @@ WHERE status = 'RUNNING' AND lease_expires_at < coalesce(%(now)s::timestamptz, n
 ORDER BY lease_expires_at
 LIMIT %(limit)s;
 
+-- name: execution_lease_next
+-- How long until the reaper would find an expired lease (negative: it would now; NULL: nothing
+-- runs). The reaper sleeps that long, within its bounds, rather than asking every second: the
+-- first entry of executions_running_lease.
+SELECT min(lease_expires_at) - coalesce(%(now)s::timestamptz, now()) AS wait
+FROM executions
+WHERE status = 'RUNNING';
+
 -- name: execution_release
 -- Graceful shutdown: back to READY, and the attempt it gives up does not count against the budget.
 -- It keeps its ready_at, so its place in the claim order (promotion.sql says why).

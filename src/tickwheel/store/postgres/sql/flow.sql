@@ -82,6 +82,28 @@ ORDER BY b.cool_down_until
 LIMIT 100
 FOR UPDATE OF b SKIP LOCKED;
 
+-- name: flow_passes_due
+-- Whether the breakers' probe and the expiry would find anything, in one read: the scheduler
+-- that runs the passes asks this every second and runs a pass only when it has work (an idle
+-- system's passes were two statements a second, one of them a write transaction on SQLite).
+-- Each EXISTS is the pass's own WHERE clause over its partial index.
+SELECT EXISTS (
+           SELECT 1 FROM circuit_breakers b
+           WHERE b.state <> 'closed'
+             AND ((b.state = 'open' AND b.cool_down_until <= coalesce(%(now)s::timestamptz, now()))
+                  OR (b.state = 'half_open' AND NOT EXISTS (
+                      SELECT 1 FROM executions e
+                      WHERE e.execution_id = b.probe_execution_id
+                        AND e.status IN ('READY', 'RUNNING', 'RETRY_WAIT'))))) AS breakers,
+       EXISTS (
+           SELECT 1 FROM executions
+           WHERE status IN ('SCHEDULED', 'READY') AND started_at IS NULL
+             AND start_by IS NOT NULL AND start_by < coalesce(%(now)s::timestamptz, now()))
+       OR EXISTS (
+           SELECT 1 FROM executions
+           WHERE status IN ('SCHEDULED', 'READY') AND started_at IS NULL
+             AND deadline IS NOT NULL AND deadline < coalesce(%(now)s::timestamptz, now())) AS expiry;
+
 -- name: circuit_breaker_probe_pick
 -- The first READY execution of the definition in claim order: the probe.
 SELECT execution_id FROM executions

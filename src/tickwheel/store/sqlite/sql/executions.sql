@@ -91,6 +91,12 @@ WHERE status = 'RUNNING' AND lease_expires_at < :now
 ORDER BY lease_expires_at
 LIMIT :limit;
 
+-- name: execution_lease_next
+-- When the reaper would next find an expired lease (microseconds; NULL: nothing runs).
+SELECT min(lease_expires_at) AS due
+FROM executions
+WHERE status = 'RUNNING';
+
 -- name: execution_release
 -- It keeps its ready_at, so its place in the claim order (promotion.sql says why).
 UPDATE executions
